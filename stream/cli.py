@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # (command path, module, help). Two-word paths ("bench estimators") become nested subcommands.
@@ -58,7 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def single_threaded_blas() -> None:
+    """Default BLAS/LAPACK to one thread (must run before numpy is imported).
+
+    The engine's matrices are small (b ~ 50-200); a multi-threaded BLAS spends more time waking its
+    threads than computing, and one process per core is how the daemon scales out. An explicit
+    setting in the environment wins.
+    """
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
 def main(argv: list[str] | None = None) -> int:
+    single_threaded_blas()
     parser = build_parser()
     args = parser.parse_args(argv)
     module = getattr(args, "_module", None)

@@ -1,0 +1,134 @@
+"""TwoWindowRuLSIF: the incremental state is the batch fit of its windows, at every step."""
+
+import json
+
+import numpy as np
+import pytest
+
+from core.rulsif import fit_rulsif
+from core.window import TwoWindowRuLSIF
+
+
+def batch_scores(st):
+    past, cur = st.past(), st.current()
+    kw = dict(alpha=st.alpha, sigma=st.sigma, lam=st.lam, n_centres=st.n)
+    return fit_rulsif(past, cur, **kw).pe, fit_rulsif(cur, past, **kw).pe
+
+
+@pytest.mark.parametrize("refresh_every", [10**9, 64])
+def test_ten_thousand_random_slides_equal_a_fresh_batch_fit(refresh_every):
+    rng = np.random.default_rng(0)
+    st = TwoWindowRuLSIF(dim=3, n=12, sigma=1.1, lam=0.05, alpha=0.3, refresh_every=refresh_every)
+    # regime changes keep the clipping active part of the time
+    scale = np.repeat(rng.uniform(0.3, 3.0, size=21), 500)
+    for t in range(10_000 + 24):
+        st.push(rng.normal(size=3) * scale[t] + (t // 1000) % 3)
+        if st.ready and t % 997 == 0:
+            np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-8, atol=1e-10)
+
+
+def test_windows_hold_the_last_2n_samples_in_time_order():
+    st = TwoWindowRuLSIF(dim=1, n=3, sigma=1.0, lam=0.1)
+    for v in range(10):
+        st.push([float(v)])
+    np.testing.assert_array_equal(st.past().ravel(), [4, 5, 6])
+    np.testing.assert_array_equal(st.current().ravel(), [7, 8, 9])
+
+
+def test_not_ready_until_both_windows_are_full():
+    st = TwoWindowRuLSIF(dim=2, n=4, sigma=1.0, lam=0.1)
+    for i in range(7):
+        st.push(np.ones(2) * i)
+        assert not st.ready
+        with pytest.raises(ValueError, match="not full"):
+            st.scores()
+    st.push(np.zeros(2))
+    assert st.ready and all(np.isfinite(st.scores()))
+
+
+def test_set_params_equals_a_state_built_with_those_params():
+    rng = np.random.default_rng(1)
+    data = rng.normal(size=(57, 2))
+    a = TwoWindowRuLSIF(2, 10, sigma=0.5, lam=0.2)
+    b = TwoWindowRuLSIF(2, 10, sigma=2.0, lam=0.01)
+    for y in data:
+        a.push(y)
+        b.push(y)
+    a.set_params(2.0, 0.01)
+    np.testing.assert_allclose(a.scores(), b.scores(), rtol=1e-10)
+    np.testing.assert_allclose(a.scores(), batch_scores(a), rtol=1e-8)
+
+
+def test_set_params_during_filling_keeps_the_state_consistent():
+    rng = np.random.default_rng(4)
+    a = TwoWindowRuLSIF(1, 5, sigma=0.5, lam=0.1)
+    for y in rng.normal(size=(7, 1)):
+        a.push(y)
+    a.set_params(1.5, 0.1)
+    for y in rng.normal(size=(20, 1)):
+        a.push(y)
+    np.testing.assert_allclose(a.scores(), batch_scores(a), rtol=1e-8)
+
+
+def test_state_round_trip_continues_exactly(tmp_path):
+    rng = np.random.default_rng(2)
+    data = rng.normal(size=(300, 4))
+    a = TwoWindowRuLSIF(4, 20, sigma=1.5, lam=0.1, alpha=0.1, refresh_every=50)
+    for y in data[:150]:
+        a.push(y)
+    state = a.to_state()
+    arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+    scalars = {k: v for k, v in state.items() if not isinstance(v, np.ndarray)}
+    np.savez(tmp_path / "s.npz", **arrays)
+    (tmp_path / "s.json").write_text(json.dumps(scalars))
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as z:
+        restored = {**json.loads((tmp_path / "s.json").read_text()), **{k: z[k] for k in z.files}}
+    b = TwoWindowRuLSIF.from_state(restored)
+    for y in data[150:]:
+        a.push(y)
+        b.push(y)
+        assert a.scores() == b.scores()
+
+
+def test_separation_grows_after_a_change():
+    rng = np.random.default_rng(3)
+    st = TwoWindowRuLSIF(dim=1, n=25, sigma=1.0, lam=0.1, alpha=0.1)
+    for v in rng.normal(size=50):
+        st.push([v])
+    before = sum(st.scores())
+    for v in rng.normal(3.0, 1.0, size=25):
+        st.push([v])
+    assert sum(st.scores()) > before + 0.2
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [({"dim": 0}, "dim"), ({"n": 1}, "n"), ({"sigma": 0.0}, "sigma"), ({"lam": -1.0}, "lam"),
+     ({"alpha": 1.0}, "alpha"), ({"refresh_every": 0}, "refresh_every")],
+)
+def test_invalid_configuration_is_rejected(kwargs, match):
+    base = {"dim": 1, "n": 5, "sigma": 1.0, "lam": 0.1}
+    base.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        TwoWindowRuLSIF(**base)
+
+
+def test_bad_samples_are_rejected_without_corrupting_the_state():
+    st = TwoWindowRuLSIF(dim=2, n=3, sigma=1.0, lam=0.1)
+    for _ in range(6):
+        st.push([0.0, 1.0])
+    before = st.scores()
+    with pytest.raises(ValueError, match="NaN"):
+        st.push([np.nan, 1.0])
+    with pytest.raises(ValueError, match="dim=2"):
+        st.push([1.0, 2.0, 3.0])
+    assert st.scores() == before
+
+
+def test_restoring_a_state_with_a_wrong_version_fails_clearly():
+    st = TwoWindowRuLSIF(dim=1, n=3, sigma=1.0, lam=0.1)
+    state = st.to_state()
+    state["version"] = 99
+    with pytest.raises(ValueError, match="version"):
+        TwoWindowRuLSIF.from_state(state)
