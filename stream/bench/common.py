@@ -1,0 +1,56 @@
+"""Helpers shared by the ``ratiowatch bench ...`` commands: timing, memory, environment facts."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import platform
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def time_call(fn: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeat`` calls (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def quiet(fn: Callable[[], object]) -> Callable[[], object]:
+    """Wrap a baseline that prints progress so its output does not pollute the JSON."""
+
+    def run():
+        with contextlib.redirect_stdout(io.StringIO()):
+            return fn()
+
+    return run
+
+
+def rss_mb() -> float:
+    """Resident set size of this process in MiB (Linux /proc; 0.0 elsewhere)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def environment() -> dict:
+    """Facts that make a benchmark number interpretable."""
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
+        "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    }

@@ -1,0 +1,109 @@
+"""``ratiowatch bench estimators``: batch fits vs densratio, and the incremental step.
+
+Setup of the issue: windows of n = 50 subsequences of length k = 10 (d = 10), b = 50 centres.
+- ``ratio_vs_densratio_auto``: densratio's time for a fit with its automatic (sigma, lambda)
+  selection divided by ours with our full selection (9 sigmas x 9 lambdas, exact clipped LOOCV);
+  both single-threaded, same windows, same run. Reported for uLSIF and RuLSIF (alpha = 0.1).
+- ``incremental_step_us``: one slide of :class:`core.window.TwoWindowRuLSIF` plus the re-solve of
+  both directions (the symmetric change score), median over a long stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from core.rulsif import fit_rulsif
+from core.window import TwoWindowRuLSIF
+
+from .common import environment, quiet, time_call
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _windows(rng: np.random.Generator, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Past/current windows of subsequences from an AR(1) series with a mean shift between them."""
+    t = 2 * n + k - 1
+    e = rng.normal(size=t)
+    y = np.empty(t)
+    y[0] = e[0]
+    for i in range(1, t):
+        y[i] = 0.6 * y[i - 1] + e[i]
+    y[n + k // 2:] += 1.0
+    subs = np.lib.stride_tricks.sliding_window_view(y, k)
+    return np.ascontiguousarray(subs[:n]), np.ascontiguousarray(subs[n:2 * n])
+
+
+def bench_batch(rng, n: int, k: int, repeat: int) -> dict:
+    from densratio import densratio
+
+    past, cur = _windows(rng, n, k)
+    rows = {}
+    for name, alpha in (("ulsif", 0.0), ("rulsif", 0.1)):
+        ours = time_call(lambda: fit_rulsif(past, cur, alpha=alpha, n_centres=n, seed=0), repeat)
+        method = "uLSIF" if alpha == 0.0 else "RuLSIF"
+        kwargs = {"method": method, "kernel_num": n, "verbose": False}
+        if alpha:
+            kwargs["alpha"] = alpha
+        theirs = time_call(quiet(lambda: densratio(past, cur, **kwargs)), max(3, repeat // 5))
+        rows[name] = {"ours_ms": ours * 1e3, "densratio_auto_ms": theirs * 1e3, "ratio": theirs / ours}
+    return rows
+
+
+def bench_incremental(rng, n: int, k: int, steps: int) -> dict:
+    series = np.cumsum(rng.normal(size=steps + 2 * n + k)) * 0.1 + rng.normal(size=steps + 2 * n + k)
+    subs = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(series, k))
+    fit = fit_rulsif(subs[:n], subs[n:2 * n], alpha=0.1, n_centres=n)
+    st = TwoWindowRuLSIF(k, n, fit.sigma, fit.lam, alpha=0.1)
+    for y in subs[:2 * n]:
+        st.push(y)
+    st.scores()
+    push_t = np.empty(steps)
+    step_t = np.empty(steps)
+    for i in range(steps):
+        t0 = time.perf_counter()
+        st.push(subs[2 * n + i])
+        t1 = time.perf_counter()
+        st.scores()
+        t2 = time.perf_counter()
+        push_t[i] = t1 - t0
+        step_t[i] = t2 - t0
+    return {
+        "incremental_step_us": float(np.median(step_t) * 1e6),
+        "incremental_step_p99_us": float(np.percentile(step_t, 99) * 1e6),
+        "push_only_us": float(np.median(push_t) * 1e6),
+        "steps": steps,
+    }
+
+
+def run(args) -> int:
+    rng = np.random.default_rng(args.seed)
+    n, k = 50, 10
+    repeat, steps = (5, 2_000) if args.quick else (30, 20_000)
+    batch = bench_batch(rng, n, k, repeat)
+    inc = bench_incremental(rng, n, k, steps)
+    result = {
+        "benchmark": "estimators",
+        "setup": {"n_per_window": n, "k": k, "b": n, "sigma_grid": 9, "lambda_grid": 9},
+        "ratio_vs_densratio_auto": batch["rulsif"]["ratio"],
+        "ratio_vs_densratio_auto_ulsif": batch["ulsif"]["ratio"],
+        "batch": batch,
+        **inc,
+        "environment": environment(),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for name, row in batch.items():
+            print(f"{name:7s} ours {row['ours_ms']:.2f} ms  densratio {row['densratio_auto_ms']:.2f} ms  "
+                  f"ratio {row['ratio']:.1f}x")
+        print(f"incremental step (push + both solves): {inc['incremental_step_us']:.1f} us "
+              f"(p99 {inc['incremental_step_p99_us']:.1f} us); push only {inc['push_only_us']:.1f} us")
+    return 0
