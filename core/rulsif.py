@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import gauss_kernel
+from .kernels import gauss_from_sq, gauss_kernel, sq_dist
 from .selection import choose_centres, lambda_grid, sigma_grid
 from .validation import check_alpha, check_pair, make_rng
 
@@ -158,6 +158,17 @@ def _loocv_lambda_path(k_nu, k_de, alpha, lambdas, clip):
 
 
 @njit(cache=True)
+def _loocv_grid(d_nu, d_de, sigmas, lambdas, alpha, clip):
+    """LOOCV scores for every (sigma, lambda) from squared distances to the centres (computed once)."""
+    out = np.empty((sigmas.shape[0], lambdas.shape[0]))
+    for si in range(sigmas.shape[0]):
+        k_nu = gauss_from_sq(d_nu, sigmas[si])
+        k_de = gauss_from_sq(d_de, sigmas[si])
+        out[si] = _loocv_lambda_path(k_nu, k_de, alpha, lambdas, clip)
+    return out
+
+
+@njit(cache=True)
 def _solve_theta(k_nu, k_de, alpha, lam, clip):
     n_nu, b = k_nu.shape
     n_de = k_de.shape[0]
@@ -242,13 +253,11 @@ def fit_rulsif(
         raise ValueError(f"lam must be positive and finite; got {lams.tolist()}")
     best = np.nan
     if sigmas.size > 1 or lams.size > 1:
-        best, s_best, l_best = np.inf, sigmas[0], lams[0]
-        for s in sigmas:  # first minimum in sigma-major order, as the reference code
-            scores = loocv_scores(x_nu, x_de, centres, s, lams, alpha, clip)
-            j = int(np.argmin(scores))
-            if scores[j] < best:
-                best, s_best, l_best = float(scores[j]), float(s), float(lams[j])
-        sig, lam_ = s_best, l_best
+        grid = _loocv_grid(sq_dist(x_nu, centres), sq_dist(x_de, centres), sigmas, lams, alpha, bool(clip))
+        grid = np.where(np.isfinite(grid), grid, np.inf)
+        # first minimum in sigma-major order, as the reference code
+        si, li = np.unravel_index(int(np.argmin(grid)), grid.shape)
+        best, sig, lam_ = float(grid[si, li]), float(sigmas[si]), float(lams[li])
     else:
         sig, lam_ = float(sigmas[0]), float(lams[0])
     k_nu = gauss_kernel(x_nu, centres, sig)
