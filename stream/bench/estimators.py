@@ -4,6 +4,7 @@ Setup of the issue: windows of n = 50 subsequences of length k = 10 (d = 10), b 
 - ``ratio_vs_densratio_auto``: densratio's time for a fit with its automatic (sigma, lambda)
   selection divided by ours with our full selection (9 sigmas x 9 lambdas, exact clipped LOOCV);
   both single-threaded, same windows, same run. Reported for uLSIF and RuLSIF (alpha = 0.1).
+- KLIEP (likelihood CV, densratio's KLIEP as baseline) and LSDD (5-fold CV, no baseline) rows.
 - ``incremental_step_us``: one slide of :class:`core.window.TwoWindowRuLSIF` plus the re-solve of
   both directions (the symmetric change score), median over a long stream.
 """
@@ -16,6 +17,10 @@ import time
 
 import numpy as np
 
+from core.kliep import fit_kliep
+from core.kliep_window import TwoWindowKLIEP
+from core.lsdd import fit_lsdd
+from core.lsdd_window import TwoWindowLSDD
 from core.rulsif import fit_rulsif
 from core.window import TwoWindowRuLSIF
 
@@ -54,12 +59,23 @@ def bench_batch(rng, n: int, k: int, repeat: int) -> dict:
             kwargs["alpha"] = alpha
         theirs = time_call(quiet(lambda: densratio(past, cur, **kwargs)), max(3, repeat // 5))
         rows[name] = {"ours_ms": ours * 1e3, "densratio_auto_ms": theirs * 1e3, "ratio": theirs / ours}
+    # KLIEP: likelihood CV over sigma on both sides (densratio's own grid and fold count)
+    ours = time_call(lambda: fit_kliep(past, cur, n_centres=n, seed=0), max(3, repeat // 5))
+    theirs = time_call(quiet(lambda: densratio(past, cur, method="KLIEP", kernel_num=n, verbose=False)),
+                       max(3, repeat // 10))
+    rows["kliep"] = {"ours_ms": ours * 1e3, "densratio_auto_ms": theirs * 1e3, "ratio": theirs / ours}
+    # LSDD has no densratio counterpart: our time alone (5-fold CV over 9 sigmas x 9 lambdas)
+    rows["lsdd"] = {"ours_ms": time_call(lambda: fit_lsdd(past, cur, seed=0), max(3, repeat // 5)) * 1e3}
     return rows
 
 
-def bench_incremental(rng, n: int, k: int, steps: int) -> dict:
+def _stream(rng, n: int, k: int, steps: int) -> np.ndarray:
     series = np.cumsum(rng.normal(size=steps + 2 * n + k)) * 0.1 + rng.normal(size=steps + 2 * n + k)
-    subs = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(series, k))
+    return np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(series, k))
+
+
+def bench_incremental(rng, n: int, k: int, steps: int) -> dict:
+    subs = _stream(rng, n, k, steps)
     fit = fit_rulsif(subs[:n], subs[n:2 * n], alpha=0.1, n_centres=n)
     st = TwoWindowRuLSIF(k, n, fit.sigma, fit.lam, alpha=0.1)
     for y in subs[:2 * n]:
@@ -83,12 +99,32 @@ def bench_incremental(rng, n: int, k: int, steps: int) -> dict:
     }
 
 
+def bench_other_windows(rng, n: int, k: int, steps: int) -> dict:
+    """Median push + score time of the LSDD and KLIEP windows (same stream shape)."""
+    subs = _stream(rng, n, k, steps)
+    fit = fit_rulsif(subs[:n], subs[n:2 * n], alpha=0.1, n_centres=n)
+    out = {}
+    for name, st in (("lsdd", TwoWindowLSDD(k, n, fit.sigma, fit.lam)), ("kliep", TwoWindowKLIEP(k, n, fit.sigma))):
+        for y in subs[:2 * n]:
+            st.push(y)
+        st.scores()
+        times = np.empty(steps)
+        for i in range(steps):
+            t0 = time.perf_counter()
+            st.push(subs[2 * n + i])
+            st.scores()
+            times[i] = time.perf_counter() - t0
+        out[f"{name}_step_us"] = float(np.median(times) * 1e6)
+    return out
+
+
 def run(args) -> int:
     rng = np.random.default_rng(args.seed)
     n, k = 50, 10
     repeat, steps = (5, 2_000) if args.quick else (30, 20_000)
     batch = bench_batch(rng, n, k, repeat)
     inc = bench_incremental(rng, n, k, steps)
+    inc["other_windows"] = bench_other_windows(rng, n, k, max(200, steps // 20))
     result = {
         "benchmark": "estimators",
         "setup": {"n_per_window": n, "k": k, "b": n, "sigma_grid": 9, "lambda_grid": 9},
@@ -102,8 +138,11 @@ def run(args) -> int:
         print(json.dumps(result, indent=2))
     else:
         for name, row in batch.items():
-            print(f"{name:7s} ours {row['ours_ms']:.2f} ms  densratio {row['densratio_auto_ms']:.2f} ms  "
-                  f"ratio {row['ratio']:.1f}x")
+            if "ratio" in row:
+                print(f"{name:7s} ours {row['ours_ms']:.2f} ms  densratio {row['densratio_auto_ms']:.2f} ms  "
+                      f"ratio {row['ratio']:.1f}x")
+            else:
+                print(f"{name:7s} ours {row['ours_ms']:.2f} ms  (no densratio counterpart)")
         print(f"incremental step (push + both solves): {inc['incremental_step_us']:.1f} us "
               f"(p99 {inc['incremental_step_p99_us']:.1f} us); push only {inc['push_only_us']:.1f} us")
     return 0

@@ -38,4 +38,4 @@ def test_bench_estimators_quick_prints_the_issue_fields():
     result = json.loads(out)
     assert result["ratio_vs_densratio_auto"] > 0
     assert result["incremental_step_us"] > 0
-    assert set(result["batch"]) == {"ulsif", "rulsif"}
+    assert set(result["batch"]) == {"ulsif", "rulsif", "kliep", "lsdd"}
