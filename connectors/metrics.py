@@ -1,0 +1,97 @@
+"""Prometheus metrics of the daemon, on its own ``CollectorRegistry``, plus /healthz and /readyz.
+
+Label cardinality is bounded: alert kinds and bad-record reasons are small fixed sets, consumer lag
+is per assigned partition, and latest scores are exported only for the keys in ``score_keys``.
+
+Examples
+--------
+>>> m = Metrics(score_keys=["host-1"])
+>>> m.records.inc(3)
+>>> m.set_score("host-1", 0.5); m.set_score("host-2", 9.0)   # host-2 is not in the allow-list
+>>> text = m.exposition().decode()
+>>> "ratiowatch_records_total 3.0" in text, 'key="host-2"' in text
+(True, False)
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    """All daemon metrics; ``ready`` drives /readyz."""
+
+    def __init__(self, score_keys: list[str] | None = None):
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.records = Counter("ratiowatch_records", "Records folded into detectors", registry=r)
+        self.alerts = Counter("ratiowatch_alerts", "Alerts emitted", ["kind"], registry=r)
+        self.bad_records = Counter("ratiowatch_bad_records", "Records sent to the dead-letter sink",
+                                   ["reason"], registry=r)
+        self.latency = Histogram("ratiowatch_batch_latency_seconds",
+                                 "Time from a poll returning a batch to its alerts being delivered",
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                                 registry=r)
+        self.active_keys = Gauge("ratiowatch_active_keys", "Keys with a detector in memory", registry=r)
+        self.consumer_lag = Gauge("ratiowatch_consumer_lag", "High watermark minus position",
+                                  ["partition"], registry=r)
+        self.checkpoint_age = Gauge("ratiowatch_checkpoint_age_seconds", "Seconds since the last checkpoint",
+                                    registry=r)
+        self.checkpoints = Counter("ratiowatch_checkpoints", "Key checkpoints written", registry=r)
+        self.score = Gauge("ratiowatch_latest_score", "Latest change score (allow-listed keys only)", ["key"],
+                           registry=r)
+        self.score_keys = frozenset(score_keys or ())
+        self.ready = False
+        self._server: ThreadingHTTPServer | None = None
+
+    def set_score(self, key: str, value: float) -> None:
+        if key in self.score_keys:
+            self.score.labels(key=key).set(value)
+
+    def set_lag(self, lags: dict[str, int]) -> None:
+        for part, lag in lags.items():
+            self.consumer_lag.labels(partition=part).set(lag)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # --- HTTP server --------------------------------------------------------------------------
+    def serve(self, host: str = "127.0.0.1", port: int = 9108) -> int:
+        """Start serving in a daemon thread; returns the bound port (``port=0`` picks a free one)."""
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server API
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, ctype, code = metrics.exposition(), CONTENT_TYPE_LATEST, 200
+                elif path == "/healthz":
+                    body, ctype, code = b"ok\n", "text/plain", 200
+                elif path == "/readyz":
+                    ok = metrics.ready
+                    body, ctype, code = (b"ready\n" if ok else b"not ready\n"), "text/plain", (200 if ok else 503)
+                else:
+                    body, ctype, code = b"not found; try /metrics, /healthz or /readyz\n", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, fmt, *args):  # scrapes are not worth a log line each
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True).start()
+        return self._server.server_address[1]
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

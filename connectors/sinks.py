@@ -1,0 +1,267 @@
+"""Alert and dead-letter sinks: JSONL file / stdout / stderr, Kafka topic, webhook (HTTP POST).
+
+A sink delivers items that have ``to_json()`` and ``key`` (``Alert`` or ``BadRecord``).
+``deliver(items)`` returns the items it gave up on, as ``(item, reason)``; ``flush()`` blocks until
+everything handed over is acknowledged (file fsynced, Kafka acks received) and returns late failures
+the same way. The daemon commits source offsets only after every sink's ``flush()`` returned. Items
+a sink with ``dead_letter_on_failure = True`` (webhook) gave up on go to the dead-letter sink; for the
+other sinks a failure means the backend is down and the daemon waits and retries (backpressure).
+
+Examples
+--------
+>>> import io
+>>> from stream.records import Alert
+>>> out = io.StringIO()
+>>> sink = StreamSink(out)
+>>> a = Alert.from_alarm(key="k", detector="d", change_index=1, alarm_index=2, timestamp=0.0,
+...                      score=1.0, threshold=0.5)
+>>> sink.deliver([a]), sink.flush()
+([], [])
+>>> Alert.from_json(out.getvalue()) == a
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+log = logging.getLogger("ratiowatch.sinks")
+
+
+class Deliverable(Protocol):
+    key: Any
+
+    def to_json(self) -> str: ...
+
+
+Failure = tuple[Any, str]
+
+
+class Sink(Protocol):
+    name: str
+
+    def deliver(self, items: list[Any]) -> list[Failure]: ...
+
+    def flush(self) -> list[Failure]: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlFileSink:
+    """Appends one JSON document per line; ``flush()`` fsyncs.
+
+    On open, a torn last line (a crash mid-write) is cut off: it was never acknowledged, so the
+    replay after restart writes it again.
+    """
+
+    def __init__(self, path: str | Path, name: str = "jsonl"):
+        self.path = Path(path)
+        self.name = name
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_torn_tail()
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def _repair_torn_tail(self) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return
+            data_end = fh.seek(0, os.SEEK_END)
+            # scan back for the last newline (tail is short: one torn JSON line)
+            pos = data_end
+            step = 4096
+            cut = 0
+            while pos > 0:
+                start = max(0, pos - step)
+                fh.seek(start)
+                chunk = fh.read(pos - start)
+                i = chunk.rfind(b"\n")
+                if i >= 0:
+                    cut = start + i + 1
+                    break
+                pos = start
+            fh.truncate(cut)
+            log.warning("cut a torn last line from %s", self.path, extra={"path": str(self.path), "bytes": data_end - cut})
+
+    def deliver(self, items: list[Any]) -> list[Failure]:
+        if items:
+            self._fh.write("".join(it.to_json() + "\n" for it in items))
+            self._fh.flush()
+        return []
+
+    def flush(self) -> list[Failure]:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        return []
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self.flush()
+            self._fh.close()
+
+
+class StreamSink:
+    """Writes JSON lines to a text stream (stdout / stderr)."""
+
+    def __init__(self, stream: TextIO | None = None, name: str = "stdout"):
+        self.stream = stream if stream is not None else sys.stdout
+        self.name = name
+
+    def deliver(self, items: list[Any]) -> list[Failure]:
+        if items:
+            self.stream.write("".join(it.to_json() + "\n" for it in items))
+        return []
+
+    def flush(self) -> list[Failure]:
+        self.stream.flush()
+        return []
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+class KafkaSink:
+    """Produces each item to a topic, keyed by the record key, with acks=all.
+
+    ``deliver`` only hands messages to the producer; ``flush`` waits for the acknowledgements and
+    returns the ones that failed.
+    """
+
+    def __init__(self, topic: str, bootstrap_servers: list[str], *, timeout_s: float = 10.0,
+                 options: dict[str, Any] | None = None, name: str = "kafka"):
+        from kafka import KafkaProducer  # imported here: the daemon without Kafka does not need it
+
+        self.topic = topic
+        self.name = name
+        self.timeout_s = timeout_s
+        # max_block_ms bounds send() when the broker is unreachable (metadata wait); the daemon retries
+        self._opts = {"bootstrap_servers": bootstrap_servers, "acks": "all", "linger_ms": 5, "retries": 5,
+                      "request_timeout_ms": int(timeout_s * 1000), "max_block_ms": int(timeout_s * 1000)}
+        self._opts.update(options or {})
+        self._cls = KafkaProducer
+        self._producer = KafkaProducer(**self._opts)
+        self._pending: list[tuple[Any, Any]] = []
+        self._broken = False
+
+    def _reconnect(self) -> None:
+        # After a failed flush the producer may hold state the broker no longer knows (a restarted
+        # broker, an expired producer id): start a fresh one. Repeats carry the same alert ids.
+        try:
+            self._producer.close(timeout=0)
+        except Exception:  # noqa: BLE001
+            pass
+        self._producer = self._cls(**self._opts)
+        self._broken = False
+
+    def deliver(self, items: list[Any]) -> list[Failure]:
+        failures: list[Failure] = []
+        if self._broken and items:
+            try:
+                self._reconnect()
+            except Exception as exc:  # noqa: BLE001 - broker still unreachable
+                return [(it, f"kafka producer reconnect failed: {type(exc).__name__}: {exc}") for it in items]
+        for it in items:
+            key = it.key.encode() if isinstance(it.key, str) else None
+            try:
+                fut = self._producer.send(self.topic, key=key, value=it.to_json().encode())
+            except Exception as exc:  # noqa: BLE001 - buffer full / serialisation: give up on this item
+                failures.append((it, f"kafka send failed: {type(exc).__name__}: {exc}"))
+                continue
+            self._pending.append((it, fut))
+        return failures
+
+    def flush(self) -> list[Failure]:
+        failures: list[Failure] = []
+        try:
+            self._producer.flush(timeout=self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - timeouts are judged per future below
+            log.warning("kafka sink flush: %s", exc)
+        for it, fut in self._pending:
+            try:
+                fut.get(timeout=0.001 if fut.is_done else self.timeout_s)
+            except Exception as exc:  # noqa: BLE001
+                failures.append((it, f"kafka delivery failed: {type(exc).__name__}: {exc}"))
+        self._pending.clear()
+        if failures:
+            self._broken = True
+        return failures
+
+    def close(self) -> None:
+        self.flush()
+        self._producer.close(timeout=self.timeout_s)
+
+
+class WebhookSink:
+    """HTTP POST of each item as JSON, with a timeout and bounded retries with exponential backoff.
+
+    2xx is success; 4xx other than 408/429 is a permanent failure (no retry); anything else
+    (connection refused, timeout, 5xx) is retried ``retries`` times, ``backoff_s`` doubling.
+    """
+
+    dead_letter_on_failure = True
+
+    def __init__(self, url: str, *, timeout_s: float = 5.0, retries: int = 3, backoff_s: float = 0.5,
+                 headers: dict[str, str] | None = None, name: str = "webhook", sleep=time.sleep):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"webhook url must start with http:// or https://; got {url!r}")
+        self.url = url
+        self.name = name
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self.attempts = 0
+        self._sleep = sleep
+
+    def _post(self, body: bytes) -> str | None:
+        """None on success, else the reason; raises nothing."""
+        self.attempts += 1
+        req = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                resp.read()
+                return None
+        except urllib.error.HTTPError as exc:
+            return f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+
+    def deliver(self, items: list[Any]) -> list[Failure]:
+        failures: list[Failure] = []
+        for it in items:
+            body = it.to_json().encode()
+            delay = self.backoff_s
+            reason = self._post(body)
+            tries = 1
+            while reason is not None and tries <= self.retries and _retryable(reason):
+                self._sleep(delay)
+                delay *= 2
+                reason = self._post(body)
+                tries += 1
+            if reason is not None:
+                log.warning("webhook gave up", extra={"url": self.url, "reason": reason, "attempts": tries})
+                failures.append((it, f"webhook {self.url}: {reason} after {tries} attempt(s)"))
+        return failures
+
+    def flush(self) -> list[Failure]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _retryable(reason: str) -> bool:
+    if reason.startswith("HTTP "):
+        code = int(reason.split()[1])
+        return code >= 500 or code in (408, 429)
+    return True
+

@@ -1,0 +1,330 @@
+"""The daemon loop: source -> pipeline -> sinks -> commit, with checkpoints, metrics and signals.
+
+One iteration: poll a bounded batch -> ``Pipeline.process`` -> deliver alerts to every sink (failed
+deliveries and bad records go to the dead-letter sink) -> every ``checkpoint.every_records`` records
+(or ``every_s`` seconds): flush all sinks, write the checkpoints of changed keys, and only then
+commit the source offsets. So a crash at any point replays from the last commit: alerts may repeat
+(same idempotency key), none is lost, and restored keys skip the records already in their state.
+
+SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, flushes, checkpoints, commits and
+``run()`` returns 0. Rebalances (Kafka group) checkpoint and commit the revoked partitions' keys
+and evict them; keys are restored from the shared checkpoint directory on first sight.
+
+Examples
+--------
+>>> from stream.config import parse_config
+>>> cfg = parse_config({"source": {"type": "stdin"}, "metrics": {"enabled": False}})
+>>> Daemon(cfg, factory=None).config.source["type"]   # factory=None: build from [detector] at run()
+'stdin'
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from typing import Any
+
+from stream.checkpoint import CheckpointStore
+from stream.config import Config
+from stream.pipeline import ChangePointFactory, DetectorFactory, Pipeline
+from stream.records import BadRecord, FieldSpec
+
+log = logging.getLogger("ratiowatch.daemon")
+
+
+def field_spec(cfg: Config) -> FieldSpec:
+    f = cfg.fields
+    return FieldSpec(key=f["key"] or None, timestamp=f["timestamp"] or None, values=tuple(f["values"]),
+                     default_key=f["default_key"])
+
+
+def build_source(cfg: Config, store: CheckpointStore, on_revoke=None, on_assign=None):
+    from connectors.sources import FileSource, KafkaSource, StdinSource
+
+    s = cfg.source
+    spec = field_spec(cfg)
+    max_bytes = cfg.pipeline["max_record_bytes"]
+    if s["type"] == "file":
+        return FileSource(cfg.resolve(s["path"]), spec, fmt=s["format"], follow=s["follow"],
+                          poll_interval_s=s["poll_interval_s"], max_bytes=max_bytes, offsets=store)
+    if s["type"] == "stdin":
+        return StdinSource(spec, fmt=s["format"], max_bytes=max_bytes)
+    return KafkaSource(s["bootstrap_servers"], s["topics"], spec, group_id=s["group_id"],
+                       partitions=s["partitions"], auto_offset_reset=s["auto_offset_reset"],
+                       session_timeout_ms=s["session_timeout_ms"], heartbeat_interval_ms=s["heartbeat_interval_ms"],
+                       max_poll_interval_ms=s["max_poll_interval_ms"], max_bytes=max_bytes,
+                       options={"check_crcs": s["check_crcs"], **s["options"]},
+                       on_revoke=on_revoke, on_assign=on_assign)
+
+
+def build_sink(cfg: Config, s: dict[str, Any], name: str):
+    from connectors.sinks import JsonlFileSink, KafkaSink, StreamSink, WebhookSink
+    import sys
+
+    t = s["type"]
+    if t in ("jsonl", "file"):
+        return JsonlFileSink(cfg.resolve(s["path"]), name=name)
+    if t == "stdout":
+        return StreamSink(sys.stdout, name=name)
+    if t == "stderr":
+        return StreamSink(sys.stderr, name=name)
+    if t == "kafka":
+        servers = s["bootstrap_servers"] or cfg.source["bootstrap_servers"]
+        return KafkaSink(s["topic"], servers, timeout_s=s.get("timeout_s", 10.0), options=s["options"], name=name)
+    return WebhookSink(s["url"], timeout_s=s["timeout_s"], retries=s["retries"], backoff_s=s["backoff_s"],
+                       headers=s["headers"], name=name)
+
+
+class Daemon:
+    """Wires config -> source, pipeline, sinks, dead-letter sink, metrics; ``run()`` is the loop.
+
+    Every part can be injected (tests, benchmarks); missing parts are built from the config.
+    """
+
+    def __init__(self, config: Config, *, factory: DetectorFactory | None = None, source: Any = None,
+                 sinks: list[Any] | None = None, dead_letter: Any = None, metrics: Any = None):
+        self.config = config
+        self._factory = factory
+        self._source = source
+        self._sinks = sinks
+        self._dead_letter = dead_letter
+        self.metrics = metrics
+        self.stopping = False
+        self.stats = {"records": 0, "alerts": 0, "bad": 0, "batches": 0, "commits": 0, "commit_failures": 0}
+        self.metrics_port: int | None = None
+        self.pipeline: Pipeline | None = None
+        self._owns_metrics = False
+        self.source: Any = None
+
+    # --- signals ------------------------------------------------------------------------------
+    def stop(self, *_args) -> None:
+        """Ask the loop to finish the batch in hand and shut down cleanly."""
+        self.stopping = True
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    # --- wiring -------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        cfg = self.config
+        self.store = CheckpointStore(cfg.resolve(cfg.checkpoint["dir"]))
+        factory = self._factory or ChangePointFactory(cfg.detector_kwargs())
+        self.pipeline = Pipeline(factory, store=self.store, dim=cfg.detector["dim"],
+                                 check_timestamps=cfg.pipeline["check_timestamps"])
+        if self.metrics is None and cfg.metrics["enabled"]:
+            from connectors.metrics import Metrics
+
+            self.metrics = Metrics(cfg.metrics["score_keys"])
+            self._owns_metrics = True
+            self.metrics_port = self.metrics.serve(cfg.metrics["host"], cfg.metrics["port"])
+            log.info("metrics serving", extra={"host": cfg.metrics["host"], "port": self.metrics_port})
+        self.sinks = self._sinks if self._sinks is not None else [
+            build_sink(cfg, s, f"{s['type']}[{i}]") for i, s in enumerate(cfg.sinks)]
+        if self._dead_letter is not None:
+            self.dead_letter = self._dead_letter
+        else:
+            dl = cfg.dead_letter
+            self.dead_letter = build_sink(cfg, {**dl, "type": "jsonl" if dl["type"] == "file" else dl["type"]},
+                                          "dead_letter")
+        if self._source is not None:
+            self.source = self._source
+            if hasattr(self.source, "on_revoke"):
+                self.source.on_revoke, self.source.on_assign = self._on_revoke, self._on_assign
+        else:
+            self.source = self._connect_source()
+
+    def _connect_source(self) -> Any:
+        """Build the source; a broker that is not up yet is waited for (backoff), not a crash."""
+        delay = 0.5
+        while True:
+            try:
+                return build_source(self.config, self.store, on_revoke=self._on_revoke, on_assign=self._on_assign)
+            except ValueError:
+                raise  # configuration problems (missing file, ...) are not waited out
+            except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable
+                if self.stopping:
+                    return None
+                log.warning("source not reachable; retrying", extra={"error": f"{type(exc).__name__}: {exc}",
+                                                                     "retry_in_s": delay})
+                time.sleep(delay)
+                delay = min(2 * delay, 10.0)
+
+    # --- rebalance callbacks (run inside source.poll) -----------------------------------------
+    def _on_revoke(self, partitions: set[str]) -> None:
+        assert self.pipeline is not None
+        keys = self.pipeline.keys_of_partitions(partitions)
+        self._flush_sinks()
+        self.pipeline.evict(keys)
+        positions = {p: o for p, o in self.pipeline.positions.items() if p in partitions}
+        self._commit(positions)
+        for p in partitions:
+            self.pipeline.positions.pop(p, None)
+        log.info("revoked: checkpointed and evicted keys", extra={"keys": len(keys), "partitions": sorted(partitions)})
+
+    def _on_assign(self, partitions: set[str]) -> None:
+        # State of the new partitions' keys is restored lazily, on each key's first record.
+        if self.metrics is not None:
+            self.metrics.ready = True
+
+    # --- delivery -----------------------------------------------------------------------------
+    # Two failure policies. A sink with ``dead_letter_on_failure`` (webhook) gives up on an item
+    # after its own bounded retries and the item goes to the dead-letter sink. Other sinks (Kafka,
+    # files) and the dead-letter sink itself fail only when their backend is down: the daemon then
+    # waits and retries (backpressure: nothing is read, nothing committed) until the backend is back
+    # or a stop is requested, in which case it exits without committing so a restart replays.
+    def _wait_out(self, sink: Any, failures: list[tuple[Any, str]]) -> None:
+        delay = 0.2
+        tries = 0
+        while failures:
+            tries += 1
+            if self.stopping and tries > 3:
+                raise RuntimeError(f"sink {sink.name} is failing ({failures[0][1]}); stopping without committing")
+            log.warning("sink failing; retrying", extra={"sink": sink.name, "items": len(failures),
+                                                          "reason": failures[0][1], "retry_in_s": delay})
+            time.sleep(delay)
+            delay = min(2 * delay, 5.0)
+            failures = sink.deliver([it for it, _ in failures])
+            failures += sink.flush()
+
+    def _deliver(self, sink: Any, items: list[Any], *, flush: bool = False) -> None:
+        failures = sink.deliver(items) if items else []
+        if flush:
+            failures += sink.flush()
+        if not failures:
+            return
+        if getattr(sink, "dead_letter_on_failure", False):
+            bad = [BadRecord("delivery_failed", reason, it.to_json(), None, getattr(it, "key", None))
+                   for it, reason in failures]
+            self._count_bad(bad)
+            self._deliver(self.dead_letter, bad)
+        else:
+            self._wait_out(sink, failures)
+
+    def _count_bad(self, bad: list[BadRecord]) -> None:
+        self.stats["bad"] += len(bad)
+        if self.metrics is not None:
+            for b in bad:
+                self.metrics.bad_records.labels(reason=b.reason).inc()
+
+    def _flush_sinks(self) -> None:
+        for sink in self.sinks:
+            self._deliver(sink, [], flush=True)
+        self._deliver(self.dead_letter, [], flush=True)
+
+    def _commit(self, positions: dict[str, int]) -> None:
+        if not positions:
+            return
+        try:
+            self.source.commit(positions)
+            self.stats["commits"] += 1
+        except Exception as exc:  # noqa: BLE001 - at-least-once: the next checkpoint commits again
+            self.stats["commit_failures"] += 1
+            log.warning("offset commit failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+
+    def checkpoint_and_commit(self) -> None:
+        """Flush sinks -> checkpoint changed keys -> commit offsets (this order is the guarantee)."""
+        assert self.pipeline is not None
+        self._flush_sinks()
+        n = self.pipeline.checkpoint()
+        if self.metrics is not None:
+            self.metrics.checkpoints.inc(n)
+        self._commit(dict(self.pipeline.positions))
+
+    # --- main loop ----------------------------------------------------------------------------
+    def step(self) -> int:
+        """One poll-process-deliver iteration; returns the number of items polled."""
+        cfg = self.config
+        pipe = self.pipeline
+        assert pipe is not None
+        items = self.source.poll(cfg.source["max_poll_records"], 0.5)
+        if not items:
+            return 0
+        t0 = time.perf_counter()
+        skipped = pipe.skipped_replays
+        alerts, bad = pipe.process(items)
+        n_rec = len(items) - len(bad) - (pipe.skipped_replays - skipped)  # folded into detectors
+        self.stats["records"] += n_rec
+        self.stats["batches"] += 1
+        self._count_bad(bad)
+        self._deliver(self.dead_letter, bad)
+        if alerts:
+            self.stats["alerts"] += len(alerts)
+            for sink in self.sinks:
+                self._deliver(sink, alerts)
+        m = self.metrics
+        if m is not None:
+            m.records.inc(n_rec)
+            for a in alerts:
+                m.alerts.labels(kind=a.kind).inc()
+            for key in m.score_keys:
+                s = pipe.latest_score(key)
+                if s is not None:
+                    m.score.labels(key=key).set(s)
+            m.latency.observe(time.perf_counter() - t0)
+        return len(items)
+
+    def run(self, max_records: int | None = None) -> int:
+        """Run until the source is exhausted, a stop signal, or ``max_records`` records were folded
+        (benchmarks); returns the exit code."""
+        if self.pipeline is None:
+            self._setup()
+        if self.source is None:  # stopped before the source could connect: nothing read, nothing to commit
+            self.close()
+            return 0
+        cfg = self.config
+        pipe = self.pipeline
+        assert pipe is not None
+        every_n, every_s = cfg.checkpoint["every_records"], cfg.checkpoint["every_s"]
+        idle_s = cfg.pipeline["idle_evict_s"]
+        last_idle_check = time.monotonic()
+        if self.metrics is not None and (cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None):
+            self.metrics.ready = True  # a group consumer becomes ready on its first assignment
+        log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [s.name for s in self.sinks]})
+        try:
+            while not self.stopping:
+                self.step()
+                now = time.monotonic()
+                if pipe.items_since_checkpoint >= every_n or (
+                        pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s):
+                    self.checkpoint_and_commit()
+                if idle_s > 0 and now - last_idle_check >= min(idle_s, 10.0):
+                    last_idle_check = now
+                    idle = pipe.idle_keys(idle_s, now)
+                    if idle:
+                        self._flush_sinks()
+                        pipe.evict(idle)
+                        log.info("evicted idle keys", extra={"keys": len(idle)})
+                if self.metrics is not None:
+                    self.metrics.active_keys.set(len(pipe.keys))
+                    self.metrics.checkpoint_age.set(now - pipe.last_checkpoint)
+                    if hasattr(self.source, "lag") and self.stats["batches"] % 20 == 0:
+                        self.metrics.set_lag(self.source.lag())
+                if getattr(self.source, "exhausted", False):
+                    break
+                if max_records is not None and self.stats["records"] >= max_records:
+                    break
+            self.checkpoint_and_commit()
+        finally:
+            self.close()
+        log.info("daemon stopped", extra={**self.stats, "skipped_replays": pipe.skipped_replays})
+        return 0
+
+    def close(self) -> None:
+        # the source first: once it is closed no rebalance callback can touch the sinks
+        src = self.source
+        if src is not None:
+            try:
+                src.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not hide the real error
+                log.warning("closing the source failed", extra={"error": str(exc)})
+        for part in (*getattr(self, "sinks", []), getattr(self, "dead_letter", None)):
+            if part is None:
+                continue
+            try:
+                part.close()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("closing a sink failed", extra={"sink": getattr(part, "name", "?"), "error": str(exc)})
+        if self.metrics is not None and self._owns_metrics:
+            self.metrics.close()

@@ -1,0 +1,232 @@
+"""Record, Alert and BadRecord: the only types the connectors know.
+
+A ``Record`` is one observation of one key. An ``Alert`` is one alarm of one key's detector; its
+``alert_id`` is derived from (key, change index, detector) so a replay after a crash produces the same
+ids and downstream consumers can deduplicate. A ``BadRecord`` is an input that could not be turned
+into a Record (or was rejected by the pipeline), with the reason; it goes to the dead-letter sink.
+
+Examples
+--------
+>>> spec = FieldSpec(key="host", timestamp="ts", values=("cpu",))
+>>> rec = parse_record(b'{"host": "a", "ts": 1.5, "cpu": 0.25}', spec)
+>>> rec.key, rec.timestamp, rec.values.tolist()
+('a', 1.5, [0.25])
+>>> a = Alert.from_alarm(key="a", detector="rulsif", change_index=10, alarm_index=25,
+...                      timestamp=1.5, score=2.0, threshold=1.0)
+>>> Alert.from_json(a.to_json()) == a
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Reasons a record goes to the dead-letter sink (also the `reason` label of the bad-records metric).
+REASONS = (
+    "malformed_json",
+    "missing_field",
+    "not_numeric",
+    "non_finite",
+    "wrong_dimension",
+    "timestamp_backwards",
+    "oversized",
+    "detector_error",
+    "delivery_failed",
+)
+
+ALERT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Which JSON fields hold the key, the timestamp and the value(s).
+
+    ``values`` is a tuple of field names; each field may hold a number or a list of numbers and the
+    record's value vector is their concatenation. ``key=None`` puts every record under ``default_key``.
+    ``timestamp=None`` numbers the records of each source in arrival order.
+    """
+
+    key: str | None = "key"
+    timestamp: str | None = "timestamp"
+    values: tuple[str, ...] = ("value",)
+    default_key: str = "default"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One observation: ``values`` is a 1-d float64 array.
+
+    ``ref`` is the source position ``(partition, offset)`` used for commits and replay
+    deduplication; it does not take part in equality.
+    """
+
+    key: str
+    timestamp: float
+    values: np.ndarray
+    ref: tuple[str, int] | None = field(default=None, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (self.key == other.key and self.timestamp == other.timestamp
+                and np.array_equal(self.values, other.values))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_json(self) -> str:
+        return json.dumps({"key": self.key, "timestamp": self.timestamp, "values": self.values.tolist()})
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """An input that cannot be processed, with the reason (one of :data:`REASONS`) and a detail text."""
+
+    reason: str
+    detail: str
+    raw: str
+    ref: tuple[str, int] | None = None
+    key: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"reason": self.reason, "detail": self.detail, "raw": self.raw,
+                           "ref": list(self.ref) if self.ref else None, "key": self.key})
+
+
+def alert_id(key: str, change_index: int, detector: str) -> str:
+    """Idempotency key of an alert: a stable hash of (key, change index, detector).
+
+    >>> alert_id("a", 3, "rulsif") == alert_id("a", 3, "rulsif") != alert_id("a", 4, "rulsif")
+    True
+    """
+    payload = json.dumps([key, int(change_index), detector], separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A detector alarm for one key, ready for delivery."""
+
+    alert_id: str
+    key: str
+    detector: str
+    kind: str
+    change_index: int
+    alarm_index: int
+    timestamp: float
+    score: float
+    threshold: float
+    version: int = ALERT_SCHEMA_VERSION
+
+    @classmethod
+    def from_alarm(cls, *, key: str, detector: str, change_index: int, alarm_index: int,
+                   timestamp: float, score: float, threshold: float, kind: str = "changepoint") -> "Alert":
+        return cls(alert_id=alert_id(key, change_index, detector), key=key, detector=detector, kind=kind,
+                   change_index=int(change_index), alarm_index=int(alarm_index), timestamp=float(timestamp),
+                   score=float(score), threshold=float(threshold))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Alert":
+        try:
+            d = json.loads(text)
+            return cls(**d)
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise ValueError(f"not a ratiowatch alert JSON object ({exc}); expected the fields of Alert") from None
+
+
+def _as_text(raw: bytes | str) -> str:
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", errors="replace")
+    return raw
+
+
+class RecordError(ValueError):
+    """Raised by :func:`parse_record`; ``reason`` is one of :data:`REASONS`."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | None = None,
+                        fallback_timestamp: float = 0.0) -> Record:
+    """Build a Record from a decoded JSON object (or a CSV row dict); raises :class:`RecordError`."""
+    if not isinstance(obj, dict):
+        raise RecordError("malformed_json", f"expected a JSON object, got {type(obj).__name__}")
+    if spec.key is None:
+        key = spec.default_key
+    else:
+        if spec.key not in obj or obj[spec.key] in (None, ""):
+            raise RecordError("missing_field", f"key field {spec.key!r} is missing")
+        key = str(obj[spec.key])
+    if spec.timestamp is None:
+        ts = float(fallback_timestamp)
+    else:
+        if spec.timestamp not in obj or obj[spec.timestamp] in (None, ""):
+            raise RecordError("missing_field", f"timestamp field {spec.timestamp!r} is missing")
+        try:
+            ts = float(obj[spec.timestamp])
+        except (TypeError, ValueError):
+            raise RecordError("not_numeric", f"timestamp field {spec.timestamp!r} is not a number: "
+                                             f"{obj[spec.timestamp]!r}") from None
+        if not math.isfinite(ts):
+            raise RecordError("non_finite", f"timestamp field {spec.timestamp!r} is {ts}")
+    vals: list[float] = []
+    for name in spec.values:
+        v = obj.get(name)
+        if v is None or v == "":
+            raise RecordError("missing_field", f"value field {name!r} is missing")
+        if type(v) is float or type(v) is int:  # the common case, checked without a loop
+            vals.append(float(v))
+            continue
+        items = v if isinstance(v, list) else [v]
+        for item in items:
+            if isinstance(item, bool):
+                raise RecordError("not_numeric", f"value field {name!r} holds a boolean")
+            try:
+                vals.append(float(item))
+            except (TypeError, ValueError):
+                raise RecordError("not_numeric", f"value field {name!r} is not numeric: {item!r}") from None
+    if not vals:
+        raise RecordError("missing_field", "no values in the record")
+    for f in vals:
+        if not math.isfinite(f):
+            raise RecordError("non_finite", f"values contain NaN or infinity: {vals}")
+    arr = np.array(vals, dtype=np.float64)
+    return Record(key=key, timestamp=ts, values=arr, ref=ref)
+
+
+def parse_record(raw: bytes | str, spec: FieldSpec, *, ref: tuple[str, int] | None = None,
+                 max_bytes: int = 65536, fallback_timestamp: float = 0.0) -> Record:
+    """Decode one JSON message into a :class:`Record`; raises :class:`RecordError` with the reason.
+
+    NaN / Infinity literals (which Python's json accepts) are rejected as ``non_finite``.
+    """
+    if len(raw) > max_bytes:
+        raise RecordError("oversized", f"message has {len(raw)} bytes, more than max_record_bytes={max_bytes}")
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordError("malformed_json", str(exc)) from None
+    return record_from_mapping(obj, spec, ref=ref, fallback_timestamp=fallback_timestamp)
+
+
+def bad_record(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None = None,
+               key: str | None = None, limit: int = 4096) -> BadRecord:
+    """A BadRecord for the dead-letter sink; the raw text is truncated to ``limit`` characters."""
+    text = _as_text(raw)
+    if len(text) > limit:
+        text = text[:limit] + f"...[truncated {len(text) - limit} chars]"
+    return BadRecord(reason=err.reason, detail=err.detail, raw=text, ref=ref, key=key)

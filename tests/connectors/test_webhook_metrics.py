@@ -1,0 +1,80 @@
+"""Webhook sink against a local HTTP server (up, failing, refusing) and the metrics endpoint."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import pytest
+
+from connectors.metrics import Metrics
+from connectors.sinks import WebhookSink
+from stream.records import Alert
+
+
+def alert(i: int = 0) -> Alert:
+    return Alert.from_alarm(key=f"k{i}", detector="d", change_index=i, alarm_index=i + 5, timestamp=float(i),
+                            score=2.0, threshold=1.0)
+
+
+def test_webhook_delivers_alert_json(http_server):
+    sink = WebhookSink(http_server["url"], retries=2, backoff_s=0.0)
+    assert sink.deliver([alert(1), alert(2)]) == []
+    assert [Alert(**b) for b in http_server["bodies"]] == [alert(1), alert(2)]
+
+
+def test_webhook_down_retries_a_bounded_number_of_times_with_backoff_then_gives_up(http_server):
+    http_server["code"] = 503
+    sleeps = []
+    sink = WebhookSink(http_server["url"], retries=3, backoff_s=0.1, sleep=sleeps.append)
+    failed = sink.deliver([alert(1)])
+    assert http_server["hits"] == 4
+    assert sleeps == [0.1, 0.2, 0.4]
+    assert len(failed) == 1 and failed[0][0] == alert(1) and "HTTP 503 after 4 attempt(s)" in failed[0][1]
+
+
+def test_webhook_client_error_is_not_retried(http_server):
+    http_server["code"] = 400
+    sink = WebhookSink(http_server["url"], retries=3, backoff_s=0.0)
+    assert len(sink.deliver([alert(1)])) == 1 and http_server["hits"] == 1
+
+
+def test_webhook_connection_refused_gives_up_quickly(free_port):
+    sink = WebhookSink(f"http://127.0.0.1:{free_port}/x", retries=2, backoff_s=0.0, timeout_s=1.0)
+    failed = sink.deliver([alert(1)])
+    assert len(failed) == 1 and "after 3 attempt(s)" in failed[0][1]
+
+
+def test_metrics_server_exposes_series_health_and_readiness(free_port):
+    m = Metrics(score_keys=["a"])
+    port = m.serve("127.0.0.1", free_port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(base + "/readyz", timeout=5)
+        assert err.value.code == 503
+        m.ready = True
+        m.records.inc(5)
+        m.alerts.labels(kind="changepoint").inc()
+        m.bad_records.labels(reason="non_finite").inc(2)
+        m.latency.observe(0.003)
+        m.active_keys.set(2)
+        m.set_lag({"t:0": 7})
+        m.checkpoint_age.set(1.5)
+        m.set_score("a", 0.25)
+        m.set_score("not-allowed", 1.0)
+        assert urllib.request.urlopen(base + "/readyz", timeout=5).status == 200
+        assert urllib.request.urlopen(base + "/healthz", timeout=5).read() == b"ok\n"
+        text = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+    finally:
+        m.close()
+    for line in ["ratiowatch_records_total 5.0",
+                 'ratiowatch_alerts_total{kind="changepoint"} 1.0',
+                 'ratiowatch_bad_records_total{reason="non_finite"} 2.0',
+                 "ratiowatch_batch_latency_seconds_count 1.0",
+                 "ratiowatch_active_keys 2.0",
+                 'ratiowatch_consumer_lag{partition="t:0"} 7.0',
+                 "ratiowatch_checkpoint_age_seconds 1.5",
+                 'ratiowatch_latest_score{key="a"} 0.25']:
+        assert line in text, line
+    assert "not-allowed" not in text
