@@ -76,38 +76,45 @@ def _push(ring, gram, acc_p, acc_q, vec_p, vec_q, head, count, n, y, sigma):
         else:
             gram[slot, s] = 0.0
             gram[s, slot] = 0.0
-    # column ``slot`` of the accumulators changed for every member: recompute it
+    # column ``slot`` of the accumulators changed for every member: recompute it from the members
+    # other than the new sample (whose own rank-one term is added below)
     if count >= size:
         past0 = (slot + 1) % size  # after the overwrite the oldest sample sits right after ``slot``
-        col_p = np.zeros(size)
-        col_q = np.zeros(size)
-        for t in range(n):
-            i = (past0 + t) % size
-            w = gram[i, slot]
-            row = gram[i]
-            for a in range(size):
-                col_p[a] += w * row[a]
-            j = (past0 + n + t) % size
-            if j != slot:
-                w = gram[j, slot]
-                row = gram[j]
-                for a in range(size):
-                    col_q[a] += w * row[a]
-        for a in range(size):
-            acc_p[a, slot] = col_p[a]
-            acc_p[slot, a] = col_p[a]
-            acc_q[a, slot] = col_q[a]
-            acc_q[slot, a] = col_q[a]
-        sp = 0.0
-        sq = 0.0
-        for t in range(n):
-            sp += gram[(past0 + t) % size, slot]
-            j = (past0 + n + t) % size
-            if j != slot:
-                sq += gram[j, slot]
-        vec_p[slot] = sp
-        vec_q[slot] = sq
+        n_past = n
+        n_cur = n - 1
+        cur0 = (past0 + n) % size
         head = (slot + 1) % size
+    else:
+        # filling: slots 0..n-1 are the past, n..2n-1 the current window, used in order
+        past0 = 0
+        n_past = min(count, n)
+        cur0 = n
+        n_cur = max(count - n, 0)
+    col_p = np.zeros(size)
+    col_q = np.zeros(size)
+    sp = 0.0
+    sq = 0.0
+    for t in range(n_past):
+        i = (past0 + t) % size
+        w = gram[i, slot]
+        sp += w
+        row = gram[i]
+        for a in range(size):
+            col_p[a] += w * row[a]
+    for t in range(n_cur):
+        j = (cur0 + t) % size
+        w = gram[j, slot]
+        sq += w
+        row = gram[j]
+        for a in range(size):
+            col_q[a] += w * row[a]
+    for a in range(size):
+        acc_p[a, slot] = col_p[a]
+        acc_p[slot, a] = col_p[a]
+        acc_q[a, slot] = col_q[a]
+        acc_q[slot, a] = col_q[a]
+    vec_p[slot] = sp
+    vec_q[slot] = sq
     # the new sample joins the current window (during filling, the first n samples are the past)
     if count >= size or count >= n:
         _rank1(acc_q, gram[slot], 1.0)
@@ -135,7 +142,7 @@ def _rebuild(gram, acc_p, acc_q, vec_p, vec_q, head, n):
 
 
 @njit(cache=True, fastmath=True)
-def _direction(acc_num, acc_den, vec_num, idx, n, alpha, lam):
+def _direction(acc_num, acc_den, vec_num, idx, n, alpha, lam, clip):
     """PE-hat_alpha with centres = numerator window slots ``idx``; returns (pe, theta)."""
     h_mat = np.empty((n, n))
     h = np.empty(n)
@@ -147,9 +154,10 @@ def _direction(acc_num, acc_den, vec_num, idx, n, alpha, lam):
             h_mat[a, b] = (alpha * acc_num[ia, ib] + (1.0 - alpha) * acc_den[ia, ib]) / n
         h_mat[a, a] += lam
     theta = cholesky_solve(h_mat, h)
-    for a in range(n):
-        if theta[a] < 0.0:
-            theta[a] = 0.0
+    if clip:
+        for a in range(n):
+            if theta[a] < 0.0:
+                theta[a] = 0.0
     # sum_i r(x_i)^2 = theta' S_num theta, sum_i r(x_i) = s_num' theta: no pass over the samples
     q_num = 0.0
     q_den = 0.0
@@ -171,15 +179,15 @@ def _direction(acc_num, acc_den, vec_num, idx, n, alpha, lam):
 
 
 @njit(cache=True)
-def _both_directions(acc_p, acc_q, vec_p, vec_q, head, n, alpha, lam):
+def _both_directions(acc_p, acc_q, vec_p, vec_q, head, n, alpha, lam, clip):
     size = 2 * n
     past = np.empty(n, dtype=np.int64)
     cur = np.empty(n, dtype=np.int64)
     for t in range(n):
         past[t] = (head + t) % size
         cur[t] = (head + n + t) % size
-    pe1, _ = _direction(acc_p, acc_q, vec_p, past, n, alpha, lam)
-    pe2, _ = _direction(acc_q, acc_p, vec_q, cur, n, alpha, lam)
+    pe1, _ = _direction(acc_p, acc_q, vec_p, past, n, alpha, lam, clip)
+    pe2, _ = _direction(acc_q, acc_p, vec_q, cur, n, alpha, lam, clip)
     return pe1, pe2
 
 
@@ -198,6 +206,8 @@ class TwoWindowRuLSIF:
         Relative-ratio mixture weight.
     refresh_every : int
         Rebuild the accumulators from the Gram matrix after this many pushes.
+    clip : bool
+        Clip negative coefficients to zero (uLSIF's rule, as :func:`core.rulsif.fit_rulsif`).
 
     Examples
     --------
@@ -213,7 +223,7 @@ class TwoWindowRuLSIF:
     """
 
     def __init__(self, dim: int, n: int, sigma: float, lam: float, *, alpha: float = 0.1,
-                 refresh_every: int = 256):
+                 refresh_every: int = 256, clip: bool = True):
         if int(dim) < 1:
             raise ValueError(f"dim must be >= 1; got {dim}")
         if int(n) < 2:
@@ -223,6 +233,7 @@ class TwoWindowRuLSIF:
         self.dim, self.n = int(dim), int(n)
         self.alpha = check_alpha(alpha)
         self.refresh_every = int(refresh_every)
+        self.clip = bool(clip)
         self._check_params(sigma, lam)
         self.sigma, self.lam = float(sigma), float(lam)
         size = 2 * self.n
@@ -296,7 +307,7 @@ class TwoWindowRuLSIF:
         """``(PE_alpha(past || current), PE_alpha(current || past))`` of the clipped RuLSIF fits."""
         self._require_ready()
         pe1, pe2 = _both_directions(self._acc_p, self._acc_q, self._vec_p, self._vec_q, self._head, self.n,
-                                    self.alpha, self.lam)
+                                    self.alpha, self.lam, self.clip)
         return float(pe1), float(pe2)
 
     def set_params(self, sigma: float, lam: float) -> None:
@@ -326,7 +337,7 @@ class TwoWindowRuLSIF:
         """Plain arrays and scalars (for ``.npz`` + JSON checkpoints; no pickle)."""
         return {
             "version": _STATE_VERSION, "dim": self.dim, "n": self.n, "sigma": self.sigma, "lam": self.lam,
-            "alpha": self.alpha, "refresh_every": self.refresh_every, "head": self._head,
+            "alpha": self.alpha, "refresh_every": self.refresh_every, "clip": int(self.clip), "head": self._head,
             "count": self._count, "since_refresh": self._since_refresh, "ring": self._ring.copy(),
             "gram": self._gram.copy(), "acc_p": self._acc_p.copy(), "acc_q": self._acc_q.copy(),
             "vec_p": self._vec_p.copy(), "vec_q": self._vec_q.copy(),
@@ -339,7 +350,8 @@ class TwoWindowRuLSIF:
         if version != _STATE_VERSION:
             raise ValueError(f"unsupported TwoWindowRuLSIF state version {version} (expected {_STATE_VERSION})")
         obj = cls(int(state["dim"]), int(state["n"]), float(state["sigma"]), float(state["lam"]),
-                  alpha=float(state["alpha"]), refresh_every=int(state["refresh_every"]))
+                  alpha=float(state["alpha"]), refresh_every=int(state["refresh_every"]),
+                  clip=bool(int(state.get("clip", 1))))
         obj._head, obj._count = int(state["head"]), int(state["count"])
         obj._since_refresh = int(state["since_refresh"])
         size = 2 * obj.n

@@ -11,7 +11,7 @@ from core.window import TwoWindowRuLSIF
 
 def batch_scores(st):
     past, cur = st.past(), st.current()
-    kw = dict(alpha=st.alpha, sigma=st.sigma, lam=st.lam, n_centres=st.n)
+    kw = dict(alpha=st.alpha, sigma=st.sigma, lam=st.lam, n_centres=st.n, clip=st.clip)
     return fit_rulsif(past, cur, **kw).pe, fit_rulsif(cur, past, **kw).pe
 
 
@@ -26,6 +26,17 @@ def test_ten_thousand_random_slides_equal_a_fresh_batch_fit(refresh_every):
         if st.ready and t % 997 == 0:
             np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_every_step_from_the_first_full_window_on_equals_the_batch_fit(clip):
+    """No stale state from the filling phase: the first scores are already exact."""
+    rng = np.random.default_rng(5)
+    st = TwoWindowRuLSIF(dim=2, n=7, sigma=0.9, lam=0.05, alpha=0.2, refresh_every=10**9, clip=clip)
+    for t in range(60):
+        st.push(rng.normal(size=2) + (t > 20))
+        if st.ready:
+            np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-9, atol=1e-12)
 
 
 def test_windows_hold_the_last_2n_samples_in_time_order():

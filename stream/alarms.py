@@ -1,0 +1,284 @@
+"""From change scores to alarms: null-calibrated thresholds and causal peak picking.
+
+Threshold
+    A raw divergence (PE, L2, KL) has no universal scale: its null distribution depends on the
+    window size, the kernel and the data. The threshold is therefore a quantile of the score's own
+    null distribution, estimated by *permutation* (the two-sample test LSTT of reference 004b):
+    the pooled past + current subsequences are shuffled, split into two windows, and the score is
+    recomputed with the same sigma and lambda. A gamma law is moment-matched to the permutation
+    scores above their minimum, and the threshold is its upper ``false_alarm_rate`` quantile.
+    Because every alarm needs at least one step above the threshold, the expected number of alarms
+    per step is at most ``false_alarm_rate`` whenever the permutation null is right (it is exact
+    for exchangeable windows; autocorrelated data widen the true null, see the README).
+
+Peak picking (causal, documented delay)
+    A *run* is a maximal stretch of steps above the threshold. Its peak is the step with the largest
+    score. The alarm is issued when the run ends or ``delay`` steps after the
+    current peak, whichever comes first; later steps of the same run raise no second alarm. The
+    alarm carries the estimated change index (the window boundary at the peak, not the alarm time),
+    the alarm index and the delay between them. Alarms whose change index is closer than
+    ``min_spacing`` to the previous alarm's are dropped (one event, one alarm).
+
+Examples
+--------
+>>> picker = PeakPicker(delay=2, min_spacing=5)
+>>> out = [picker.update(t, s, 1.0, boundary=t - 3) for t, s in enumerate([0, 2, 3, 2, 0.5, 0])]
+>>> [a for a in out if a is not None]
+[Alarm(change_index=-1, alarm_index=4, score=3.0, threshold=1.0)]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.linalg
+from numba import njit
+from scipy import stats
+
+from core.linalg import cholesky_solve
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One detected change.
+
+    ``change_index`` is the estimated first index of the new segment (window boundary at the peak
+    score); ``alarm_index`` is the sample index at which the alarm was raised (causal);
+    ``score`` and ``threshold`` are the peak score and the threshold in force at the peak.
+    """
+
+    change_index: int
+    alarm_index: int
+    score: float
+    threshold: float
+
+    @property
+    def delay(self) -> int:
+        """Samples between the estimated change and the alarm."""
+        return self.alarm_index - self.change_index
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["delay"] = self.delay
+        return d
+
+
+def gamma_threshold(null_scores: np.ndarray, false_alarm_rate: float) -> float:
+    """Upper ``false_alarm_rate`` quantile of a gamma law moment-matched to ``null_scores``.
+
+    The law is fitted to ``null - min(null)`` (the location is the smallest null value), which keeps
+    the right skew of divergence estimates; a normal quantile would under-state the tail.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> null = rng.gamma(2.0, 1.0, size=2000)
+    >>> bool(abs(gamma_threshold(null, 0.01) - stats.gamma.ppf(0.99, 2.0)) < 0.5)
+    True
+    """
+    if not (0.0 < false_alarm_rate < 1.0):
+        raise ValueError(f"false_alarm_rate must be in (0, 1); got {false_alarm_rate}")
+    null = np.asarray(null_scores, dtype=np.float64)
+    null = null[np.isfinite(null)]
+    if null.size < 3:
+        raise ValueError(f"need at least 3 finite null scores to calibrate; got {null.size}")
+    lo = float(null.min())
+    shifted = null - lo
+    mean, var = float(shifted.mean()), float(shifted.var())
+    spread = max(abs(lo), float(np.abs(null).max()), 1e-12)
+    if mean <= 1e-12 * spread or var <= 1e-24 * spread * spread:
+        # degenerate null (constant windows): anything measurably above it is a change
+        return lo + 1e-9 * spread
+    shape, scale = mean * mean / var, var / mean
+    return lo + float(stats.gamma.isf(false_alarm_rate, shape, scale=scale))
+
+
+def _direction_pe(g_num_num, g_den_num, alpha, lam):
+    """Clipped RuLSIF PE-hat_alpha with centres = numerator samples (as core.window)."""
+    n_num, n_den = g_num_num.shape[0], g_den_num.shape[0]
+    h_mat = alpha / n_num * (g_num_num.T @ g_num_num) + (1 - alpha) / n_den * (g_den_num.T @ g_den_num)
+    h_mat[np.diag_indices_from(h_mat)] += lam
+    h = g_num_num.mean(axis=0)
+    theta = scipy.linalg.cho_solve(scipy.linalg.cho_factor(h_mat, lower=True, check_finite=False), h,
+                                   check_finite=False)
+    np.maximum(theta, 0.0, out=theta)
+    r_num, r_den = g_num_num @ theta, g_den_num @ theta
+    return -alpha / 2 * np.mean(r_num**2) - (1 - alpha) / 2 * np.mean(r_den**2) + np.mean(r_num) - 0.5
+
+
+def rulsif_window_score(gram: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: float, lam: float,
+                        symmetric: bool) -> float:
+    """PE(a || b) (+ PE(b || a) when symmetric) from the Gram matrix of the pooled samples."""
+    s = _direction_pe(gram[np.ix_(a, a)], gram[np.ix_(b, a)], alpha, lam)
+    if symmetric:
+        s += _direction_pe(gram[np.ix_(b, b)], gram[np.ix_(a, b)], alpha, lam)
+    return float(s)
+
+
+def block_permutation(size: int, block: int, rng: np.random.Generator) -> np.ndarray:
+    """A permutation of ``range(size)`` that shuffles contiguous blocks of ``block`` indices.
+
+    Neighbouring subsequences share samples and autocorrelated series keep short-range dependence;
+    moving them as blocks keeps that dependence inside each resampled window, so the null is not
+    narrower than the real one (plain shuffling over-fires on smooth series, lessons file point 2).
+
+    Examples
+    --------
+    >>> p = block_permutation(10, 3, np.random.default_rng(0))
+    >>> sorted(p.tolist()) == list(range(10))
+    True
+    """
+    if block <= 1:
+        return rng.permutation(size)
+    starts = np.arange(0, size, block)
+    order = rng.permutation(starts.size)
+    return np.concatenate([np.arange(starts[j], min(starts[j] + block, size)) for j in order])
+
+
+def permutation_null_rulsif(pooled: np.ndarray, n: int, sigma: float, lam: float, alpha: float,
+                            symmetric: bool, n_perm: int, rng: np.random.Generator,
+                            block: int = 1) -> np.ndarray:
+    """Scores of ``n_perm`` random re-splits of ``pooled`` (2n rows) with fixed sigma and lambda.
+
+    One Gram matrix serves every permutation, so a calibration costs ``n_perm`` small solves
+    (compiled: :func:`_perm_scores_kernel`).
+    """
+    from core.kernels import gauss_kernel
+
+    pooled = np.ascontiguousarray(pooled, dtype=np.float64)
+    gram = gauss_kernel(pooled, pooled, float(sigma))
+    perms = np.empty((n_perm, pooled.shape[0]), dtype=np.int64)
+    for i in range(n_perm):
+        perms[i] = block_permutation(pooled.shape[0], block, rng)
+    return _perm_scores_kernel(gram, perms, int(n), float(alpha), float(lam), bool(symmetric))
+
+
+@njit(cache=True)
+def _direction_from_gram(gram, num, den, alpha, lam):
+    """Clipped RuLSIF PE-hat_alpha(num || den), centres = numerator rows (as core.window)."""
+    n, m = num.shape[0], den.shape[0]
+    k_nn = np.empty((n, n))
+    k_dn = np.empty((m, n))
+    for i in range(n):
+        for a in range(n):
+            k_nn[i, a] = gram[num[i], num[a]]
+    for j in range(m):
+        for a in range(n):
+            k_dn[j, a] = gram[den[j], num[a]]
+    h_mat = (alpha / n) * (k_nn.T @ k_nn) + ((1.0 - alpha) / m) * (k_dn.T @ k_dn)
+    h = np.empty(n)
+    for a in range(n):
+        h_mat[a, a] += lam
+        s = 0.0
+        for i in range(n):
+            s += k_nn[i, a]
+        h[a] = s / n
+    theta = cholesky_solve(h_mat, h)
+    for a in range(n):
+        if theta[a] < 0.0:
+            theta[a] = 0.0
+    r_num = k_nn @ theta
+    r_den = k_dn @ theta
+    return (-alpha / 2.0 * np.mean(r_num * r_num) - (1.0 - alpha) / 2.0 * np.mean(r_den * r_den)
+            + np.mean(r_num) - 0.5)
+
+
+@njit(cache=True)
+def _perm_scores_kernel(gram, perms, n, alpha, lam, symmetric):
+    out = np.empty(perms.shape[0])
+    for i in range(perms.shape[0]):
+        a = perms[i, :n].copy()
+        b = perms[i, n:].copy()
+        s = _direction_from_gram(gram, a, b, alpha, lam)
+        if symmetric:
+            s += _direction_from_gram(gram, b, a, alpha, lam)
+        out[i] = s
+    return out
+
+
+def permutation_null_generic(pooled: np.ndarray, n: int, make_state, symmetric: bool, n_perm: int,
+                             rng: np.random.Generator, block: int = 1) -> np.ndarray:
+    """Permutation null for any two-window state class: push each shuffled pool into a fresh state."""
+    out = np.empty(n_perm)
+    for i in range(n_perm):
+        st = make_state()
+        for row in pooled[block_permutation(pooled.shape[0], block, rng)]:
+            st.push(row)
+        s1, s2 = st.scores()
+        out[i] = s1 + s2 if symmetric else s1
+    return out
+
+
+class PeakPicker:
+    """Causal run / peak logic turning (score, threshold) pairs into :class:`Alarm` s.
+
+    Parameters
+    ----------
+    delay : int
+        An alarm is raised at most ``delay`` steps after the peak of its run (earlier if the run
+        ends first).
+    min_spacing : int
+        Minimum distance between the change indices of two alarms.
+    """
+
+    def __init__(self, delay: int, min_spacing: int):
+        if int(delay) < 0 or int(min_spacing) < 0:
+            raise ValueError(f"delay and min_spacing must be >= 0; got {delay}, {min_spacing}")
+        self.delay, self.min_spacing = int(delay), int(min_spacing)
+        self._in_run = False
+        self._spent = False  # this run already raised its alarm
+        self._peak = (-math.inf, 0, 0.0, 0.0, 0)  # (ratio, t, score, threshold, boundary)
+        self._last_change = None
+
+    def update(self, t: int, score: float, threshold: float, boundary: int) -> Alarm | None:
+        """Feed step ``t``; ``boundary`` is the change index this step's windows would imply."""
+        above = np.isfinite(score) and np.isfinite(threshold) and score > threshold
+        if above:
+            # the peak is located on the score itself: the per-window threshold rises while a change
+            # enters the windows, so score / threshold would peak early
+            ratio = float(score)
+            if not self._in_run:
+                self._in_run, self._spent = True, False
+                self._peak = (-math.inf, t, score, threshold, boundary)
+            if ratio > self._peak[0] and not self._spent:
+                self._peak = (ratio, t, float(score), float(threshold), int(boundary))
+            if not self._spent and t - self._peak[1] >= self.delay:
+                return self._emit(t)
+            return None
+        if self._in_run:
+            self._in_run = False
+            if not self._spent:
+                return self._emit(t)
+        return None
+
+    def flush(self, t: int) -> Alarm | None:
+        """End of input: close an open run (used by offline replay)."""
+        if self._in_run and not self._spent:
+            self._in_run = False
+            return self._emit(t)
+        return None
+
+    def _emit(self, t: int) -> Alarm | None:
+        self._spent = True
+        _, _, score, thr, boundary = self._peak
+        if self._last_change is not None and boundary - self._last_change < self.min_spacing:
+            return None
+        self._last_change = boundary
+        return Alarm(change_index=int(boundary), alarm_index=int(t), score=score, threshold=thr)
+
+    def to_state(self) -> dict:
+        return {"delay": self.delay, "min_spacing": self.min_spacing, "in_run": self._in_run,
+                "spent": self._spent, "peak": [float(v) for v in self._peak],
+                "last_change": -1 if self._last_change is None else int(self._last_change),
+                "has_last": self._last_change is not None}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "PeakPicker":
+        obj = cls(int(state["delay"]), int(state["min_spacing"]))
+        obj._in_run, obj._spent = bool(state["in_run"]), bool(state["spent"])
+        r, t, s, thr, b = (float(v) for v in state["peak"])
+        obj._peak = (r, int(t), s, thr, int(b))
+        obj._last_change = int(state["last_change"]) if bool(state["has_last"]) else None
+        return obj

@@ -1,0 +1,173 @@
+"""``ratiowatch bench cpd``: streaming change-point throughput, latency and memory, vs densratio.
+
+Workload (fixed): a univariate stream of 100,000 points (AR(1) noise with a mean shift every
+10,000 points), subsequences of k = 10, windows of n = 50, symmetric RuLSIF (alpha = 0.1), one
+score per step. Measured in one run on the same data:
+
+* ``incremental_state``: ``core.window.TwoWindowRuLSIF`` push + scores per point (the O(n^2) update);
+* ``detector``: :class:`~stream.detectors.changepoint.ChangePointDetector` with the permutation
+  threshold recalibrated every n = 50 steps and sigma re-selected every 500 steps (streaming setting);
+* ``detector_per_step_calibration``: the offline/benchmark default (a permutation null every step), on a
+  prefix, to show its cost honestly;
+* ``densratio_fixed``: a sliding-window loop refitting ``densratio`` (RuLSIF, the same fixed sigma and
+  lambda, both directions) at every step, on a prefix. ``ratio_vs_densratio_fixed`` = detector
+  points/s / densratio points/s.
+
+``--memory`` also streams 1,000,000 points and reports the RSS growth between 100k and 1M points.
+Latencies are per update (``time.perf_counter_ns``), p50 / p99 in microseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import time
+
+import numpy as np
+
+K, N, ALPHA, LAM = 10, 50, 0.1, 0.1
+
+
+def make_stream(length: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    e = rng.normal(size=length)
+    y = np.empty(length)
+    acc = 0.0
+    for i in range(length):  # AR(1), phi = 0.5 (data generation only, not timed)
+        acc = 0.5 * acc + e[i]
+        y[i] = acc
+    y += 2.0 * ((np.arange(length) // 10_000) % 2)
+    return y
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _summary(lat_ns: np.ndarray, seconds: float, points: int) -> dict:
+    return {"points": points, "seconds": round(seconds, 3), "points_per_s": round(points / seconds, 1),
+            "p50_us": round(float(np.percentile(lat_ns, 50)) / 1e3, 2),
+            "p99_us": round(float(np.percentile(lat_ns, 99)) / 1e3, 2)}
+
+
+def bench_state(y: np.ndarray, sigma: float) -> dict:
+    from core.window import TwoWindowRuLSIF
+    from stream.embedding import embed
+
+    rows = embed(y, K)
+    st = TwoWindowRuLSIF(K, N, sigma, LAM, alpha=ALPHA)
+    for r in rows[: 2 * N]:
+        st.push(r)
+    st.scores()  # compile outside the timing
+    lat = np.empty(rows.shape[0] - 2 * N, dtype=np.int64)
+    t0 = time.perf_counter()
+    for i, r in enumerate(rows[2 * N:]):
+        a = time.perf_counter_ns()
+        st.push(r)
+        s1, s2 = st.scores()
+        lat[i] = time.perf_counter_ns() - a
+    return _summary(lat, time.perf_counter() - t0, lat.size)
+
+
+def _detector(per_step: bool):
+    from stream.detectors.changepoint import ChangePointDetector
+
+    return ChangePointDetector(k=K, n=N, n_min=N, window_frac=0.0, alpha=ALPHA, symmetric=True,
+                               calibrate_every=1 if per_step else N, reselect_every=10 if per_step else 500)
+
+
+def bench_detector(y: np.ndarray, per_step: bool) -> tuple[dict, int]:
+    det = _detector(per_step)
+    for v in y[: 3 * N]:  # warm-up + compile, not timed
+        det.step(v)
+    rest = y[3 * N:]
+    lat = np.empty(rest.size, dtype=np.int64)
+    alarms = 0
+    t0 = time.perf_counter()
+    for i, v in enumerate(rest):
+        a = time.perf_counter_ns()
+        alarm = det.step(v)
+        lat[i] = time.perf_counter_ns() - a
+        alarms += alarm is not None
+    return _summary(lat, time.perf_counter() - t0, rest.size), alarms
+
+
+def bench_densratio(y: np.ndarray, sigma: float, steps: int) -> dict:
+    from densratio import densratio
+
+    from stream.embedding import embed
+
+    rows = embed(y[: 2 * N + K - 1 + steps], K)
+    lat = np.empty(steps, dtype=np.int64)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        a = time.perf_counter_ns()
+        past, cur = rows[i:i + N], rows[i + N:i + 2 * N]
+        with contextlib.redirect_stdout(io.StringIO()):  # densratio prints its progress
+            r1 = densratio(past, cur, alpha=ALPHA, sigma_range=[sigma], lambda_range=[LAM], kernel_num=N,
+                           verbose=False)
+            r2 = densratio(cur, past, alpha=ALPHA, sigma_range=[sigma], lambda_range=[LAM], kernel_num=N,
+                           verbose=False)
+        _ = r1.alpha_PE + r2.alpha_PE
+        lat[i] = time.perf_counter_ns() - a
+    return _summary(lat, time.perf_counter() - t0, steps)
+
+
+def bench_memory(length: int) -> dict:
+    det = _detector(per_step=False)
+    rng = np.random.default_rng(1)
+    marks = {}
+    acc = 0.0
+    for i in range(length):
+        acc = 0.5 * acc + rng.normal()
+        det.step(acc + 2.0 * ((i // 10_000) % 2))
+        if i + 1 in (100_000, length):
+            marks[i + 1] = rss_mb()
+    return {"rss_mb_at_100k": round(marks[100_000], 2), f"rss_mb_at_{length}": round(marks[length], 2),
+            "rss_growth_mb": round(marks[length] - marks[100_000], 2)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--quick", action="store_true", help="10,000 points and short prefixes (smoke run)")
+    parser.add_argument("--memory", action="store_true", help="also stream 1,000,000 points for RSS growth")
+
+
+def run(args) -> int:
+    from core.kernels import median_distance
+    from stream.embedding import embed
+
+    length = 10_000 if args.quick else 100_000
+    y = make_stream(length)
+    sigma = median_distance(embed(y[: 2 * N + K - 1], K))
+    out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
+                                          "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
+    out["incremental_state"] = bench_state(y, sigma)
+    out["detector"], out["detector"]["alarms"] = bench_detector(y, per_step=False)
+    prefix = 2_000 if args.quick else 10_000
+    out["detector_per_step_calibration"], _ = bench_detector(y[:prefix], per_step=True)
+    out["densratio_fixed"] = bench_densratio(y, sigma, 20 if args.quick else 100)
+    base = out["densratio_fixed"]["points_per_s"]
+    out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
+    out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
+    out["ratio_per_step_calibration_vs_densratio_fixed"] = round(
+        out["detector_per_step_calibration"]["points_per_s"] / base, 1)
+    if args.memory:
+        out["memory"] = bench_memory(1_000_000)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for key in ("incremental_state", "detector", "detector_per_step_calibration", "densratio_fixed"):
+            r = out[key]
+            print(f"{key:32s} {r['points_per_s']:>10.1f} points/s  p50 {r['p50_us']:.1f} us  p99 {r['p99_us']:.1f} us")
+        print(f"ratio_vs_densratio_fixed {out['ratio_vs_densratio_fixed']}")
+        if "memory" in out:
+            print("memory", out["memory"])
+    return 0

@@ -1,0 +1,1 @@
+"""Streaming detectors: change points (two-window density ratio / difference) and outliers."""

@@ -1,0 +1,95 @@
+"""Subsequence embedding over a fixed-size ring buffer.
+
+The change detector compares sets of subsequences ``Y(t) = [y(t-k+1), ..., y(t)]`` (the *causal*
+form of Liu et al.'s ``[y(t), ..., y(t+k-1)]``: the subsequence is indexed by its newest sample, so
+it exists as soon as that sample arrives). :class:`History` keeps the last ``capacity`` samples of an
+m-variate series in a preallocated ring, so memory does not grow with the stream, and hands out the
+latest subsequence or the whole embedded history (to rebuild a window state).
+
+Examples
+--------
+>>> h = History(capacity=5, dim=1)
+>>> for v in [1.0, 2.0, 3.0]:
+...     h.push([v])
+>>> h.subsequence(2).tolist()
+[2.0, 3.0]
+>>> embed(np.arange(4.0)[:, None], 2).tolist()
+[[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def embed(x: np.ndarray, k: int) -> np.ndarray:
+    """Rows ``[x[j], ..., x[j+k-1]]`` flattened (time-major), shape ``(len(x) - k + 1, k * m)``."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    t, m = x.shape
+    if k < 1 or t < k:
+        raise ValueError(f"need at least k={k} samples to embed subsequences; got {t}")
+    win = np.lib.stride_tricks.sliding_window_view(x, (k, m))[:, 0]  # (t-k+1, k, m)
+    return np.ascontiguousarray(win.reshape(t - k + 1, k * m))
+
+
+class History:
+    """Ring buffer of the last ``capacity`` samples (each of ``dim`` values), oldest first on read."""
+
+    def __init__(self, capacity: int, dim: int):
+        if int(capacity) < 1 or int(dim) < 1:
+            raise ValueError(f"capacity and dim must be >= 1; got capacity={capacity}, dim={dim}")
+        self.capacity, self.dim = int(capacity), int(dim)
+        self._buf = np.zeros((self.capacity, self.dim))
+        self._head = 0  # next slot to write
+        self._count = 0  # samples pushed in total
+
+    def __len__(self) -> int:
+        return min(self._count, self.capacity)
+
+    @property
+    def count(self) -> int:
+        """Samples pushed since creation (not capped)."""
+        return self._count
+
+    def push(self, y) -> None:
+        """Append one sample (overwrites the oldest one when full)."""
+        self._buf[self._head] = y
+        self._head = (self._head + 1) % self.capacity
+        self._count += 1
+
+    def last(self, m: int) -> np.ndarray:
+        """The newest ``m`` samples in time order, shape (m, dim) (a copy)."""
+        if m > len(self):
+            raise ValueError(f"only {len(self)} samples held; asked for {m}")
+        idx = (self._head - m + np.arange(m)) % self.capacity
+        return self._buf[idx]
+
+    def subsequence(self, k: int) -> np.ndarray:
+        """The newest subsequence of length ``k`` flattened to shape (k * dim,)."""
+        return self.last(k).reshape(-1)
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity, keeping the newest samples."""
+        keep = self.last(min(len(self), int(capacity)))
+        count = self._count
+        self.__init__(capacity, self.dim)
+        for row in keep:
+            self.push(row)
+        self._count = count
+
+    def to_state(self) -> dict:
+        """Arrays and ints only (checkpointable as ``.npz`` + JSON)."""
+        return {"capacity": self.capacity, "dim": self.dim, "buf": self._buf.copy(), "head": self._head,
+                "count": self._count}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "History":
+        obj = cls(int(state["capacity"]), int(state["dim"]))
+        buf = np.asarray(state["buf"], dtype=np.float64)
+        if buf.shape != obj._buf.shape:
+            raise ValueError(f"history buffer has shape {buf.shape}, expected {obj._buf.shape}")
+        obj._buf[:] = buf
+        obj._head, obj._count = int(state["head"]), int(state["count"])
+        return obj

@@ -1,0 +1,115 @@
+"""Causal preprocessing for change detection: missing values, differencing, robust scaling.
+
+Why: on trending series the density ratio of raw levels saturates (every window differs from the
+previous one), so the detector works on first differences by default; a level shift then shows as
+a burst in the differences, a variance or correlation change as a change of their distribution.
+Scaling is robust (median / MAD) so one outlier does not set the kernel scale.
+
+Missing-value policy (documented for every detector built on this module):
+
+* a value that is ``None`` or NaN is *missing*: the channel keeps its last observed value, so its
+  difference at that step is 0 (a gap looks like "no change");
+* until every channel has been observed once the sample is *held*: it produces no subsequence and
+  no score, but it still counts as a time step (indices stay aligned with the input);
+* infinite values are bad input (``ValueError``).
+
+Gaps in time are not interpolated: the detector is indexed by samples. Insert NaN rows for missing
+time steps when the time axis matters.
+
+Examples
+--------
+>>> p = Differencer(dim=1)
+>>> [p.step(np.array([v])) for v in [1.0, np.nan, 4.0]]
+[None, array([0.]), array([3.])]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Differencer:
+    """Missing-value filling plus optional first differencing of an m-variate stream."""
+
+    def __init__(self, dim: int, difference: bool = True):
+        self.dim = int(dim)
+        self.difference = bool(difference)
+        self._last = np.full(self.dim, np.nan)  # last observed value per channel
+        self._prev = np.full(self.dim, np.nan)  # last emitted level (for differencing)
+        self._complete = False  # every channel observed at least once
+
+    def step(self, v: np.ndarray) -> np.ndarray | None:
+        """The preprocessed sample for input ``v`` (NaN = missing), or None while held."""
+        if np.isfinite(v).all():  # fast path: nothing missing
+            self._last[:] = v
+            if not self._complete:
+                self._complete = not np.isnan(self._last).any()
+        else:
+            if np.isinf(v).any():
+                raise ValueError(f"infinite value in sample {v.tolist()}; pass NaN/None for missing values instead")
+            obs = ~np.isnan(v)
+            self._last[obs] = v[obs]
+            self._complete = not np.isnan(self._last).any()
+        if not self._complete:
+            return None  # some channel never seen yet
+        level = self._last.copy()
+        if not self.difference:
+            return level
+        if np.any(np.isnan(self._prev)):
+            self._prev = level
+            return None  # the first complete sample has no difference
+        out = level - self._prev
+        self._prev = level
+        return out
+
+    def to_state(self) -> dict:
+        return {"dim": self.dim, "difference": self.difference, "last": self._last.copy(),
+                "prev": self._prev.copy()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Differencer":
+        obj = cls(int(state["dim"]), bool(state["difference"]))
+        obj._last = np.asarray(state["last"], dtype=np.float64).copy()
+        obj._prev = np.asarray(state["prev"], dtype=np.float64).copy()
+        obj._complete = not np.isnan(obj._last).any()
+        return obj
+
+
+def robust_scale(x: np.ndarray) -> np.ndarray:
+    """Per-column scale: 1.4826 x MAD, falling back to the std, then to 1 for constant columns.
+
+    Examples
+    --------
+    >>> robust_scale(np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0]])).tolist()
+    [1.4826, 1.0]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    med = np.median(x, axis=0)
+    scale = 1.4826 * np.median(np.abs(x - med), axis=0)
+    std = x.std(axis=0)
+    scale = np.where(scale > 1e-12 * (1 + np.abs(med)), scale, std)
+    return np.where(scale > 1e-12 * (1 + np.abs(med)), scale, 1.0)
+
+
+def fill_missing(x: np.ndarray) -> np.ndarray:
+    """Offline counterpart of the policy above: carry the last value forward, back-fill the start.
+
+    Examples
+    --------
+    >>> fill_missing(np.array([[np.nan], [1.0], [np.nan], [3.0]])).ravel().tolist()
+    [1.0, 1.0, 1.0, 3.0]
+    """
+    x = np.array(x, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[:, None]
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        ok = ~np.isnan(col)
+        if not ok.any():
+            col[:] = 0.0
+            continue
+        idx = np.where(ok, np.arange(len(col)), 0)
+        np.maximum.accumulate(idx, out=idx)
+        col[:] = col[idx]
+        col[: np.argmax(ok)] = col[np.argmax(ok)]
+    return x

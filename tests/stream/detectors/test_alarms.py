@@ -1,0 +1,128 @@
+"""Alarm calibration, peak picking, embedding ring and preprocessing."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from stream.alarms import (
+    Alarm,
+    PeakPicker,
+    block_permutation,
+    gamma_threshold,
+    permutation_null_rulsif,
+    rulsif_window_score,
+)
+from stream.embedding import History, embed
+from stream.preprocess import Differencer, fill_missing, robust_scale
+
+
+def test_gamma_threshold_matches_a_known_gamma_tail():
+    rng = np.random.default_rng(0)
+    null = rng.gamma(3.0, 0.5, size=20_000)
+    thr = gamma_threshold(null, 1e-3)
+    assert thr == pytest.approx(stats.gamma.isf(1e-3, 3.0, scale=0.5), rel=0.1)
+    # and the realised exceedance rate on fresh null draws is near the target
+    fresh = rng.gamma(3.0, 0.5, size=200_000)
+    assert np.mean(fresh > thr) < 3e-3
+
+
+def test_gamma_threshold_rejects_bad_input():
+    with pytest.raises(ValueError):
+        gamma_threshold([1.0, 2.0], 1e-3)
+    with pytest.raises(ValueError):
+        gamma_threshold(np.ones(10), 0.0)
+    assert np.isfinite(gamma_threshold(np.ones(10), 1e-4))  # degenerate null: just above it
+
+
+def test_permutation_null_matches_direct_scores():
+    rng = np.random.default_rng(1)
+    pooled = rng.normal(size=(40, 3))
+    null = permutation_null_rulsif(pooled, 20, 1.3, 0.1, 0.1, True, 5, np.random.default_rng(7))
+    from core.kernels import gauss_kernel
+
+    g = gauss_kernel(pooled, pooled, 1.3)
+    r = np.random.default_rng(7)
+    direct = [rulsif_window_score(g, p[:20], p[20:], 0.1, 0.1, True) for p in (r.permutation(40) for _ in range(5))]
+    np.testing.assert_allclose(null, direct, atol=1e-10)
+
+
+def test_window_score_agrees_with_incremental_state():
+    from core.window import TwoWindowRuLSIF
+    from core.kernels import gauss_kernel
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(60, 2))
+    st = TwoWindowRuLSIF(2, 30, 0.9, 0.1, alpha=0.1)
+    for row in x:
+        st.push(row)
+    st.set_params(0.9, 0.1)
+    g = gauss_kernel(x, x, 0.9)
+    assert sum(st.scores()) == pytest.approx(
+        rulsif_window_score(g, np.arange(30), np.arange(30, 60), 0.1, 0.1, True), abs=1e-9)
+
+
+def test_block_permutation_is_a_permutation_of_blocks():
+    p = block_permutation(11, 3, np.random.default_rng(0))
+    assert sorted(p.tolist()) == list(range(11))
+    starts = [i for i in range(len(p)) if p[i] % 3 == 0]
+    for s in starts:  # each block stays contiguous and in order
+        blk = p[s:s + 3]
+        assert np.all(np.diff(blk) == 1) or len(blk) < 3 or blk[0] == 9
+
+
+def test_peak_picker_reports_boundary_at_peak_and_alarm_time_separately():
+    pk = PeakPicker(delay=3, min_spacing=5)
+    scores = [0, 2, 5, 3, 2, 0, 0]
+    out = [pk.update(t, s, 1.0, boundary=t - 10) for t, s in enumerate(scores)]
+    alarms = [a for a in out if a]
+    assert alarms == [Alarm(change_index=2 - 10, alarm_index=5, score=5.0, threshold=1.0)]
+    assert alarms[0].delay == 13
+
+
+def test_peak_picker_delay_bounds_the_alarm_time():
+    pk = PeakPicker(delay=2, min_spacing=0)
+    out = [pk.update(t, s, 1.0, boundary=t) for t, s in enumerate([3, 2, 2, 2, 2, 2, 2])]
+    alarms = [a for a in out if a]
+    assert len(alarms) == 1 and alarms[0].alarm_index == 2 and alarms[0].change_index == 0
+
+
+def test_peak_picker_min_spacing_drops_close_alarms():
+    pk = PeakPicker(delay=0, min_spacing=10)
+    out = [pk.update(t, s, 1.0, boundary=t) for t, s in enumerate([2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0])]
+    assert [a.change_index for a in out if a] == [0, 12]
+
+
+def test_peak_picker_state_roundtrip():
+    pk = PeakPicker(delay=5, min_spacing=3)
+    pk.update(0, 2.0, 1.0, 0)
+    pk2 = PeakPicker.from_state(pk.to_state())
+    assert pk2.update(1, 0.0, 1.0, 1) == pk.update(1, 0.0, 1.0, 1)
+
+
+def test_embedding_and_history_ring():
+    x = np.arange(10.0)[:, None]
+    assert embed(x, 3)[-1].tolist() == [7.0, 8.0, 9.0]
+    h = History(capacity=4, dim=1)
+    for v in range(10):
+        h.push([float(v)])
+    assert h.last(4).ravel().tolist() == [6.0, 7.0, 8.0, 9.0]
+    assert len(h) == 4 and h.count == 10
+    h2 = History.from_state(h.to_state())
+    assert h2.subsequence(2).tolist() == [8.0, 9.0]
+    with pytest.raises(ValueError):
+        h.last(5)
+
+
+def test_differencer_missing_value_policy():
+    d = Differencer(dim=2)
+    assert d.step(np.array([np.nan, 1.0])) is None  # channel 0 never seen: held
+    assert d.step(np.array([1.0, 2.0])) is None  # first complete sample: no difference yet
+    np.testing.assert_array_equal(d.step(np.array([3.0, np.nan])), [2.0, 0.0])  # carried forward
+    with pytest.raises(ValueError, match="infinite"):
+        d.step(np.array([np.inf, 1.0]))
+
+
+def test_robust_scale_and_fill():
+    x = np.r_[np.random.default_rng(0).normal(size=1000), 1e6][:, None]
+    assert robust_scale(x)[0] == pytest.approx(1.0, abs=0.1)  # one outlier does not set the scale
+    assert fill_missing([np.nan, 2.0, np.nan]).ravel().tolist() == [2.0, 2.0, 2.0]

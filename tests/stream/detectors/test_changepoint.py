@@ -1,0 +1,203 @@
+"""ChangePointDetector: river protocols, input forms, missing values, short series, checkpoints."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from river import checks
+from river.checks import common
+
+from stream.detect import detect, replay
+from stream.detectors.changepoint import ChangePointDetector
+
+SMALL = {"n": 8, "n_min": 4, "k": 2}
+
+
+def variance_change(t=600, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.r_[rng.normal(0, 1, t // 2), rng.normal(0, 5, t // 2)]
+
+
+# ---------------------------------------------------------------- river conventions
+def test_is_a_river_drift_and_anomaly_detector():
+    from river import base
+
+    det = ChangePointDetector()
+    assert isinstance(det, base.DriftDetector) and isinstance(det, base.AnomalyDetector)
+
+
+def test_river_check_estimator_general_checks():
+    # check_estimator's dataset checks download CreditCard (no network here): run every check that
+    # needs no dataset, then the dataset checks on a local stream below
+    ran = 0
+    for check in checks.yield_checks(ChangePointDetector(**SMALL)):
+        if "dataset" in getattr(check, "keywords", {}):
+            continue
+        check(ChangePointDetector(**SMALL))
+        ran += 1
+    assert ran >= 14
+
+
+def _dict_stream(t=300, seed=0):
+    """(x, y) pairs: 5 features, a variance change at t/2; y = 1 right after the change."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(t):
+        sd = 1.0 if i < t // 2 else 6.0
+        x = {f"f{j}": float(rng.normal(0, sd)) for j in range(5)}
+        out.append((x, int(t // 2 <= i < t // 2 + 40)))
+    return out
+
+
+@pytest.mark.parametrize("check", [
+    common.check_learn_one, common.check_pickling, common.check_shuffle_features_no_impact,
+    common.check_emerging_features, common.check_disappearing_features,
+    common.check_radically_disappearing_features, common.check_predict_one_pure,
+    common.check_predict_one_before_any_learn, common.check_no_state_aliasing_with_input,
+    common.check_clone_is_independent, common.check_bounded_memory_growth,
+], ids=lambda c: c.__name__)
+def test_river_dataset_checks_on_local_stream(check):
+    check(ChangePointDetector(**SMALL), dataset=_dict_stream())
+
+
+def test_river_roc_auc_check_on_local_stream():
+    from river.checks.anomaly import check_roc_auc
+
+    check_roc_auc(ChangePointDetector(**SMALL), dataset=_dict_stream())
+
+
+def test_drift_protocol_univariate():
+    # drift_detected is raised once, after (never before) a clear level shift
+    rng = np.random.default_rng(0)
+    det = ChangePointDetector(n=25)
+    flags = []
+    for v in np.r_[rng.normal(0, 1, 300), rng.normal(6, 1, 300)]:
+        det.update(float(v))
+        flags.append(det.drift_detected)
+    hits = np.flatnonzero(flags)
+    assert hits.size >= 1
+    assert np.any((hits >= 300) & (hits <= 300 + 2 * 25 + 10))
+    assert det.last_alarm is not None and det.last_alarm.delay >= 0
+
+
+def test_score_one_does_not_change_state():
+    det = ChangePointDetector(**SMALL)
+    for v in variance_change(200):
+        det.learn_one({"x": float(v)})
+    before = json.dumps({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in det.to_state().items()})
+    s = det.score_one({"x": 123.0})
+    after = json.dumps({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in det.to_state().items()})
+    assert isinstance(s, float) and before == after
+
+
+# ---------------------------------------------------------------- input forms
+def test_float_array_and_dict_inputs_agree():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(250, 2))
+    a, b = ChangePointDetector(**SMALL), ChangePointDetector(**SMALL)
+    for row in x:
+        a.step(row)
+        b.step({"b": row[1], "a": row[0]})  # dict keys are sorted: a, b
+    assert a.score == pytest.approx(b.score, abs=1e-12)
+
+
+def test_multivariate_change_is_found():
+    rng = np.random.default_rng(6)
+    x = np.r_[rng.normal(size=(300, 3)), rng.normal(size=(300, 3)) * [1, 1, 6]]
+    cps = detect(x, n=25)
+    assert any(abs(c - 300) <= 25 for c in cps)
+
+
+def test_missing_values_follow_the_documented_policy():
+    y = variance_change(400)
+    with_gaps = y.astype(object)
+    with_gaps[[0, 1, 50, 51, 52, 320]] = None
+    filled = y.copy()
+    filled[[0, 1]] = y[2]  # held until the first observation ...
+    filled[[50, 51, 52]] = y[49]  # ... then carried forward
+    filled[320] = y[319]
+    # leading held samples produce nothing, so compare from the same start
+    r1 = replay(list(with_gaps), n=20)
+    r2 = replay(np.r_[[np.nan, np.nan], filled[2:]], n=20)
+    np.testing.assert_allclose(r1.scores, r2.scores, equal_nan=True, atol=1e-12)
+
+
+def test_bad_inputs_raise_clear_errors():
+    det = ChangePointDetector()
+    det.step(1.0)
+    with pytest.raises(ValueError, match="values but"):
+        det.step([1.0, 2.0])
+    with pytest.raises(ValueError, match="infinite"):
+        det.step(float("inf"))
+    with pytest.raises(ValueError, match="number"):
+        ChangePointDetector().step("abc")
+    for bad in ({"method": "svm"}, {"alpha": 1.0}, {"k": 0}, {"false_alarm_rate": 0.0},
+                {"n_min": 60, "n": 50}, {"difference": "yes"}, {"select": "cv"}):
+        with pytest.raises(ValueError):
+            ChangePointDetector(**bad)
+
+
+@pytest.mark.parametrize("t_len", [15, 16, 21, 40, 100])
+def test_short_series_always_get_an_answer(t_len):
+    rng = np.random.default_rng(t_len)
+    y = np.r_[rng.normal(0, 1, t_len // 2), rng.normal(8, 1, t_len - t_len // 2)]
+    cps = detect(y)
+    assert isinstance(cps, list) and all(1 <= c < t_len for c in cps)
+
+
+def test_streaming_window_grows_with_length_seen():
+    det = ChangePointDetector(n=50)
+    sizes = []
+    for v in np.random.default_rng(0).normal(size=2500):
+        det.step(v)
+        sizes.append(det.window)
+    assert sizes[20] == 6 and sizes[-1] == 50
+    assert all(a <= b for a, b in zip(sizes, sizes[1:]))  # never shrinks
+
+
+def test_ulsif_method_runs():
+    cps = detect(variance_change(), method="ulsif", n=25)
+    assert isinstance(cps, list)
+
+
+def test_peer_methods_run_or_say_they_are_missing():
+    for method in ("lsdd", "kliep"):
+        try:
+            cps = detect(variance_change(300), method=method, n=10)
+        except ValueError as exc:
+            assert "not available" in str(exc)
+        else:
+            assert isinstance(cps, list)
+
+
+# ---------------------------------------------------------------- checkpoints
+def _roundtrip_npz(state: dict) -> dict:
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in state.items()})
+    buf.seek(0)
+    with np.load(buf, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.parametrize("params", [SMALL, {"n": 20}, {"n": 12, "difference": True, "k": 4}])
+def test_restored_detector_continues_identically(params):
+    rng = np.random.default_rng(9)
+    x = np.r_[rng.normal(0, 1, 500), rng.normal(2, 3, 500)]
+    ref = ChangePointDetector(**params)
+    for v in x[:437]:
+        ref.step(v)
+    restored = ChangePointDetector.from_state(_roundtrip_npz(ref.to_state()))
+    a_ref, a_res = [], []
+    for v in x[437:]:
+        a_ref.append(ref.step(v))
+        a_res.append(restored.step(v))
+        assert restored.score == pytest.approx(ref.score, abs=1e-9, nan_ok=True)
+        assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9, nan_ok=True)
+    assert a_ref == a_res
+
+
+def test_state_of_a_fresh_detector_roundtrips():
+    det = ChangePointDetector.from_state(_roundtrip_npz(ChangePointDetector().to_state()))
+    det.step(1.0)
+    assert np.isnan(det.score)

@@ -1,0 +1,77 @@
+"""Known-truth synthetic streams (AR(2) as in Liu et al. 2013): mean, variance and correlation changes.
+
+Specification: with the default configuration each change is found within 2n samples (the alarm
+is raised at most 2n samples after the change and its change index lies within n of it), and a
+stationary stream of 10,000 samples raises at most one false alarm.
+"""
+
+import numpy as np
+import pytest
+
+from stream.detectors.changepoint import ChangePointDetector
+
+SEG = 1000
+
+
+def ar2(noise: np.ndarray) -> np.ndarray:
+    """y(t) = 0.6 y(t-1) - 0.5 y(t-2) + e(t) (Liu et al. 2013, section 4.1)."""
+    y = np.zeros_like(noise)
+    for t in range(2, len(noise)):
+        y[t] = 0.6 * y[t - 1] - 0.5 * y[t - 2] + noise[t]
+    return y
+
+
+def run(series):
+    det = ChangePointDetector()
+    alarms = []
+    for row in series:
+        a = det.step(row)
+        if a is not None:
+            alarms.append(a)
+    return det, alarms
+
+
+def assert_found(alarms, changes, n):
+    for c in changes:
+        hits = [a for a in alarms if 0 <= a.alarm_index - c <= 2 * n and abs(a.change_index - c) <= n]
+        assert hits, f"change at {c} not found within 2n={2 * n}; alarms: {alarms}"
+
+
+@pytest.mark.xfail(strict=True, reason="spec not met yet: changes are found within 2n, but the plain-permutation null ignores autocorrelation and over-fires (issue 3 open)")
+def test_jumping_mean():
+    rng = np.random.default_rng(1)
+    mu = np.repeat([0.0, 4.0, -1.0], SEG)
+    y = ar2(rng.normal(mu, 1.0))
+    det, alarms = run(y)
+    assert_found(alarms, [SEG, 2 * SEG], det.n)
+    assert len(alarms) <= 2 + 1  # the two changes, at most one extra
+
+
+@pytest.mark.xfail(strict=True, reason="spec not met yet: changes are found within 2n, but the plain-permutation null ignores autocorrelation and over-fires (issue 3 open)")
+def test_scaling_variance():
+    rng = np.random.default_rng(2)
+    sd = np.repeat([1.0, 3.0, 1.0], SEG)
+    y = ar2(rng.normal(0.0, sd))
+    det, alarms = run(y)
+    assert_found(alarms, [SEG, 2 * SEG], det.n)
+    assert len(alarms) <= 3
+
+
+@pytest.mark.xfail(strict=True, reason="spec not met yet: the default (k = 3, differenced, sigma = 0.5 x median) does not see a pure correlation change (issue 3 open)")
+def test_correlation_change_bivariate():
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(3 * SEG, 2))
+    rho = np.repeat([0.0, 0.95, 0.0], SEG)
+    e2 = rho * z[:, 0] + np.sqrt(1 - rho**2) * z[:, 1]
+    y = np.column_stack([ar2(z[:, 0]), ar2(e2)])
+    det, alarms = run(y)
+    assert_found(alarms, [SEG, 2 * SEG], det.n)
+    assert len(alarms) <= 3
+
+
+@pytest.mark.xfail(strict=True, reason="spec not met yet: measured 6 alarms per 10,000 stationary AR(2) samples vs the spec's 1: permutation null too narrow under autocorrelation (issue 3 open)")
+def test_stationary_false_alarm_rate():
+    rng = np.random.default_rng(4)
+    y = ar2(rng.normal(size=10_000))
+    _, alarms = run(y)
+    assert len(alarms) <= 1, f"{len(alarms)} false alarms in 10,000 stationary samples: {alarms}"
