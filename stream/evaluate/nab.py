@@ -1,0 +1,417 @@
+"""NAB evaluation: run the default anomaly detector on a NAB-style corpus and score it.
+
+``ratiowatch eval nab DIR --json`` reads ``DIR/data/<category>/<file>.csv`` (``timestamp,value``),
+``DIR/labels/combined_windows.json`` and ``DIR/config/profiles.json``, runs
+:class:`stream.detectors.anomaly.TimeSeriesAnomalyDetector` (default configuration, fixed in code)
+causally over every file, optionally writes NAB-format result files (``timestamp,anomaly_score``),
+and scores them with :func:`score_corpus`, a re-implementation of the NAB v1.1 scoring rules:
+
+1. the first ``min(floor(0.15 n), 750)`` rows of a file are probationary and not scored;
+2. a row ``i`` inside a window of width ``W`` (rows, inclusive) with right edge ``R`` sits at
+   ``p = -(R - i + 1) / W``; a row after a window sits at ``p = |R - i| / (W - 1)``; a row before
+   any window has unweighted score -1;
+3. ``s(p) = 2 / (1 + exp(5 p)) - 1`` (and -1 for ``p > 3``);
+4. a flagged row in a window earns ``tpWeight * s(p) / s(-1)`` (a window keeps its best row, or
+   costs ``-fnWeight`` if none is flagged); a flagged row outside windows earns ``fpWeight * s(p)``;
+5. the threshold is swept over every distinct score, per profile, on the whole corpus at once;
+6. normalised = ``100 (raw - raw_null) / (perfect - raw_null)`` with ``perfect = tpWeight * #windows``
+   and ``raw_null = -fnWeight * #windows``.
+
+Examples
+--------
+>>> import numpy as np
+>>> rows = prepare_rows(10, [(4, 6)], probation=2)
+>>> rows.window.tolist()
+[-2, -2, -1, -1, 0, 0, 0, -1, -1, -1]
+>>> prof = {"standard": {"tpWeight": 1.0, "fnWeight": 1.0, "fpWeight": 0.11}}
+>>> scores = np.zeros(10); scores[4] = 1.0
+>>> score_corpus([(rows, scores)], prof)["standard"]["score"]  # flagged at the left edge
+100.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+PROBATION_PERCENT = 0.15
+PROFILE_NAMES = ("standard", "reward_low_FP_rate", "reward_low_FN_rate")
+
+
+# --------------------------------------------------------------------------------------------
+# data loading
+# --------------------------------------------------------------------------------------------
+def default_bench_dir() -> Path | None:
+    """``../shared/bench/nab`` next to the repository (``$RATIOWATCH_BENCH/nab`` when set), or None."""
+    from stream.evaluate.datasets import bench_dir
+
+    return bench_dir("nab")
+
+
+@dataclass
+class NabFile:
+    """One NAB data file: its name relative to ``data/`` and its rows."""
+
+    name: str
+    timestamps: np.ndarray  # datetime64[s]
+    values: np.ndarray  # float64
+    raw_timestamps: list[str]
+
+
+def _parse_time(text: str) -> np.datetime64:
+    return np.datetime64(text.strip().replace(" ", "T")[:19], "s")
+
+
+def read_nab_csv(path: Path, name: str | None = None) -> NabFile:
+    """Read ``timestamp,value`` rows; raises ``ValueError`` on a malformed file."""
+    path = Path(path)
+    stamps: list[str] = []
+    values: list[float] = []
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header[:2]] != ["timestamp", "value"]:
+            raise ValueError(f"{path}: expected a header 'timestamp,value'; got {header}")
+        for k, row in enumerate(reader, start=2):
+            if not row:
+                continue
+            try:
+                stamps.append(row[0])
+                values.append(float(row[1]))
+            except (IndexError, ValueError) as exc:
+                raise ValueError(f"{path}:{k}: bad row {row!r} ({exc}); expected 'timestamp,value'") from None
+    ts = np.array([_parse_time(s) for s in stamps], dtype="datetime64[s]")
+    vals = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(vals)):
+        raise ValueError(f"{path}: non-finite values; NAB files must hold numbers only")
+    return NabFile(name or path.name, ts, vals, stamps)
+
+
+def load_corpus(root: Path) -> list[NabFile]:
+    """Every ``data/<category>/<file>.csv`` under ``root``, sorted by name."""
+    data = Path(root) / "data"
+    if not data.is_dir():
+        raise ValueError(f"{root} has no data/ folder; pass a directory laid out like ../shared/bench/nab")
+    files = sorted(p for p in data.glob("*/*.csv"))
+    if not files:
+        raise ValueError(f"{data} holds no <category>/<file>.csv files")
+    return [read_nab_csv(p, f"{p.parent.name}/{p.name}") for p in files]
+
+
+def load_windows(root: Path) -> dict[str, list[tuple[np.datetime64, np.datetime64]]]:
+    path = Path(root) / "labels" / "combined_windows.json"
+    if not path.is_file():
+        raise ValueError(f"{path} is missing; NAB scoring needs labels/combined_windows.json")
+    raw = json.loads(path.read_text())
+    return {k: [(_parse_time(a), _parse_time(b)) for a, b in v] for k, v in raw.items()}
+
+
+def load_profiles(root: Path) -> dict[str, dict[str, float]]:
+    path = Path(root) / "config" / "profiles.json"
+    if path.is_file():
+        raw = json.loads(path.read_text())
+        return {k: {w: float(x) for w, x in v["CostMatrix"].items()} for k, v in raw.items()}
+    return {  # NAB v1.1 defaults
+        "standard": {"tpWeight": 1.0, "fnWeight": 1.0, "fpWeight": 0.11},
+        "reward_low_FP_rate": {"tpWeight": 1.0, "fnWeight": 1.0, "fpWeight": 0.22},
+        "reward_low_FN_rate": {"tpWeight": 1.0, "fnWeight": 2.0, "fpWeight": 0.11},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# scoring
+# --------------------------------------------------------------------------------------------
+def scaled_sigmoid(p: np.ndarray | float) -> np.ndarray:
+    """NAB's ``s(p) = 2 / (1 + exp(5 p)) - 1``, with ``s = -1`` beyond ``p > 3``."""
+    p = np.asarray(p, dtype=np.float64)
+    out = 2.0 / (1.0 + np.exp(np.clip(5.0 * p, -700, 700))) - 1.0
+    return np.where(p > 3.0, -1.0, out)
+
+
+@dataclass
+class ScoringRows:
+    """Per-row scoring metadata of one file.
+
+    ``window[i]`` is the index of the window holding row ``i`` (-1 outside windows, -2 probationary);
+    ``unweighted[i]`` is ``s(p)`` (in a window) or the false-positive weight (outside).
+    """
+
+    window: np.ndarray
+    unweighted: np.ndarray
+    n_windows: int  # windows with at least one scorable row
+
+
+def probation_length(n: int) -> int:
+    return int(min(math.floor(PROBATION_PERCENT * n), PROBATION_PERCENT * 5000))
+
+
+def prepare_rows(n: int, windows_rows: list[tuple[int, int]], probation: int | None = None) -> ScoringRows:
+    """Scoring metadata for ``n`` rows with windows given as inclusive ``(left, right)`` row indices."""
+    if probation is None:
+        probation = probation_length(n)
+    window = np.full(n, -1, dtype=np.int64)
+    unweighted = np.full(n, -1.0)
+    idx = np.arange(n)
+    prev_right, prev_width = None, None
+    start = 0
+    for w, (left, right) in enumerate(sorted(windows_rows)):
+        if not (0 <= left <= right < n):
+            raise ValueError(f"window rows ({left}, {right}) outside a file of {n} rows")
+        width = float(right - left + 1)
+        if prev_right is not None:  # rows between the previous window and this one
+            seg = idx[start:left]
+            unweighted[start:left] = scaled_sigmoid(np.abs(prev_right - seg) / max(prev_width - 1.0, 1.0))
+        seg = idx[left : right + 1]
+        unweighted[left : right + 1] = scaled_sigmoid(-(right - seg + 1) / width)
+        window[left : right + 1] = w
+        prev_right, prev_width, start = right, width, right + 1
+    if prev_right is not None and start < n:
+        seg = idx[start:]
+        unweighted[start:] = scaled_sigmoid(np.abs(prev_right - seg) / max(prev_width - 1.0, 1.0))
+    window[:probation] = -2
+    counted = np.unique(window[window >= 0])
+    # renumber the counted windows 0..k-1 so per-file ids are dense
+    remap = {int(w): k for k, w in enumerate(counted)}
+    window = np.array([remap.get(int(w), int(w)) if w >= 0 else int(w) for w in window], dtype=np.int64)
+    return ScoringRows(window, unweighted, len(counted))
+
+
+def rows_for_file(f: NabFile, windows: list[tuple[np.datetime64, np.datetime64]]) -> ScoringRows:
+    """Map a file's time windows to row indices (first row >= start, last row <= end)."""
+    pairs = []
+    for a, b in windows:
+        left = int(np.searchsorted(f.timestamps, a, side="left"))
+        right = int(np.searchsorted(f.timestamps, b, side="right")) - 1
+        if left <= right:
+            pairs.append((left, right))
+    return prepare_rows(len(f.values), pairs)
+
+
+def score_corpus(
+    items: list[tuple[ScoringRows, np.ndarray]], profiles: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """Optimise the threshold per profile over the corpus; return score, raw, threshold and counts.
+
+    ``items`` pairs each file's :class:`ScoringRows` with its anomaly scores (same length).
+    """
+    windows_all, unweighted_all, scores_all = [], [], []
+    offset = 0
+    total_windows = 0
+    for rows, scores in items:
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.shape != rows.window.shape:
+            raise ValueError(f"scores have {scores.shape[0]} rows but the file has {rows.window.shape[0]}")
+        if not np.all(np.isfinite(scores)):
+            raise ValueError("anomaly scores contain NaN or infinity; a detector must emit finite scores")
+        keep = rows.window != -2
+        w = rows.window[keep].copy()
+        w[w >= 0] += offset
+        offset += rows.n_windows
+        total_windows += rows.n_windows
+        windows_all.append(w)
+        unweighted_all.append(rows.unweighted[keep])
+        scores_all.append(scores[keep])
+    win = np.concatenate(windows_all)
+    unw = np.concatenate(unweighted_all)
+    sc = np.concatenate(scores_all)
+    order = np.argsort(-sc, kind="stable")
+    win, unw, sc = win[order], unw[order], sc[order]
+    max_tp = float(scaled_sigmoid(-1.0))
+    out: dict[str, dict[str, float]] = {}
+    for name, prof in profiles.items():
+        tp_w, fn_w, fp_w = prof["tpWeight"], prof["fnWeight"], prof["fpWeight"]
+        sweep = np.where(win >= 0, unw * tp_w / max_tp, unw * fp_w)
+        best_tp = np.full(total_windows, -np.inf)
+        fp_sum = 0.0
+        window_sum = -fn_w * total_windows
+        best = (window_sum, math.inf, 0, 0)  # raw, threshold, tp, fp (flag nothing)
+        n_tp = n_fp = 0
+        win_l, sweep_l, sc_l = win.tolist(), sweep.tolist(), sc.tolist()
+        n = len(sc_l)
+        for i in range(n):
+            w = win_l[i]
+            if w < 0:
+                fp_sum += sweep_l[i]
+                n_fp += 1
+            else:
+                s = sweep_l[i]
+                if best_tp[w] == -np.inf:
+                    window_sum += s + fn_w
+                    best_tp[w] = s
+                    n_tp += 1
+                elif s > best_tp[w]:
+                    window_sum += s - best_tp[w]
+                    best_tp[w] = s
+            # a threshold is only realisable at the end of a group of equal scores
+            if i + 1 == n or sc_l[i + 1] != sc_l[i]:
+                raw = window_sum + fp_sum
+                if raw > best[0]:
+                    best = (raw, sc_l[i], n_tp, n_fp)
+        perfect = tp_w * total_windows
+        null = -fn_w * total_windows
+        norm = 100.0 * (best[0] - null) / (perfect - null) if perfect != null else 0.0
+        out[name] = {
+            "score": norm,
+            "raw": best[0],
+            "threshold": best[1],
+            "windows_detected": best[2],
+            "windows": total_windows,
+            "false_positive_rows": best[3],
+        }
+    return out
+
+
+def score_results_dir(root: Path, results: Path, detector: str) -> dict[str, dict[str, float]]:
+    """Score stored NAB results ``results/<detector>/<category>/<detector>_<file>.csv`` against ``root``'s labels."""
+    corpus = load_corpus(root)
+    windows = load_windows(root)
+    items = []
+    for f in corpus:
+        cat, base = f.name.split("/")
+        path = Path(results) / detector / cat / f"{detector}_{base}"
+        if not path.is_file():
+            raise ValueError(f"missing result file {path}")
+        scores = read_result_scores(path, len(f.values))
+        items.append((rows_for_file(f, windows.get(f.name, [])), scores))
+    return score_corpus(items, load_profiles(root))
+
+
+def read_result_scores(path: Path, n: int) -> np.ndarray:
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or "anomaly_score" not in reader.fieldnames:
+            raise ValueError(f"{path}: no anomaly_score column")
+        scores = np.array([float(r["anomaly_score"]) for r in reader], dtype=np.float64)
+    if scores.shape[0] != n:
+        raise ValueError(f"{path}: {scores.shape[0]} scores for a data file of {n} rows")
+    return scores
+
+
+def write_result(path: Path, f: NabFile, scores: np.ndarray) -> None:
+    """NAB-format result file: ``timestamp,anomaly_score`` (plus value, as NAB writes it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["timestamp", "value", "anomaly_score"])
+        for t, v, s in zip(f.raw_timestamps, f.values.tolist(), np.asarray(scores).tolist()):
+            w.writerow([t, repr(v), f"{s:.6f}"])
+
+
+# --------------------------------------------------------------------------------------------
+# running the detector
+# --------------------------------------------------------------------------------------------
+def run_detector(values: np.ndarray, factory=None) -> np.ndarray:
+    """Causal pass of a fresh default detector over one series; returns scores in [0, 1]."""
+    if factory is None:
+        from stream.detectors.anomaly import TimeSeriesAnomalyDetector
+
+        factory = TimeSeriesAnomalyDetector
+    det = factory()
+    return np.asarray(det.score_series(values), dtype=np.float64)
+
+
+def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | None = None, factory=None) -> dict:
+    """Run the detector on every file of ``root`` and score it; the JSON object of ``eval nab``."""
+    root = Path(root)
+    corpus = load_corpus(root)
+    windows = load_windows(root)
+    profiles = load_profiles(root)
+    items = []
+    per_file_time = {}
+    all_scores = {}
+    for f in corpus:
+        t0 = time.perf_counter()
+        scores = run_detector(f.values, factory)
+        per_file_time[f.name] = time.perf_counter() - t0
+        all_scores[f.name] = scores
+        items.append((rows_for_file(f, windows.get(f.name, [])), scores))
+        if write_results is not None:
+            cat, base = f.name.split("/")
+            write_result(Path(write_results) / "ratiowatch" / cat / f"ratiowatch_{base}", f, scores)
+    result = score_corpus(items, profiles)
+    if plot_dir is not None:
+        _plot(corpus, windows, all_scores, result, Path(plot_dir))
+    order = [p for p in PROFILE_NAMES if p in result] + [p for p in result if p not in PROFILE_NAMES]
+    return {
+        "benchmark": "nab",
+        "files": len(corpus),
+        "scores": {p: round(float(result[p]["score"]), 3) for p in order},
+        "thresholds": {p: result[p]["threshold"] for p in order},
+        "detail": {p: {k: v for k, v in result[p].items() if k not in ("score", "threshold")} for p in order},
+        "seconds": round(sum(per_file_time.values()), 2),
+    }
+
+
+def _plot(corpus, windows, all_scores, result, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    thr = result.get("standard", next(iter(result.values())))["threshold"]
+    for f in corpus:
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(12, 5), sharex=True)
+        x = np.arange(len(f.values))
+        a1.plot(x, f.values, lw=0.6)
+        rows = rows_for_file(f, windows.get(f.name, []))
+        for w in range(rows.n_windows):
+            sel = np.flatnonzero(rows.window == w)
+            a1.axvspan(sel[0], sel[-1], color="orange", alpha=0.3)
+        a1.axvline(probation_length(len(x)), color="grey", ls=":")
+        s = all_scores[f.name]
+        a2.plot(x, s, lw=0.6)
+        a2.axhline(thr, color="red", ls="--", lw=0.6)
+        flag = np.flatnonzero(s >= thr)
+        a1.plot(flag, f.values[flag], "rv", ms=5)
+        a1.set_title(f.name)
+        fig.tight_layout()
+        fig.savefig(out / (f.name.replace("/", "__").replace(".csv", ".png")), dpi=90)
+        plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", nargs="?", type=Path, default=None,
+                        help="NAB-style folder (data/, labels/, config/); default ../shared/bench/nab")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--write-results", type=Path, default=None, metavar="OUT",
+                        help="write NAB-format result files under OUT/ratiowatch/<category>/")
+    parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per file")
+    parser.add_argument("--score-stored", default=None, metavar="DETECTOR",
+                        help="only score DIR/results/DETECTOR (checks the scorer against stored results)")
+
+
+def run(args) -> int:
+    root = args.dir if args.dir is not None else default_bench_dir()
+    if root is None:
+        print("ratiowatch eval nab: no DIR given and ../shared/bench/nab not found (set RATIOWATCH_BENCH)",
+              file=sys.stderr)
+        return 2
+    try:
+        if args.score_stored:
+            res = score_results_dir(root, Path(root) / "results", args.score_stored)
+            obj = {"benchmark": "nab", "detector": args.score_stored,
+                   "scores": {p: round(v["score"], 3) for p, v in res.items()},
+                   "thresholds": {p: v["threshold"] for p, v in res.items()}}
+        else:
+            obj = evaluate(root, args.write_results, args.plot)
+    except ValueError as exc:
+        print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(obj, indent=2))
+    else:
+        for p, s in obj["scores"].items():
+            print(f"{p:>20s}: {s:7.2f}  (threshold {obj['thresholds'][p]})")
+    return 0

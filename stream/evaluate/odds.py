@@ -1,0 +1,172 @@
+"""ODDS evaluation, inlier-based protocol: ROC-AUC of the density-ratio detector vs sklearn baselines.
+
+``ratiowatch eval odds DIR --json`` reads every ``DIR/<name>.npz`` (``X``: n x d, ``y``: 1 = outlier)
+and, per seed ``s`` in 0..9 (bench README):
+
+1. ``train_test_split(X, y, test_size=0.4, stratify=y, random_state=s)``;
+2. standardise with the mean and std of the *inliers* of the training part (a constant feature
+   keeps std 1);
+3. fit on those training inliers only; score the whole test part;
+4. ROC-AUC with outliers as positives.
+
+Our detector is :class:`stream.detectors.outlier.DensityRatioOutlierDetector` with its default
+configuration (fixed in code); the outlier score is ``-score_samples`` (a low ratio means an
+outlier). The baselines run on the identical splits: ``OneClassSVM(gamma="scale", nu=0.1)``,
+``IsolationForest(random_state=s)``, ``LocalOutlierFactor(n_neighbors=20, novelty=True)``, each
+scored by ``-score_samples``.
+
+Examples
+--------
+>>> rng = np.random.default_rng(0)
+>>> X = np.vstack([rng.normal(size=(150, 2)), rng.normal(6.0, 1.0, size=(10, 2))])
+>>> y = np.r_[np.zeros(150), np.ones(10)].astype(int)
+>>> res = evaluate_dataset(X, y, seeds=[0], baselines=())
+>>> res["auc"] > 0.95
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+BASELINES = ("OneClassSVM", "IsolationForest", "LocalOutlierFactor")
+
+
+def split_standardise(X: np.ndarray, y: np.ndarray, seed: int):
+    """One split of the protocol: (training inliers, test samples, test labels), standardised."""
+    from sklearn.model_selection import train_test_split
+
+    x_tr, x_te, y_tr, y_te = train_test_split(X, y, test_size=0.4, stratify=y, random_state=seed)
+    ref = x_tr[y_tr == 0]
+    mu = ref.mean(axis=0)
+    sd = ref.std(axis=0)
+    sd[sd == 0] = 1.0
+    return (ref - mu) / sd, (x_te - mu) / sd, y_te
+
+
+def _baseline(name: str, seed: int):
+    from sklearn.ensemble import IsolationForest
+    from sklearn.neighbors import LocalOutlierFactor
+    from sklearn.svm import OneClassSVM
+
+    if name == "OneClassSVM":
+        return OneClassSVM(gamma="scale", nu=0.1)
+    if name == "IsolationForest":
+        return IsolationForest(random_state=seed)
+    if name == "LocalOutlierFactor":
+        return LocalOutlierFactor(n_neighbors=20, novelty=True)
+    raise ValueError(f"unknown baseline {name!r}; choose from {BASELINES}")
+
+
+def ours_scores(ref: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
+    """Outlier scores (higher = more anomalous) of the default density-ratio detector."""
+    from stream.detectors.outlier import DensityRatioOutlierDetector
+
+    det = DensityRatioOutlierDetector(seed=seed).fit(ref)
+    return -det.score_samples(test)
+
+
+def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES) -> dict:
+    """Mean ROC-AUC over ``seeds`` of our detector and of each baseline, on identical splits."""
+    from sklearn.metrics import roc_auc_score
+
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y).astype(int).ravel()
+    if X.ndim != 2 or X.shape[0] != y.shape[0]:
+        raise ValueError(f"X must be (n, d) with one label per row; got X {X.shape}, y {y.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X holds NaN or infinite values")
+    if set(np.unique(y).tolist()) != {0, 1}:
+        raise ValueError("y must hold both labels 0 (inlier) and 1 (outlier)")
+    ours, base = [], {b: [] for b in baselines}
+    t_ours, t_base = 0.0, {b: 0.0 for b in baselines}
+    for s in seeds:
+        ref, test, y_te = split_standardise(X, y, int(s))
+        t0 = time.perf_counter()
+        ours.append(roc_auc_score(y_te, ours_scores(ref, test, int(s))))
+        t_ours += time.perf_counter() - t0
+        for b in baselines:
+            t0 = time.perf_counter()
+            model = _baseline(b, int(s)).fit(ref)
+            base[b].append(roc_auc_score(y_te, -model.score_samples(test)))
+            t_base[b] += time.perf_counter() - t0
+    return {
+        "auc": float(np.mean(ours)),
+        "auc_std": float(np.std(ours)),
+        "baselines": {b: float(np.mean(v)) for b, v in base.items()},
+        "seconds": {"ours": round(t_ours, 2), **{b: round(t, 2) for b, t in t_base.items()}},
+    }
+
+
+def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES) -> dict:
+    """Every ``<name>.npz`` of ``root`` (or only ``names``); the JSON object of ``eval odds``."""
+    root = Path(root)
+    files = sorted(root.glob("*.npz"))
+    if names:
+        wanted = set(names)
+        files = [f for f in files if f.stem in wanted]
+        missing = wanted - {f.stem for f in files}
+        if missing:
+            raise ValueError(f"no {sorted(missing)} in {root}")
+    if not files:
+        raise ValueError(f"{root} holds no <name>.npz files (X, y with 1 = outlier)")
+    datasets = {}
+    for f in files:
+        with np.load(f) as d:
+            if "X" not in d or "y" not in d:
+                raise ValueError(f"{f} must hold arrays X and y")
+            X, y = d["X"].astype(np.float64), d["y"]
+        datasets[f.stem] = {k: (round(v, 4) if isinstance(v, float) else v)
+                            for k, v in evaluate_dataset(X, y, seeds, baselines).items()}
+        datasets[f.stem]["baselines"] = {b: round(v, 4) for b, v in datasets[f.stem]["baselines"].items()}
+    mean = {
+        "auc": round(float(np.mean([d["auc"] for d in datasets.values()])), 4),
+        "baselines": {b: round(float(np.mean([d["baselines"][b] for d in datasets.values()])), 4)
+                      for b in baselines},
+    }
+    return {"benchmark": "odds", "seeds": len(list(seeds)), "datasets": datasets, "mean": mean}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", nargs="?", type=Path, default=None,
+                        help="folder of <name>.npz files (X, y); default ../shared/bench/odds")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--seeds", type=int, default=10, help="number of seeds 0..N-1 (protocol: 10)")
+    parser.add_argument("--only", default=None, help="comma-separated data set names")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the sklearn baselines")
+
+
+def run(args) -> int:
+    root = args.dir
+    if root is None:
+        from stream.evaluate.datasets import bench_dir
+
+        root = bench_dir("odds")
+        if root is None:
+            print("ratiowatch eval odds: no DIR given and ../shared/bench/odds not found "
+                  "(set RATIOWATCH_BENCH)", file=sys.stderr)
+            return 2
+    if args.seeds < 1:
+        print("ratiowatch eval odds: --seeds must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        obj = evaluate(root, range(args.seeds), args.only.split(",") if args.only else None,
+                       () if args.no_baselines else BASELINES)
+    except ValueError as exc:
+        print(f"ratiowatch eval odds: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(obj, indent=2))
+    else:
+        for name, d in obj["datasets"].items():
+            base = "  ".join(f"{b} {v:.3f}" for b, v in d["baselines"].items())
+            print(f"{name:>12s}: ours {d['auc']:.3f}  {base}")
+        print(f"{'mean':>12s}: ours {obj['mean']['auc']:.3f}  "
+              + "  ".join(f"{b} {v:.3f}" for b, v in obj["mean"]["baselines"].items()))
+    return 0

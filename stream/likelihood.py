@@ -1,0 +1,146 @@
+"""Map raw anomaly scores to calibrated tail probabilities against the score's own history.
+
+A raw novelty score has no common scale across series (a ratio score of 0.3 is alarming on a quiet
+series and routine on a noisy one), so one alarm threshold cannot serve many series. In the style of
+the HTM anomaly likelihood (Ahmad et al. 2017), each new raw score is smoothed over the last
+``short`` values and compared with the distribution of smoothed scores seen so far (a bounded
+history): the output is the upper tail probability ``P(S >= s)`` under a Gaussian fitted to that
+history, mapped monotonically to ``[0, 1]`` by ``-log10(tail) / decades``. Scores far in the tail
+approach 1; typical scores stay near 0. The mapping is causal: the current score is compared with
+the history *before* it, then added to it.
+
+Examples
+--------
+>>> tp = TailProbability(min_history=20)
+>>> outs = [tp.update(0.1 + 0.01 * (i % 3)) for i in range(100)]
+>>> tp.update(5.0) > 0.5 > outs[-1]
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, st_i, out):
+    """Causal pass: smoothed score vs mean/std of the previous smoothed scores held in ``ring``.
+
+    State: st_f = [sum, sum of squares, short-window sum], st_i = [count, pos, t] (updated in place).
+    """
+    history = ring.shape[0]
+    for j in range(raw.shape[0]):
+        t = st_i[2]
+        st_f[2] += raw[j]
+        if t >= short:
+            st_f[2] -= raw_ring[t % short]
+        raw_ring[t % short] = raw[j]
+        m = short if t + 1 >= short else t + 1
+        a = st_f[2] / m
+        count = st_i[0]
+        out[j] = 0.0
+        if count >= min_history:
+            mu = st_f[0] / count
+            var = st_f[1] / count - mu * mu
+            sd = math.sqrt(var) if var > 0.0 else 0.0
+            floor = min_std * (abs(mu) + 1e-12)
+            if sd < floor:
+                sd = floor
+            z = (a - mu) / sd
+            if z > 0.0:
+                tail = 0.5 * math.erfc(z / math.sqrt(2.0))
+                if tail < 1e-300:
+                    tail = 1e-300
+                v = -math.log10(tail) / decades
+                out[j] = 1.0 if v > 1.0 else v
+        pos = st_i[1]
+        if count == history:
+            old = ring[pos]
+            st_f[0] -= old
+            st_f[1] -= old * old
+        else:
+            st_i[0] = count + 1
+        ring[pos] = a
+        st_f[0] += a
+        st_f[1] += a * a
+        pos = (pos + 1) % history
+        st_i[1] = pos
+        st_i[2] = t + 1
+        if pos == 0:
+            # periodic exact recompute bounds the rounding drift of the running sums
+            s1 = 0.0
+            s2 = 0.0
+            for i in range(st_i[0]):
+                s1 += ring[i]
+                s2 += ring[i] * ring[i]
+            st_f[0] = s1
+            st_f[1] = s2
+
+
+class TailProbability:
+    """Streaming raw-score -> [0, 1] mapping by Gaussian tail probability against the history.
+
+    Parameters
+    ----------
+    short : int
+        Raw scores are averaged over the last ``short`` values before comparison (1 = no smoothing).
+    history : int
+        Number of past smoothed scores the distribution is estimated from (bounded memory).
+    min_history : int
+        Output 0 until this many smoothed scores were seen.
+    min_std : float
+        Floor on the standard deviation, relative to ``|mean|``, so a perfectly constant history
+        does not turn the first tiny wiggle into certainty.
+    decades : float
+        Output = ``min(1, -log10(tail) / decades)``: a tail probability of ``10^-decades`` maps to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = TailProbability(min_history=10).transform(np.r_[0.1 + 0.01 * (np.arange(50) % 3), 3.0])
+    >>> float(out[-1]) > 0.9
+    True
+    """
+
+    def __init__(self, short: int = 1, history: int = 2000, min_history: int = 100,
+                 min_std: float = 0.01, decades: float = 10.0):
+        for name, v in (("short", short), ("history", history), ("min_history", min_history)):
+            if int(v) < 1:
+                raise ValueError(f"{name} must be a positive integer; got {v}")
+        if int(min_history) > int(history):
+            raise ValueError(f"min_history ({min_history}) cannot exceed history ({history})")
+        if not (min_std >= 0 and decades > 0):
+            raise ValueError(f"min_std must be >= 0 and decades > 0; got {min_std}, {decades}")
+        self.short, self.history, self.min_history = int(short), int(history), int(min_history)
+        self.min_std, self.decades = float(min_std), float(decades)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history."""
+        self._ring = np.zeros(self.history)
+        self._raw_ring = np.zeros(self.short)
+        self._st_f = np.zeros(3)
+        self._st_i = np.zeros(3, dtype=np.int64)
+        self._out1 = np.zeros(1)
+
+    def transform(self, raw) -> np.ndarray:
+        """Map a sequence causally, continuing from the current state (same as repeated :meth:`update`)."""
+        raw = np.asarray(raw, dtype=np.float64).ravel()
+        if not np.all(np.isfinite(raw)):
+            raise ValueError("raw scores contain NaN or infinity; a detector must emit finite scores")
+        out = np.empty(raw.shape[0])
+        _tail_map(raw, self.short, self.min_history, self.min_std, self.decades,
+                  self._ring, self._raw_ring, self._st_f, self._st_i, out)
+        return out
+
+    def update(self, raw: float) -> float:
+        """Map one new raw score (then remember it)."""
+        raw = float(raw)
+        if not math.isfinite(raw):
+            raise ValueError(f"raw score must be finite; got {raw}")
+        _tail_map(np.array([raw]), self.short, self.min_history, self.min_std, self.decades,
+                  self._ring, self._raw_ring, self._st_f, self._st_i, self._out1)
+        return float(self._out1[0])

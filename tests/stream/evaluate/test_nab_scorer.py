@@ -1,0 +1,89 @@
+"""The NAB scorer re-implementation: hand-checked rules and the published stored-results table."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream.evaluate.nab import prepare_rows, probation_length, scaled_sigmoid, score_corpus, score_results_dir
+
+BENCH = Path(os.environ.get("RATIOWATCH_BENCH", Path(__file__).resolve().parents[3] / ".." / "shared" / "bench"))
+NAB = BENCH / "nab"
+STANDARD = {"standard": {"tpWeight": 1.0, "fnWeight": 1.0, "fpWeight": 0.11}}
+
+
+def test_probation_is_15_percent_capped_at_750_rows():
+    assert probation_length(1000) == 150
+    assert probation_length(4032) == 604
+    assert probation_length(10000) == 750
+
+
+def test_scaled_sigmoid_values_and_cutoff():
+    assert scaled_sigmoid(0.0) == pytest.approx(0.0)
+    assert scaled_sigmoid(-1.0) == pytest.approx(2 / (1 + np.exp(-5)) - 1)
+    assert scaled_sigmoid(3.5) == -1.0
+
+
+def test_early_detection_earns_more_than_late_detection():
+    rows = prepare_rows(100, [(40, 59)], probation=10)
+    early, late = np.zeros(100), np.zeros(100)
+    early[40], late[58] = 1.0, 1.0
+    s_early = score_corpus([(rows, early)], STANDARD)["standard"]
+    s_late = score_corpus([(rows, late)], STANDARD)["standard"]
+    assert s_early["score"] == pytest.approx(100.0)
+    # row 58 of a 20-row window ending at 59: p = -2/20, reward s(-0.1)/s(-1)
+    expected_raw = float(scaled_sigmoid(-0.1) / scaled_sigmoid(-1.0))
+    assert s_late["raw"] == pytest.approx(expected_raw)
+    assert s_late["score"] < s_early["score"]
+
+
+def test_false_positive_before_any_window_costs_fp_weight_and_null_scores_zero():
+    rows = prepare_rows(100, [(60, 69)], probation=10)
+    scores = np.zeros(100)
+    scores[20] = 1.0  # only a false positive: the optimiser prefers flagging nothing
+    res = score_corpus([(rows, scores)], STANDARD)["standard"]
+    assert res["score"] == pytest.approx(0.0)
+    scores[60] = 0.5  # a detection at a lower threshold: threshold 0.5 flags both rows
+    res = score_corpus([(rows, scores)], STANDARD)["standard"]
+    assert res["raw"] == pytest.approx(1.0 - 0.11)
+    assert res["threshold"] == 0.5
+
+
+def test_rows_after_a_window_are_penalised_by_distance():
+    rows = prepare_rows(100, [(40, 49)], probation=0)
+    assert rows.unweighted[50] == pytest.approx(float(scaled_sigmoid(1 / 9)))  # just after: mild
+    assert rows.unweighted[99] == -1.0  # p > 3: full penalty
+    assert rows.unweighted[10] == -1.0  # before any window
+
+
+def test_window_inside_probation_is_not_counted():
+    rows = prepare_rows(100, [(2, 5), (50, 55)], probation=10)
+    assert rows.n_windows == 1
+
+
+def test_bad_scores_are_rejected():
+    rows = prepare_rows(10, [], probation=0)
+    with pytest.raises(ValueError, match="NaN"):
+        score_corpus([(rows, np.full(10, np.nan))], STANDARD)
+    with pytest.raises(ValueError, match="rows"):
+        score_corpus([(rows, np.zeros(9))], STANDARD)
+
+
+PUBLISHED = {  # bench README: official scorer on these 24 files
+    "numenta": (77.37, 72.39, 80.99),
+    "relativeEntropy": (56.39, 48.25, 61.12),
+    "windowedGaussian": (51.31, 45.50, 59.31),
+}
+
+
+@pytest.mark.parametrize("detector", sorted(PUBLISHED))
+def test_scorer_reproduces_published_table_from_stored_results(detector):
+    if not (NAB / "results" / detector).is_dir():
+        pytest.skip(f"NAB bench data not found at {NAB} (set RATIOWATCH_BENCH to ../shared/bench)")
+    res = score_results_dir(NAB, NAB / "results", detector)
+    got = (res["standard"]["score"], res["reward_low_FP_rate"]["score"], res["reward_low_FN_rate"]["score"])
+    assert got == pytest.approx(PUBLISHED[detector], abs=0.05)
+    assert res["standard"]["windows"] == 34
