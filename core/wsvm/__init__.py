@@ -1,0 +1,11 @@
+"""Instance-weighted SVMs whose solution follows weight changes exactly (reference 002).
+
+>>> from core.wsvm import WeightedSVC, WeightedSVR
+"""
+
+from .kernels import gamma_from_sigma, kernel_matrix
+from .path import PathFollower, PathStats
+from .svc import WeightedSVC
+from .svr import WeightedSVR
+
+__all__ = ["PathFollower", "PathStats", "WeightedSVC", "WeightedSVR", "gamma_from_sigma", "kernel_matrix"]

@@ -1,0 +1,600 @@
+"""Compiled inner loops of the weight-path follower (see :mod:`core.wsvm.path` for the maths).
+
+State lives in flat arrays so one call can run many events without returning to Python:
+
+- ``a, G, st``: dual variables, gradients ``G = Q a + p + z b``, set labels (0=O, 1=M, 2=I);
+- ``c0, d``: weights at the segment start and their direction, ``c(theta) = c0 + theta d``;
+- ``Mlist[:nM]`` and ``R[:nM+1, :nM+1]``: the margin set (fixed order) and the inverse of the
+  bordered matrix ``[[0, z_M'], [z_M, Q_M]]`` (position 0 is the bias), updated per event in
+  O(|M|^2) by the block-inverse formulas;
+- ``h = Q[:, I] d_I`` and ``sigma = z_I' d_I``, updated in O(n) when an index enters/leaves I;
+- ``fsc = [theta, b, sigma, sum_M]`` and ``isc = [nM, events, zero_run, since_refresh, ill_conditioned]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+O_SET, M_SET, I_SET = 0, 1, 2
+DONE, PAUSE, CYCLE, SINGULAR, FULL, INFEASIBLE = 0, 1, 2, 3, 4, 5
+# fsc / isc slots
+THETA, BIAS, SIGMA, SUMM = 0, 1, 2, 3
+NM, EVENTS, ZRUN, SINCE, ILLCOND = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, inline="always")
+def _q(K, pt, z, ridge, u, v):  # pragma: no cover - compiled
+    val = z[u] * z[v] * K[pt[u], pt[v]]
+    if u == v:
+        val += ridge
+    return val
+
+
+@njit(cache=True)
+def kmatvec(K, w):  # pragma: no cover - compiled
+    """``K @ w`` for symmetric K, skipping zero entries of w; no BLAS threads (the machine is shared
+    and w is usually sparse: only bounded or support points carry weight)."""
+    n = K.shape[0]
+    out = np.zeros(n)
+    for u in range(n):
+        wu = w[u]
+        if wu != 0.0:
+            row = K[u]
+            for v in range(n):
+                out[v] += wu * row[v]
+    return out
+
+
+@njit(cache=True)
+def compute_h(K, pt, z, d, st, h, ridge):  # pragma: no cover - compiled
+    """``h = Q[:, I] d_I`` (one mat-vec over points) and returns ``sigma = z_I' d_I``."""
+    w = np.zeros(K.shape[0])
+    sigma = 0.0
+    nv = z.shape[0]
+    for v in range(nv):
+        if st[v] == I_SET and d[v] != 0.0:
+            w[pt[v]] += z[v] * d[v]
+            sigma += z[v] * d[v]
+    kw = kmatvec(K, w)
+    for v in range(nv):
+        h[v] = z[v] * kw[pt[v]]
+        if st[v] == I_SET:
+            h[v] += ridge * d[v]
+    return sigma
+
+
+@njit(cache=True)
+def begin(c_new, c, c0, d, act, st, a, G, K, pt, z, h, ridge, kscale, fsc, isc):  # pragma: no cover
+    """Start a segment c -> c_new: direction, active set, zero-weight relabelling (P6), h, sigma.
+
+    Returns the sign-filter tolerance, or -1.0 when ``c_new`` holds NaN/inf or a negative value.
+    """
+    nv = c.shape[0]
+    dmax = 0.0
+    for v in range(nv):
+        cv = c_new[v]
+        if not (cv >= 0.0 and cv < np.inf):
+            return -1.0
+    for v in range(nv):
+        c0[v] = c[v]
+        dv = c_new[v] - c[v]
+        d[v] = dv
+        if abs(dv) > dmax:
+            dmax = abs(dv)
+        act[v] = c[v] > 0.0 or dv != 0.0
+        if c[v] == 0.0 and st[v] != M_SET:
+            # alpha = C = 0: the label is not maintained while the weight is 0; read it off G
+            a[v] = 0.0
+            st[v] = O_SET if G[v] >= 0.0 else I_SET
+    fsc[THETA] = 0.0
+    fsc[SIGMA] = compute_h(K, pt, z, d, st, h, ridge)
+    isc[ZRUN] = 0
+    return 1e-11 * max(1.0, dmax) * max(1.0, kscale)
+
+
+@njit(cache=True)
+def finish(c_new, c, c0, d, st, a, fsc):  # pragma: no cover - compiled
+    """Snap the end of a segment: c = c_new exactly, alpha_I = c_I, theta reset."""
+    for v in range(c.shape[0]):
+        c[v] = c_new[v]
+        c0[v] = c_new[v]
+        d[v] = 0.0
+        if st[v] == I_SET:
+            a[v] = c_new[v]
+    fsc[THETA] = 0.0
+
+
+@njit(cache=True)
+def place(K, pt, z, p, c, a, G, st, b, vars_):  # pragma: no cover - compiled
+    """G and O/I label of zero-weight variables whose kernel row was just (re)written."""
+    for v in vars_:
+        if c[v] != 0.0 or a[v] != 0.0 or st[v] == M_SET:
+            return False
+    w = np.zeros(K.shape[0])
+    for v in range(z.shape[0]):
+        if a[v] != 0.0:
+            w[pt[v]] += z[v] * a[v]
+    for v in vars_:
+        row = K[pt[v]]
+        s = 0.0
+        for u in range(K.shape[0]):
+            if w[u] != 0.0:
+                s += row[u] * w[u]
+        G[v] = z[v] * s + p[v] + z[v] * b
+        st[v] = O_SET if G[v] >= 0.0 else I_SET
+    return True
+
+
+@njit(cache=True)
+def compute_g(K, pt, z, p, a, b, ridge, G):  # pragma: no cover - compiled
+    """``G = Q a + p + z b`` from scratch."""
+    w = np.zeros(K.shape[0])
+    nv = z.shape[0]
+    for v in range(nv):
+        if a[v] != 0.0:
+            w[pt[v]] += z[v] * a[v]
+    kw = kmatvec(K, w)
+    for v in range(nv):
+        G[v] = z[v] * kw[pt[v]] + p[v] + ridge * a[v] + z[v] * b
+
+
+@njit(cache=True)
+def rebuild(K, pt, z, p, c0, d, a, G, st, Mlist, R, h, fsc, isc, ridge):  # pragma: no cover
+    """Refactor from scratch: R = inverse bordered matrix, exact region solution (a_M, b), G, h.
+
+    Returns False when the bordered matrix is singular.
+    """
+    nM = isc[NM]
+    theta = fsc[THETA]
+    nv = z.shape[0]
+    for v in range(nv):
+        if st[v] == I_SET:
+            a[v] = c0[v] + theta * d[v]
+        elif st[v] == O_SET:
+            a[v] = 0.0
+    if nM > 0:
+        A = np.zeros((nM + 1, nM + 1))
+        for k in range(nM):
+            A[0, k + 1] = z[Mlist[k]]
+            A[k + 1, 0] = z[Mlist[k]]
+            for l in range(nM):
+                A[k + 1, l + 1] = _q(K, pt, z, ridge, Mlist[k], Mlist[l])
+        # exact region solution: Mmat [b; a_M] = [-z_I' c_I; -(p_M + Q_MI c_I)]
+        w = np.zeros(K.shape[0])
+        r0 = 0.0
+        for v in range(nv):
+            if st[v] == I_SET and a[v] != 0.0:
+                w[pt[v]] += z[v] * a[v]
+                r0 -= z[v] * a[v]
+        rhs = np.empty(nM + 1)
+        rhs[0] = r0
+        for k in range(nM):
+            m = Mlist[k]
+            s = 0.0
+            row = K[pt[m]]
+            for u in range(K.shape[0]):
+                if w[u] != 0.0:
+                    s += row[u] * w[u]
+            rhs[k + 1] = -(p[m] + z[m] * s)
+        # (a determinant test would underflow to 0 for large, merely ill-conditioned margins)
+        Rn = np.linalg.inv(A)  # raises LinAlgError when exactly singular
+        for r in range(nM + 1):
+            for s_ in range(nM + 1):
+                if not np.isfinite(Rn[r, s_]):
+                    return False
+        for r in range(nM + 1):
+            for s_ in range(nM + 1):
+                R[r, s_] = Rn[r, s_]
+        sol = np.linalg.solve(A, rhs)  # backward stable, unlike Rn @ rhs, when Q_M is near-singular
+        # With (near-)duplicate points in M the system is ill-conditioned and a state that meets
+        # the KKT conditions to 1e-8 can sit far from its exact region solution along the
+        # near-null direction; the latter may then leave the box. Keep the incremental values
+        # in that case (G below is recomputed from them, so nothing is hidden).
+        ok = True
+        for k in range(nM):
+            m = Mlist[k]
+            cm = c0[m] + theta * d[m]
+            slack = 1e-9 * max(1.0, cm)
+            if sol[k + 1] < -slack or sol[k + 1] > cm + slack:
+                ok = False
+        if ok:
+            fsc[BIAS] = sol[0]
+            for k in range(nM):
+                a[Mlist[k]] = sol[k + 1]
+    compute_g(K, pt, z, p, a, fsc[BIAS], ridge, G)
+    for k in range(nM):
+        G[Mlist[k]] = 0.0
+    fsc[SIGMA] = compute_h(K, pt, z, d, st, h, ridge)
+    isc[SINCE] = 0
+    isc[ILLCOND] = 0
+    return True
+
+
+@njit(cache=True)
+def _insert_first(K, pt, z, ridge, Mlist, R, isc, j):  # pragma: no cover - compiled
+    # inverse of [[0, z_j], [z_j, Q_jj]] is [[-Q_jj, z_j], [z_j, 0]] (z_j^2 = 1)
+    R[0, 0] = -_q(K, pt, z, ridge, j, j)
+    R[0, 1] = z[j]
+    R[1, 0] = z[j]
+    R[1, 1] = 0.0
+    Mlist[0] = j
+    isc[NM] = 1
+
+
+@njit(cache=True)
+def _insert(K, pt, z, ridge, Mlist, R, isc, j, work):  # pragma: no cover - compiled
+    """Append j to M: R_new = [[R, 0], [0, 0]] + [beta; 1][beta; 1]' / gamma. False if singular."""
+    nM = isc[NM]
+    if nM == 0:
+        _insert_first(K, pt, z, ridge, Mlist, R, isc, j)
+        return True
+    n1 = nM + 1
+    vv = work[:n1]
+    vv[0] = z[j]
+    for k in range(nM):
+        vv[k + 1] = _q(K, pt, z, ridge, Mlist[k], j)
+    beta = np.empty(n1)
+    for r in range(n1):
+        s = 0.0
+        for c in range(n1):
+            s += R[r, c] * vv[c]
+        beta[r] = -s
+    qjj = _q(K, pt, z, ridge, j, j)
+    gam = qjj
+    for r in range(n1):
+        gam += vv[r] * beta[r]
+    if gam <= 1e-13 * max(1.0, abs(qjj)):
+        return False
+    if gam <= 1e-6 * max(1.0, abs(qjj)):
+        isc[ILLCOND] = 1  # near-duplicate in M: the caller re-solves the region exactly at the end
+    inv = 1.0 / gam
+    for r in range(n1):
+        br = beta[r] * inv
+        for c in range(n1):
+            R[r, c] += br * beta[c]
+        R[r, n1] = br
+        R[n1, r] = br
+    R[n1, n1] = inv
+    Mlist[nM] = j
+    isc[NM] = nM + 1
+    return True
+
+
+@njit(cache=True)
+def _remove(R, Mlist, isc, pos):  # pragma: no cover - compiled
+    """Delete M position ``pos``: swap it last, then R_new = R_-- - R_-l R_l- / R_ll."""
+    nM = isc[NM]
+    last = nM
+    q = pos + 1
+    if q != last:
+        for c in range(nM + 1):
+            tmp = R[q, c]
+            R[q, c] = R[last, c]
+            R[last, c] = tmp
+        for r in range(nM + 1):
+            tmp = R[r, q]
+            R[r, q] = R[r, last]
+            R[r, last] = tmp
+        tmp2 = Mlist[pos]
+        Mlist[pos] = Mlist[nM - 1]
+        Mlist[nM - 1] = tmp2
+    if nM == 1:
+        R[0, 0] = 0.0
+        R[0, 1] = 0.0
+        R[1, 0] = 0.0
+        R[1, 1] = 0.0
+    else:
+        piv = R[last, last]
+        for r in range(last):
+            f = R[r, last] / piv
+            for c in range(last):
+                R[r, c] -= f * R[last, c]
+        for c in range(last + 1):
+            R[last, c] = 0.0
+            R[c, last] = 0.0
+    isc[NM] = nM - 1
+
+
+@njit(cache=True)
+def _h_add(K, pt, z, d, h, ridge, j, sign):  # pragma: no cover - compiled
+    """h += sign * Q[:, j] d_j (j enters (+1) or leaves (-1) the set I)."""
+    dj = d[j]
+    if dj == 0.0:
+        return 0.0
+    row = K[pt[j]]
+    f = sign * z[j] * dj
+    for v in range(z.shape[0]):
+        h[v] += f * z[v] * row[pt[v]]
+    h[j] += sign * ridge * dj
+    return sign * z[j] * dj
+
+
+@njit(cache=True, fastmath={"contract", "reassoc"})
+def _margin_combination(K, pt, z, Mlist, nM, phi, spt):  # pragma: no cover - compiled
+    """``spt[u] = phi_0 + sum_k z_mk phi_k K[pt_mk, u]`` over point slots u (the O(n|M|) part)."""
+    npt = spt.shape[0]
+    phi0 = phi[0]
+    for u in range(npt):
+        spt[u] = phi0
+    k = 0
+    while k + 3 < nM:
+        w1 = z[Mlist[k]] * phi[k + 1]
+        w2 = z[Mlist[k + 1]] * phi[k + 2]
+        w3 = z[Mlist[k + 2]] * phi[k + 3]
+        w4 = z[Mlist[k + 3]] * phi[k + 4]
+        r1 = K[pt[Mlist[k]]]
+        r2 = K[pt[Mlist[k + 1]]]
+        r3 = K[pt[Mlist[k + 2]]]
+        r4 = K[pt[Mlist[k + 3]]]
+        for u in range(npt):
+            spt[u] += (w1 * r1[u] + w2 * r2[u]) + (w3 * r3[u] + w4 * r4[u])
+        k += 4
+    while k < nM:
+        w1 = z[Mlist[k]] * phi[k + 1]
+        r1 = K[pt[Mlist[k]]]
+        for u in range(npt):
+            spt[u] += w1 * r1[u]
+        k += 1
+
+
+@njit(cache=True)
+def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
+        ridge, tol, max_events, refresh_every, zmax):  # pragma: no cover - compiled
+    """Follow the path from ``fsc[THETA]`` towards theta = 1.
+
+    Returns a status: DONE (theta = 1), PAUSE (``max_events`` events taken), CYCLE (more than
+    ``zmax`` zero-length events in a row), SINGULAR (bordered matrix singular on insertion),
+    FULL (``Mlist`` capacity reached), INFEASIBLE (empty margin and no point can carry the bias).
+    """
+    nv = z.shape[0]
+    capM = Mlist.shape[0]
+    taken = 0
+    work = np.empty(capM + 1)
+    npt = K.shape[0]
+    spt = np.empty(npt)
+    zstep = 1e-14
+    while True:
+        theta = fsc[THETA]
+        rest = 1.0 - theta
+        if rest <= 0.0:
+            return DONE
+        if taken >= max_events:
+            return PAUSE
+        if isc[NM] + 3 >= capM:
+            return FULL
+        if isc[SINCE] >= refresh_every:
+            if not rebuild(K, pt, z, p, c0, d, a, G, st, Mlist, R, h, fsc, isc, ridge):
+                return SINGULAR
+        nM = isc[NM]
+        b = fsc[BIAS]
+        sigma = fsc[SIGMA]
+        if nM == 0:
+            if abs(sigma) > tol:
+                # (24): no step is possible; the extreme point on the right side enters M
+                j = -1
+                best = 0.0
+                for v in range(nv):
+                    if not act[v]:
+                        continue
+                    w = b - z[v] * G[v]
+                    if sigma > 0.0:
+                        if (st[v] == O_SET and z[v] < 0.0) or (st[v] == I_SET and z[v] > 0.0):
+                            if j < 0 or w < best:
+                                best = w
+                                j = v
+                    else:
+                        if (st[v] == O_SET and z[v] > 0.0) or (st[v] == I_SET and z[v] < 0.0):
+                            if j < 0 or w > best:
+                                best = w
+                                j = v
+                if j < 0:
+                    return INFEASIBLE
+                for v in range(nv):
+                    G[v] += z[v] * (best - b)
+                G[j] = 0.0
+                fsc[BIAS] = best
+                if st[j] == I_SET:
+                    fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0)
+                st[j] = M_SET
+                _insert_first(K, pt, z, ridge, Mlist, R, isc, j)
+                isc[EVENTS] += 1
+                isc[ZRUN] += 1
+                isc[SINCE] += 1
+                taken += 1
+                if isc[ZRUN] > zmax:
+                    return CYCLE
+                continue
+            # delta = 0: trace the bias interval [l(t), u(t)] until it closes (first crossing)
+            t = rest
+            cross = False
+            iu = -1
+            il = -1
+            for _ in range(nv + 5):
+                iu = -1
+                il = -1
+                wu = 0.0
+                wl = 0.0
+                for v in range(nv):
+                    if not act[v] or st[v] == M_SET:
+                        continue
+                    w = b - z[v] * G[v] - t * z[v] * h[v]
+                    if (st[v] == O_SET and z[v] < 0.0) or (st[v] == I_SET and z[v] > 0.0):
+                        if iu < 0 or w < wu:
+                            wu = w
+                            iu = v
+                    else:
+                        if il < 0 or w > wl:
+                            wl = w
+                            il = v
+                if iu < 0 or il < 0 or wu - wl >= 0.0:
+                    break
+                A0 = (b - z[iu] * G[iu]) - (b - z[il] * G[il])
+                Bs = z[iu] * h[iu] - z[il] * h[il]
+                tn = A0 / Bs if Bs > 0.0 else 0.0
+                if tn < 0.0:
+                    tn = 0.0
+                if tn >= t:
+                    break
+                t = tn
+                cross = True
+            if cross and iu >= 0 and il >= 0:
+                theta = theta + t
+                fsc[THETA] = theta
+                for v in range(nv):
+                    G[v] += t * h[v]
+                    if st[v] == I_SET:
+                        a[v] = c0[v] + theta * d[v]
+                bn = b - z[iu] * G[iu]
+                for v in range(nv):
+                    G[v] += z[v] * (bn - b)
+                fsc[BIAS] = bn
+                G[iu] = 0.0
+                G[il] = 0.0
+                for j in (iu, il):
+                    if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
+                        return SINGULAR
+                    if st[j] == I_SET:
+                        fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0)
+                    st[j] = M_SET
+                isc[EVENTS] += 2
+                isc[SINCE] += 2
+                taken += 2
+                if t <= zstep:
+                    isc[ZRUN] += 1
+                    if isc[ZRUN] > zmax:
+                        return CYCLE
+                else:
+                    isc[ZRUN] = 0
+                continue
+            # no crossing before theta = 1: step to the end, bias in the middle of the interval
+            lo = -np.inf
+            hi = np.inf
+            for v in range(nv):
+                G[v] += rest * h[v]
+                if st[v] == I_SET:
+                    a[v] = c0[v] + d[v]
+                if not act[v]:
+                    continue
+                w = b - z[v] * G[v]
+                if (st[v] == O_SET and z[v] < 0.0) or (st[v] == I_SET and z[v] > 0.0):
+                    hi = min(hi, w)
+                elif (st[v] == O_SET and z[v] > 0.0) or (st[v] == I_SET and z[v] < 0.0):
+                    lo = max(lo, w)
+            if np.isfinite(lo) and np.isfinite(hi):
+                bn = 0.5 * (lo + hi)
+            elif np.isfinite(lo):
+                bn = lo
+            elif np.isfinite(hi):
+                bn = hi
+            else:
+                bn = b
+            for v in range(nv):
+                G[v] += z[v] * (bn - b)
+            fsc[BIAS] = bn
+            fsc[THETA] = 1.0
+            return DONE
+
+        # ---- M non-empty: direction phi = -R [sigma; h_M], psi = d G / d theta ----
+        n1 = nM + 1
+        for r in range(n1):
+            s = R[r, 0] * sigma
+            for k in range(nM):
+                s += R[r, k + 1] * h[Mlist[k]]
+            phi[r] = -s
+        phi0 = phi[0]
+        # Q[:, M] phi_M per point slot first (contiguous kernel rows, vectorised), then per variable
+        _margin_combination(K, pt, z, Mlist, nM, phi, spt)
+        # ---- psi for every variable fused with the O/I ratio tests (sign filtered, clipped at 0) ----
+        best = rest
+        kind = 0
+        idx = -1
+        for v in range(nv):
+            ps = h[v] + z[v] * spt[pt[v]]
+            psi[v] = ps
+            if act[v]:
+                # candidate step -G/psi; compare by multiplication and divide only for a new best
+                sv = st[v]
+                if sv == O_SET:
+                    if ps < -tol and G[v] < -best * ps:
+                        tt = -G[v] / ps
+                        best = tt if tt > 0.0 else 0.0
+                        kind = 3
+                        idx = v
+                elif sv == I_SET:
+                    if ps > tol and -G[v] < best * ps:
+                        tt = -G[v] / ps
+                        best = tt if tt > 0.0 else 0.0
+                        kind = 4
+                        idx = v
+        for k in range(nM):
+            psi[Mlist[k]] += ridge * phi[k + 1]
+        # ---- M ratio tests: alpha reaches 0, or its (moving) bound ----
+        for k in range(nM):
+            m = Mlist[k]
+            ph = phi[k + 1]
+            if ph < -tol:
+                tt = -a[m] / ph
+                if tt < 0.0:
+                    tt = 0.0
+                if tt < best:
+                    best = tt
+                    kind = 1
+                    idx = k
+            slope = ph - d[m]
+            if slope > tol:
+                tt = (c0[m] + theta * d[m] - a[m]) / slope
+                if tt < 0.0:
+                    tt = 0.0
+                if tt < best:
+                    best = tt
+                    kind = 2
+                    idx = k
+        dt = best
+        # ---- step ----
+        fsc[BIAS] = b + dt * phi0
+        for k in range(nM):
+            a[Mlist[k]] += dt * phi[k + 1]
+        if kind == 0:
+            theta = 1.0
+        else:
+            theta = theta + dt
+        fsc[THETA] = theta
+        for v in range(nv):
+            G[v] += dt * psi[v]
+            if st[v] == I_SET:
+                a[v] = c0[v] + theta * d[v]
+        for k in range(nM):
+            G[Mlist[k]] = 0.0
+        if kind == 0:
+            return DONE  # a truncated step is not an event
+        fsc[SUMM] += nM
+        isc[EVENTS] += 1
+        isc[SINCE] += 1
+        taken += 1
+        if dt <= zstep:
+            isc[ZRUN] += 1
+        else:
+            isc[ZRUN] = 0
+        # ---- set update ----
+        if kind == 1:
+            m = Mlist[idx]
+            a[m] = 0.0
+            st[m] = O_SET
+            _remove(R, Mlist, isc, idx)
+        elif kind == 2:
+            m = Mlist[idx]
+            a[m] = c0[m] + theta * d[m]
+            st[m] = I_SET
+            _remove(R, Mlist, isc, idx)
+            fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, m, 1.0)
+        else:
+            j = idx
+            if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
+                return SINGULAR
+            if kind == 4:
+                fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0)
+            G[j] = 0.0
+            st[j] = M_SET
+        if isc[ZRUN] > zmax:
+            return CYCLE

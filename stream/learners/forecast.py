@@ -1,0 +1,206 @@
+"""Forecast-residual anomaly detector on the online weighted SVR.
+
+The detector forecasts the next value of a univariate stream from its last ``k`` values with
+:class:`~stream.learners.wsvm.OnlineWeightedSVR` (sliding window, Cao-Tay time-decay weights, one
+path update per sample) and scores a new value by its standardised forecast residual
+``|r - mean(r)| / std(r)``, the residual statistics coming from the last ``resid_window``
+prequential residuals (each residual is taken before the model learns that value).
+
+The kernel needs a fixed input scale (reference 002, P9: re-normalising would change every kernel
+value and break the path), so the first ``warmup`` values fix a mean and a standard deviation
+once; the model is then trained on the warm-up lags in one path update and kept up to date per
+sample.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+
+import numpy as np
+from river.base import AnomalyDetector
+
+from .wsvm import OnlineWeightedSVR
+
+
+class ForecastResidualDetector(AnomalyDetector):
+    """Score = standardised residual of an online weighted-SVR one-step forecast.
+
+    Parameters
+    ----------
+    k : int
+        Number of lags the forecast uses.
+    window : int
+        Training window of the SVR (most recent lag/target pairs).
+    C, epsilon, gamma : float
+        SVR hyper-parameters on the standardised series (``gamma=None`` means ``1 / k``).
+    decay : float
+        Cao-Tay steepness of the time-decay weights.
+    warmup : int
+        Values used to fix the standardisation before learning starts (at least ``k + 2``).
+    resid_window : int
+        Residuals kept for the score's mean and standard deviation.
+    key : hashable, optional
+        Feature holding the value; by default ``x`` must have exactly one feature.
+    ridge : float
+        Diagonal ridge of the SVR dual.
+
+    Examples
+    --------
+    >>> det = ForecastResidualDetector(k=4, window=60, warmup=30)
+    >>> scores = []
+    >>> for t in range(150):
+    ...     v = np.sin(t / 4) + (4.0 if t == 120 else 0.0)
+    ...     scores.append(det.score_one({"v": v}))
+    ...     det.learn_one({"v": v})
+    >>> int(np.argmax(scores))
+    120
+    """
+
+    def __init__(self, k: int = 8, window: int = 200, C: float = 1.0, epsilon: float = 0.1,
+                 gamma: float | None = None, decay: float = 3.0, warmup: int = 50,
+                 resid_window: int = 200, key=None, ridge: float = 1e-6):
+        if int(k) < 1:
+            raise ValueError(f"k must be a positive integer; got {k}")
+        if int(warmup) < int(k) + 2:
+            raise ValueError(f"warmup must be at least k + 2 = {int(k) + 2}; got {warmup}")
+        if int(resid_window) < 2:
+            raise ValueError(f"resid_window must be at least 2; got {resid_window}")
+        self.k = k
+        self.window = window
+        self.C = C
+        self.epsilon = epsilon
+        self.gamma = gamma
+        self.decay = decay
+        self.warmup = warmup
+        self.resid_window = resid_window
+        self.key = key
+        self.ridge = ridge
+        self._svr = OnlineWeightedSVR(window=window, C=C, epsilon=epsilon,
+                                      gamma=(1.0 / int(k)) if gamma is None else gamma,
+                                      decay=decay, ridge=ridge)
+        self._raw: list[float] = []
+        self._mu: float | None = None
+        self._sd: float = 1.0
+        self._lags: deque = deque(maxlen=int(k))
+        self._resid: deque = deque(maxlen=int(resid_window))
+        self._rsum = 0.0
+        self._rsq = 0.0
+
+    # ------------------------------------------------------------------ helpers
+    def _value(self, x: dict) -> float:
+        if not isinstance(x, dict):
+            raise ValueError(f"x must be a dict; got {type(x).__name__}")
+        if self.key is not None:
+            if self.key not in x:
+                raise ValueError(f"x has no feature {self.key!r}")
+            v = x[self.key]
+        elif len(x) == 1:
+            v = next(iter(x.values()))
+        else:
+            raise ValueError(f"x has {len(x)} features; pass key=... to say which one is the series")
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"the series value must be a number; got {v!r}") from None
+        if not math.isfinite(v):
+            raise ValueError("the series value is NaN or infinite; impute it first")
+        return v
+
+    def _lag_dict(self) -> dict:
+        return {i: v for i, v in enumerate(self._lags)}
+
+    def _freeze_and_train(self) -> None:
+        raw = np.asarray(self._raw)
+        self._mu = float(raw.mean())
+        sd = float(raw.std())
+        self._sd = sd if sd > 0 else 1.0
+        s = (raw - self._mu) / self._sd
+        k = int(self.k)
+        X = np.lib.stride_tricks.sliding_window_view(s[:-1], k)
+        self._svr.learn_batch(np.ascontiguousarray(X), s[k:])
+        self._lags.extend(s[-k:].tolist())
+        self._raw = []
+
+    def forecast(self) -> float | None:
+        """Forecast of the next value in the original units (None during warm-up)."""
+        if self._mu is None:
+            return None
+        return self._svr.predict_one(self._lag_dict()) * self._sd + self._mu
+
+    # ------------------------------------------------------------------ river API
+    def learn_one(self, x: dict) -> None:
+        """Update the residual statistics and the forecaster with one value."""
+        v = self._value(x)
+        if self._mu is None:
+            self._raw.append(v)
+            if len(self._raw) >= int(self.warmup):
+                self._freeze_and_train()
+            return
+        s = (v - self._mu) / self._sd
+        r = s - self._svr.predict_one(self._lag_dict())
+        if len(self._resid) == self._resid.maxlen:
+            old = self._resid[0]
+            self._rsum -= old
+            self._rsq -= old * old
+        self._resid.append(r)
+        self._rsum += r
+        self._rsq += r * r
+        self._svr.learn_one(self._lag_dict(), s)
+        self._lags.append(s)
+
+    def score_one(self, x: dict) -> float:
+        """Standardised residual of ``x`` against the forecast; pure.
+
+        0.0 during warm-up and until 10 residuals (or ``resid_window`` if smaller) are known.
+        """
+        v = self._value(x)
+        if self._mu is None or len(self._resid) < min(10, int(self.resid_window)):
+            return 0.0  # too few residuals for a stable scale
+        s = (v - self._mu) / self._sd
+        r = s - self._svr.predict_one(self._lag_dict())
+        n = len(self._resid)
+        mean = self._rsum / n
+        var = max(self._rsq / n - mean * mean, 0.0)
+        sd = math.sqrt(var) if var > 1e-24 else 1e-12
+        return abs(r - mean) / sd
+
+    # ------------------------------------------------------------------ checkpoints
+    def to_state(self) -> dict:
+        """Flat dict of arrays, numbers and strings for ``.npz`` + JSON checkpoints (no pickle)."""
+        params = self._get_params()
+        params["gamma"] = -1.0 if self.gamma is None else float(self.gamma)
+        params["key"] = json.dumps(self.key)
+        state = {"version": 1, "class": type(self).__name__, **params,
+                 "raw": np.array(self._raw, dtype=np.float64), "has_mu": int(self._mu is not None),
+                 "mu": 0.0 if self._mu is None else float(self._mu), "sd": float(self._sd),
+                 "lags": np.array(self._lags, dtype=np.float64), "resid": np.array(self._resid, dtype=np.float64),
+                 "rsum": float(self._rsum), "rsq": float(self._rsq)}
+        state.update({"svr." + k: v for k, v in self._svr.to_state().items()})
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict) -> "ForecastResidualDetector":
+        """Restore a detector saved by :meth:`to_state`; scores continue identically."""
+        if int(state.get("version", -1)) != 1 or state.get("class") != cls.__name__:
+            raise ValueError(f"not a {cls.__name__} state of version 1")
+        gamma = float(state["gamma"])
+        obj = cls(k=int(state["k"]), window=int(state["window"]), C=float(state["C"]),
+                  epsilon=float(state["epsilon"]), gamma=None if gamma < 0 else gamma,
+                  decay=float(state["decay"]), warmup=int(state["warmup"]),
+                  resid_window=int(state["resid_window"]), key=json.loads(state["key"]),
+                  ridge=float(state["ridge"]))
+        obj._raw = np.asarray(state["raw"], dtype=np.float64).tolist()
+        obj._mu = float(state["mu"]) if int(state["has_mu"]) else None
+        obj._sd = float(state["sd"])
+        obj._lags.extend(np.asarray(state["lags"], dtype=np.float64).tolist())
+        obj._resid.extend(np.asarray(state["resid"], dtype=np.float64).tolist())
+        obj._rsum, obj._rsq = float(state["rsum"]), float(state["rsq"])
+        sub = {k[len("svr."):]: v for k, v in state.items() if k.startswith("svr.")}
+        obj._svr = OnlineWeightedSVR.from_state(sub)
+        return obj
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"k": 3, "window": 40, "warmup": 20}

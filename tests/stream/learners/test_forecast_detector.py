@@ -1,0 +1,114 @@
+"""ForecastResidualDetector: a river anomaly detector scoring one-step SVR forecast residuals."""
+
+import copy
+
+import numpy as np
+import pytest
+from river.checks import common
+from sklearn.metrics import roc_auc_score
+
+from stream.learners.forecast import ForecastResidualDetector
+
+
+def _series_with_spikes(n=500, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    x = np.sin(2 * np.pi * t / 40) + 0.4 * np.sin(2 * np.pi * t / 9) + 0.05 * rng.normal(size=n)
+    labels = np.zeros(n, dtype=int)
+    spikes = rng.choice(np.arange(n // 3, n), size=8, replace=False)
+    x[spikes] += rng.choice([-1.0, 1.0], size=8) * 1.0
+    labels[spikes] = 1
+    return x, labels
+
+
+def test_spikes_rank_above_normal_points():
+    x, labels = _series_with_spikes()
+    det = ForecastResidualDetector(k=10, window=150, C=5.0, epsilon=0.05, warmup=60)
+    scores = []
+    for v in x:
+        scores.append(det.score_one({"y": v}))
+        det.learn_one({"y": v})
+    scores = np.array(scores)
+    live = np.arange(len(x)) >= 80  # after warm-up
+    assert roc_auc_score(labels[live], scores[live]) > 0.95
+    assert np.all(scores[:60] == 0.0)  # warm-up: no score yet
+    assert det._svr.kkt_violation() < 1e-6
+
+
+def test_score_one_is_pure_and_forecast_uses_original_units():
+    x, _ = _series_with_spikes(n=200, seed=1)
+    det = ForecastResidualDetector(k=5, window=80, warmup=40)
+    for v in x[:150]:
+        det.learn_one({"y": v})
+    before = (det.forecast(), det._rsum, det._rsq, list(det._lags), det._svr.n_points)
+    s1 = det.score_one({"y": 3.0})
+    s2 = det.score_one({"y": 3.0})
+    after = (det.forecast(), det._rsum, det._rsq, list(det._lags), det._svr.n_points)
+    assert s1 == s2 and before == after
+    assert det.forecast() == pytest.approx(det._svr.predict_one(det._lag_dict()) * det._sd + det._mu)
+    # one-step forecasts track the clean signal between spikes
+    errs = []
+    for v, nxt in zip(x[150:199], x[151:200]):
+        det.learn_one({"y": v})
+        errs.append(abs(det.forecast() - nxt))
+    assert np.median(errs) < 0.2
+
+
+@pytest.mark.parametrize(
+    "kwargs, x, match",
+    [
+        ({}, {"a": 1.0, "b": 2.0}, "key="),
+        ({"key": "a"}, {"b": 2.0}, "no feature"),
+        ({}, {"a": float("nan")}, "NaN"),
+        ({}, {"a": "x"}, "number"),
+    ],
+)
+def test_bad_input_messages(kwargs, x, match):
+    det = ForecastResidualDetector(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        det.learn_one(x)
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="warmup"):
+        ForecastResidualDetector(k=8, warmup=5)
+    with pytest.raises(ValueError, match="k must"):
+        ForecastResidualDetector(k=0)
+
+
+def test_river_conventions():
+    model = ForecastResidualDetector(k=3, window=40, warmup=20)
+    for check in (common.check_repr, common.check_str, common.check_tags, common.check_clone_same_class,
+                  common.check_clone_is_idempotent, common.check_init_has_default_params_for_tests,
+                  common.check_init_default_params_are_not_mutable, common.check_doc,
+                  common.check_clone_changes_memory_addresses, common.check_get_params_matches_signature,
+                  common.check_repr_roundtrips_clone, common.check_clone_with_new_params_applies):
+        check(copy.deepcopy(model))
+    x, labels = _series_with_spikes(n=120, seed=2)
+    data = [({"y": float(v)}, int(lab)) for v, lab in zip(x, labels)]
+    for check in (common.check_learn_one, common.check_predict_one_pure, common.check_predict_one_before_any_learn,
+                  common.check_no_state_aliasing_with_input, common.check_clone_is_independent,
+                  common.check_pickling):
+        check(model.clone(), dataset=data)
+
+
+def test_checkpoint_roundtrip_through_npz_and_json_continues_identically(tmp_path):
+    import json
+
+    x, _ = _series_with_spikes(n=260, seed=5)
+    det = ForecastResidualDetector(k=6, window=80, warmup=40)
+    for v in x[:200]:
+        det.learn_one({"y": v})
+    state = det.to_state()
+    arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+    scalars = {k: v for k, v in state.items() if not isinstance(v, np.ndarray)}
+    np.savez(tmp_path / "s.npz", **arrays)
+    (tmp_path / "s.json").write_text(json.dumps(scalars))
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as data:
+        loaded = {**{k: data[k] for k in data.files}, **json.loads((tmp_path / "s.json").read_text())}
+    twin = ForecastResidualDetector.from_state(loaded)
+    for v in x[200:]:
+        assert twin.score_one({"y": v}) == det.score_one({"y": v})
+        det.learn_one({"y": v})
+        twin.learn_one({"y": v})
+    assert twin._svr.kkt_violation() < 1e-6

@@ -1,0 +1,123 @@
+"""Online weighted SVR / SVC over a sliding window with Cao-Tay weights, one path update per step."""
+
+import numpy as np
+import pytest
+from river import checks
+from sklearn.svm import SVC, SVR
+
+from stream.learners.wsvm import OnlineWeightedSVC, OnlineWeightedSVR, cao_tay_weights
+
+
+def test_cao_tay_profile_matches_reference_numbers():
+    w = cao_tay_weights(200, 200, 3.0)
+    assert w[-1] == pytest.approx(1.905, abs=1e-3)  # newest
+    assert w[0] == pytest.approx(2.0 / (1.0 + np.exp(3.0 - 6.0 / 200)))  # oldest, i = 1: about 0.098
+    assert np.all(np.diff(w) > 0)
+    np.testing.assert_allclose(cao_tay_weights(10, 10, 0.0), np.ones(10))
+
+
+def test_svr_window_equals_sklearn_refit_after_every_step():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(140, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.05 * rng.normal(size=140)
+    window = 60
+    model = OnlineWeightedSVR(window=window, C=4.0, epsilon=0.05, gamma=2.0, ridge=1e-8)
+    Xt = rng.uniform(size=(25, 2))
+    for start in range(0, 140, 5):
+        stats = model.learn_batch(X[start:start + 5], y[start:start + 5])
+        assert model.kkt_violation() < 1e-6
+        lo = max(0, start + 5 - window)
+        Xw, yw = X[lo:start + 5], y[lo:start + 5]
+        if start % 20 == 0 or start + 5 == 140:
+            sw = cao_tay_weights(len(yw), window, 3.0)
+            ref = SVR(C=4.0, epsilon=0.05, gamma=2.0, tol=1e-10).fit(Xw, yw, sample_weight=sw)
+            np.testing.assert_allclose(model.predict_batch(Xt), ref.predict(Xt), atol=1e-4)
+        assert model.n_points == len(yw)
+    assert stats.events >= 1
+
+
+def test_svr_learn_one_dicts_and_removed_points_leave_no_trace():
+    rng = np.random.default_rng(1)
+    model = OnlineWeightedSVR(window=30, C=2.0, epsilon=0.05, gamma=3.0)
+    xs = rng.uniform(size=80)
+    for v in xs:
+        model.learn_one({"x": float(v)}, float(np.sin(6 * v)))
+        assert model.kkt_violation() < 1e-6
+    assert model.n_points == 30
+    assert len(model._model.ids_) == 30
+    assert model._model.ids_.tolist() == list(range(50, 80))
+    assert abs(model.predict_one({"x": 0.3}) - np.sin(1.8)) < 0.1
+
+
+def test_svc_window_equals_sklearn_refit_and_handles_one_class_windows():
+    rng = np.random.default_rng(2)
+    window = 50
+    model = OnlineWeightedSVC(window=window, C=3.0, gamma=1.0, ridge=1e-8)
+    assert model.predict_proba_one({"a": 0.0, "b": 0.0}) == {False: 0.5, True: 0.5}
+    # the first 10 samples all belong to one class: no SVM exists yet
+    for _ in range(10):
+        u = rng.normal(size=2) + 2.0
+        model.learn_one({"a": u[0], "b": u[1]}, "up")
+    assert model.predict_one({"a": -3.0, "b": -3.0}) == "up"
+    X, labels = [], []
+    for _ in range(90):
+        u = rng.normal(size=2)
+        lab = "up" if u[0] + u[1] + 0.3 * rng.normal() > 0 else "down"
+        model.learn_one({"a": u[0], "b": u[1]}, lab)
+        X.append(u)
+        labels.append(lab)
+        assert model.kkt_violation() < 1e-6
+    Xw = np.array(X[-window:])
+    yw = np.where(np.array(labels[-window:]) == "down", 1.0, -1.0)  # "up" seen first -> -1
+    ref = SVC(C=3.0, gamma=1.0, tol=1e-10).fit(Xw, yw, sample_weight=cao_tay_weights(window, window, 3.0))
+    Xt = rng.normal(size=(20, 2))
+    ours = np.array([model.decision_one({"a": r[0], "b": r[1]}) for r in Xt])
+    np.testing.assert_allclose(ours, ref.decision_function(Xt), atol=1e-4)
+    proba = model.predict_proba_one({"a": 2.0, "b": 2.0})
+    assert set(proba) == {"up", "down"} and proba["up"] > 0.5
+    with pytest.raises(ValueError, match="binary"):
+        model.learn_one({"a": 0.0, "b": 0.0}, "sideways")
+
+
+def test_bad_input_messages():
+    with pytest.raises(ValueError, match="window"):
+        OnlineWeightedSVR(window=1)
+    with pytest.raises(ValueError, match="decay"):
+        OnlineWeightedSVR(decay=-1.0)
+    with pytest.raises(ValueError, match="gamma"):
+        OnlineWeightedSVC(gamma=-1.0)
+    m = OnlineWeightedSVR()
+    with pytest.raises(ValueError, match="NaN"):
+        m.learn_one({"x": float("nan")}, 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        m.learn_one({"x": 1.0}, float("inf"))
+    with pytest.raises(ValueError, match="dict"):
+        m.learn_one([1.0], 1.0)
+
+
+@pytest.mark.parametrize("model", [OnlineWeightedSVR(window=30, gamma=0.1), OnlineWeightedSVC(window=30, gamma=0.1)])
+def test_river_check_estimator(model):
+    checks.check_estimator(model)
+
+
+def test_checkpoint_roundtrip_continues_identically():
+    rng = np.random.default_rng(7)
+    reg = OnlineWeightedSVR(window=40, C=2.0, epsilon=0.05, gamma=2.0)
+    clf = OnlineWeightedSVC(window=40, C=2.0, gamma=1.0)
+    X = rng.uniform(size=(120, 2))
+    for u in X[:80]:
+        reg.learn_one({"a": u[0], "b": u[1]}, float(np.sin(5 * u[0])))
+        clf.learn_one({"a": u[0], "b": u[1]}, bool(u[0] > u[1]))
+    reg2 = OnlineWeightedSVR.from_state(reg.to_state())
+    clf2 = OnlineWeightedSVC.from_state(clf.to_state())
+    for u in X[80:]:
+        x = {"a": u[0], "b": u[1]}
+        assert reg2.predict_one(x) == reg.predict_one(x)
+        assert clf2.predict_proba_one(x) == clf.predict_proba_one(x)
+        for m in (reg, reg2):
+            m.learn_one(x, float(np.sin(5 * u[0])))
+        for m in (clf, clf2):
+            m.learn_one(x, bool(u[0] > u[1]))
+    assert reg2.kkt_violation() < 1e-6 and clf2.kkt_violation() < 1e-6
+    with pytest.raises(ValueError, match="state"):
+        OnlineWeightedSVC.from_state(reg.to_state())
