@@ -32,7 +32,7 @@ def with_reference(readme: str) -> str:
 def main() -> int:
     readme = ROOT / "README.md"
     readme.write_text(with_reference(readme.read_text()))
-    (ROOT / "configs" / "REFERENCE.md").write_text(config_reference_markdown().rstrip() + "\n")
+    (ROOT / "configs" / "REFERENCE.md").write_text(config_reference_markdown() + "\n")  # as `validate --reference` prints
     print("updated README.md and configs/REFERENCE.md", file=sys.stderr)
     return 0
 
