@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_reference() -> str:
-    """The reference as embedded in the README: headings one level down, no title line."""
+    """The reference as embedded in the README: headings two levels down, no title line."""
     lines = config_reference_markdown().splitlines()
-    body = [("#" + line if line.startswith("## ") else line) for line in lines[1:]]
+    body = [("##" + line if line.startswith("## ") else line) for line in lines[1:]]
     return "\n".join(body).strip() + "\n"
 
 
