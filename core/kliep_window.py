@@ -26,10 +26,12 @@ has mean ~0 and range [-0.031, 0.039] for n = 10, d = 2; [-0.005, 0.011] for n =
 from __future__ import annotations
 
 import numpy as np
+
 from numba import njit
 
 from .kliep import EPS_SCHEDULE, LOG_FLOOR_VALUE, MAX_ITER, kliep_ascent
 from .lsdd_window import _sums
+from .window_base import SlidingWindowPair
 
 _STATE_VERSION = 1
 
@@ -119,7 +121,7 @@ def _solve_direction(gram, vec_den, idx, alpha_slots, fresh, n, eps_schedule, ma
     return score
 
 
-class TwoWindowKLIEP:
+class TwoWindowKLIEP(SlidingWindowPair):
     """Past and current windows of ``n`` samples with warm-started KLIEP fits in both directions.
 
     Parameters
@@ -192,24 +194,9 @@ class TwoWindowKLIEP:
         if not (np.isfinite(sigma) and sigma > 0):
             raise ValueError(f"sigma must be positive and finite; got {sigma}")
 
-    @property
-    def ready(self) -> bool:
-        """True once both windows are full (2n pushes)."""
-        return self._count >= 2 * self.n
-
-    @property
-    def count(self) -> int:
-        """Number of samples pushed so far."""
-        return self._count
-
     def push(self, y) -> None:
         """Slide the windows by one sample ``y`` (shape (dim,), finite)."""
-        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.ndim == 1):
-            y = np.asarray(y, dtype=np.float64).reshape(-1)
-        if y.shape[0] != self.dim:
-            raise ValueError(f"sample has {y.shape[0]} values but the windows hold dim={self.dim}")
-        if not np.isfinite(y.sum()):
-            raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
+        y = self._as_sample(y)
         size = 2 * self.n
         if self._count < size:
             self._ring[self._count] = y
@@ -238,23 +225,9 @@ class TwoWindowKLIEP:
         if self.ready:
             self._rebuild()
 
-    def _require_ready(self):
-        if not self.ready:
-            raise ValueError(f"windows not full yet: {self._count} of {2 * self.n} samples pushed")
 
-    def _slots(self) -> tuple[np.ndarray, np.ndarray]:
-        order = (self._head + np.arange(2 * self.n)) % (2 * self.n)
-        return order[: self.n], order[self.n:]
 
-    def past(self) -> np.ndarray:
-        """The past window, oldest first, shape (n, dim)."""
-        self._require_ready()
-        return self._ring[self._slots()[0]].copy()
 
-    def current(self) -> np.ndarray:
-        """The current window, oldest first, shape (n, dim)."""
-        self._require_ready()
-        return self._ring[self._slots()[1]].copy()
 
     def scores(self) -> tuple[float, float]:
         """``(KL(past || current), KL(current || past))``: ``mean log r`` over the numerator window."""

@@ -20,9 +20,11 @@ pushes so rounding drift stays bounded.
 from __future__ import annotations
 
 import numpy as np
+
 from numba import njit
 
 from .lsdd import h_scale, lsdd_solve
+from .window_base import SlidingWindowPair
 
 _STATE_VERSION = 1
 
@@ -102,7 +104,7 @@ def _slide(ring, gram, hmat, vec_p, vec_q, head, n, y, sigma, hconst):
     return new_head
 
 
-class TwoWindowLSDD:
+class TwoWindowLSDD(SlidingWindowPair):
     """Past and current windows of ``n`` samples with an incrementally maintained LSDD fit.
 
     Parameters
@@ -163,24 +165,9 @@ class TwoWindowLSDD:
     def _hconst(self) -> float:
         return h_scale(self.sigma, self.dim)
 
-    @property
-    def ready(self) -> bool:
-        """True once both windows are full (2n pushes)."""
-        return self._count >= 2 * self.n
-
-    @property
-    def count(self) -> int:
-        """Number of samples pushed so far."""
-        return self._count
-
     def push(self, y) -> None:
         """Slide the windows by one sample ``y`` (shape (dim,), finite)."""
-        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.ndim == 1):
-            y = np.asarray(y, dtype=np.float64).reshape(-1)
-        if y.shape[0] != self.dim:
-            raise ValueError(f"sample has {y.shape[0]} values but the windows hold dim={self.dim}")
-        if not np.isfinite(y.sum()):
-            raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
+        y = self._as_sample(y)
         size = 2 * self.n
         if self._count < size:
             # filling: store in order; the state is built once, when both windows are full
@@ -207,23 +194,9 @@ class TwoWindowLSDD:
         if self.ready:
             self._rebuild()
 
-    def _require_ready(self):
-        if not self.ready:
-            raise ValueError(f"windows not full yet: {self._count} of {2 * self.n} samples pushed")
 
-    def _order(self) -> np.ndarray:
-        """Slots in time order: past (oldest first), then current."""
-        return (self._head + np.arange(2 * self.n)) % (2 * self.n)
 
-    def past(self) -> np.ndarray:
-        """The past window, oldest first, shape (n, dim)."""
-        self._require_ready()
-        return self._ring[self._order()[: self.n]].copy()
 
-    def current(self) -> np.ndarray:
-        """The current window, oldest first, shape (n, dim)."""
-        self._require_ready()
-        return self._ring[self._order()[self.n:]].copy()
 
     def centres(self) -> np.ndarray:
         """The centres in the order of :meth:`theta`: past then current, oldest first."""

@@ -25,6 +25,7 @@ from numba import njit
 from .kernels import FLUSH_EXPONENT, gauss_kernel
 from .linalg import cholesky_solve
 from .validation import check_alpha
+from .window_base import SlidingWindowPair
 
 _STATE_VERSION = 1
 
@@ -191,7 +192,7 @@ def _both_directions(acc_p, acc_q, vec_p, vec_q, head, n, alpha, lam, clip):
     return pe1, pe2
 
 
-class TwoWindowRuLSIF:
+class TwoWindowRuLSIF(SlidingWindowPair):
     """Past and current windows of ``n`` samples with an incrementally maintained RuLSIF fit.
 
     Parameters
@@ -254,24 +255,9 @@ class TwoWindowRuLSIF:
         if not (np.isfinite(lam) and lam > 0):
             raise ValueError(f"lam must be positive and finite; got {lam}")
 
-    @property
-    def ready(self) -> bool:
-        """True once both windows are full (2n pushes)."""
-        return self._count >= 2 * self.n
-
-    @property
-    def count(self) -> int:
-        """Number of samples pushed so far."""
-        return self._count
-
     def push(self, y) -> None:
         """Slide the windows by one sample ``y`` (shape (dim,), finite)."""
-        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.ndim == 1):
-            y = np.asarray(y, dtype=np.float64).reshape(-1)
-        if y.shape[0] != self.dim:
-            raise ValueError(f"sample has {y.shape[0]} values but the windows hold dim={self.dim}")
-        if not np.isfinite(y.sum()):  # one reduction instead of a boolean array per sample
-            raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
+        y = self._as_sample(y)
         self._head = _push(self._ring, self._gram, self._acc_p, self._acc_q, self._vec_p, self._vec_q,
                            self._head, self._count, self.n, y, self.sigma)
         self._count += 1
@@ -283,25 +269,9 @@ class TwoWindowRuLSIF:
         _rebuild(self._gram, self._acc_p, self._acc_q, self._vec_p, self._vec_q, self._head, self.n)
         self._since_refresh = 0
 
-    def _slots(self) -> tuple[np.ndarray, np.ndarray]:
-        size = 2 * self.n
-        past = (self._head + np.arange(self.n)) % size
-        cur = (self._head + self.n + np.arange(self.n)) % size
-        return past, cur
 
-    def past(self) -> np.ndarray:
-        """The past window, oldest first, shape (n, dim)."""
-        self._require_ready()
-        return self._ring[self._slots()[0]].copy()
 
-    def current(self) -> np.ndarray:
-        """The current window, oldest first, shape (n, dim)."""
-        self._require_ready()
-        return self._ring[self._slots()[1]].copy()
 
-    def _require_ready(self):
-        if not self.ready:
-            raise ValueError(f"windows not full yet: {self._count} of {2 * self.n} samples pushed")
 
     def scores(self) -> tuple[float, float]:
         """``(PE_alpha(past || current), PE_alpha(current || past))`` of the clipped RuLSIF fits."""

@@ -1,0 +1,64 @@
+"""The ring of ``2n`` samples behind every two-window estimator state.
+
+The oldest ``n`` samples form the *past* window and the newest ``n`` the *current* one. Subclasses
+(:class:`core.window.TwoWindowRuLSIF`, :class:`core.kliep_window.TwoWindowKLIEP`,
+:class:`core.lsdd_window.TwoWindowLSDD`) own ``_ring`` (shape (2n, dim)), ``_head`` (slot of the
+oldest sample once full) and ``_count``, and maintain their estimator's sums incrementally; this
+class holds what they share: sample validation, readiness and access to the windows in time order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class SlidingWindowPair:
+    """Shared plumbing of the two-window states (see the module docstring)."""
+
+    dim: int
+    n: int
+    _ring: np.ndarray
+    _head: int
+    _count: int
+
+    @property
+    def ready(self) -> bool:
+        """True once both windows are full (2n pushes)."""
+        return self._count >= 2 * self.n
+
+    @property
+    def count(self) -> int:
+        """Number of samples pushed so far."""
+        return self._count
+
+    def _as_sample(self, y) -> np.ndarray:
+        """``y`` as a finite float64 vector of length ``dim``, or a ``ValueError`` (state untouched)."""
+        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.ndim == 1):
+            y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if y.shape[0] != self.dim:
+            raise ValueError(f"sample has {y.shape[0]} values but the windows hold dim={self.dim}")
+        if not np.isfinite(y.sum()):  # one reduction instead of a boolean array per sample
+            raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
+        return y
+
+    def _require_ready(self) -> None:
+        if not self.ready:
+            raise ValueError(f"windows not full yet: {self._count} of {2 * self.n} samples pushed")
+
+    def _order(self) -> np.ndarray:
+        """Slots in time order: the past window (oldest first), then the current one."""
+        return (self._head + np.arange(2 * self.n)) % (2 * self.n)
+
+    def _slots(self) -> tuple[np.ndarray, np.ndarray]:
+        order = self._order()
+        return order[: self.n], order[self.n:]
+
+    def past(self) -> np.ndarray:
+        """The past window, oldest first, shape (n, dim)."""
+        self._require_ready()
+        return self._ring[self._slots()[0]].copy()
+
+    def current(self) -> np.ndarray:
+        """The current window, oldest first, shape (n, dim)."""
+        self._require_ready()
+        return self._ring[self._slots()[1]].copy()
