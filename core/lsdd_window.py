@@ -20,7 +20,6 @@ pushes so rounding drift stays bounded.
 from __future__ import annotations
 
 import numpy as np
-
 from numba import njit
 
 from .lsdd import h_scale, lsdd_solve

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from stream.evaluate.datasets import add_eval_arguments, run_eval
 
 EXCLUDED_PREFIX = ("quality_control_",)
 EXCLUDED = ("uk_coal_employ",)
@@ -92,27 +93,15 @@ def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", type=Path, nargs="?", default=None,
-                        help="TCPD folder (default: ../shared/bench/tcpd or $RATIOWATCH_BENCH/tcpd)")
-    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-    parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per series")
+    add_eval_arguments(parser, "tcpd")
+
+
+def _summary(out: dict) -> list[str]:
+    lines = [f"{name:24s} f1={r['f1']:.3f} cover={r['cover']:.3f} {r.get('change_points', r.get('error'))}"
+             for name, r in out["datasets"].items()]
+    m = out["mean"]
+    return lines + [f"univariate mean: f1={m['f1']:.3f} cover={m['cover']:.3f}"]
 
 
 def run(args) -> int:
-    from stream.evaluate.datasets import bench_dir
-
-    root = args.dir or bench_dir("tcpd")
-    if root is None or not Path(root).is_dir():
-        print("ratiowatch eval tcpd: no TCPD folder given and ../shared/bench/tcpd not found", file=sys.stderr)
-        return 2
-    if args.plot is not None:
-        args.plot.mkdir(parents=True, exist_ok=True)
-    out = evaluate(Path(root), plot_dir=args.plot)
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        for name, r in out["datasets"].items():
-            print(f"{name:24s} f1={r['f1']:.3f} cover={r['cover']:.3f} {r.get('change_points', r.get('error'))}")
-        m = out["mean"]
-        print(f"univariate mean: f1={m['f1']:.3f} cover={m['cover']:.3f}")
-    return 0
+    return run_eval(args, "tcpd", evaluate, _summary)

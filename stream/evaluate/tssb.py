@@ -9,12 +9,12 @@ themselves). F1 uses a margin of 1% of the series length.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from stream.evaluate.datasets import add_eval_arguments, run_eval
 
 
 def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
@@ -75,26 +75,15 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dir", type=Path, nargs="?", default=None,
-                        help="TSSB folder (default: ../shared/bench/tssb or $RATIOWATCH_BENCH/tssb)")
-    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-    parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per series")
+    add_eval_arguments(parser, "tssb")
+
+
+def _summary(out: dict) -> list[str]:
+    lines = [f"{name:28s} cover={r['cover']:.3f} f1={r['f1']:.3f} {r.get('change_points', r.get('error'))}"
+             for name, r in out["datasets"].items()]
+    m = out["mean"]
+    return lines + [f"mean: cover={m['cover']:.3f} f1={m['f1']:.3f}"]
 
 
 def run(args) -> int:
-    from stream.evaluate.datasets import bench_dir
-
-    root = args.dir or bench_dir("tssb")
-    if root is None or not Path(root).is_dir():
-        print("ratiowatch eval tssb: no TSSB folder given and ../shared/bench/tssb not found", file=sys.stderr)
-        return 2
-    if args.plot is not None:
-        args.plot.mkdir(parents=True, exist_ok=True)
-    out = evaluate(Path(root), plot_dir=args.plot)
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        for name, r in out["datasets"].items():
-            print(f"{name:28s} cover={r['cover']:.3f} f1={r['f1']:.3f} {r.get('change_points', r.get('error'))}")
-        print(f"mean: cover={out['mean']['cover']:.3f} f1={out['mean']['f1']:.3f}")
-    return 0
+    return run_eval(args, "tssb", evaluate, _summary)
