@@ -279,8 +279,12 @@ class Daemon:
         every_n, every_s = cfg.checkpoint["every_records"], cfg.checkpoint["every_s"]
         idle_s = cfg.pipeline["idle_evict_s"]
         last_idle_check = time.monotonic()
-        if self.metrics is not None and (cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None):
-            self.metrics.ready = True  # a group consumer becomes ready on its first assignment
+        if self.metrics is not None:
+            # computed at scrape time, so the age keeps growing while the loop is blocked (e.g. a sink
+            # being retried): a stuck daemon must look stuck on the dashboard
+            self.metrics.checkpoint_age.set_function(lambda: time.monotonic() - pipe.last_checkpoint)
+            if cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None:
+                self.metrics.ready = True  # a group consumer becomes ready on its first assignment
         log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [s.name for s in self.sinks]})
         try:
             while not self.stopping:
@@ -298,7 +302,6 @@ class Daemon:
                         log.info("evicted idle keys", extra={"keys": len(idle)})
                 if self.metrics is not None:
                     self.metrics.active_keys.set(len(pipe.keys))
-                    self.metrics.checkpoint_age.set(now - pipe.last_checkpoint)
                     if hasattr(self.source, "lag") and self.stats["batches"] % 20 == 0:
                         self.metrics.set_lag(self.source.lag())
                 if getattr(self.source, "exhausted", False):
