@@ -27,6 +27,11 @@ _here = str(Path(__file__).resolve().parent)
 sys.path[:] = [p for p in sys.path if p.rstrip("/") != _here]
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba_cache"))
+# one BLAS thread, as the CLI and Makefile do: the engine's matrices are small, and a multi-threaded
+# OpenBLAS on a busy 2-core machine made 50 x 50 eigendecompositions 10-50x slower (effective only
+# when numpy has not been imported yet, which is the case under a plain `pytest`)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 
 def get_free_port() -> int:
