@@ -15,7 +15,7 @@ import importlib
 
 _EXPORTS = {
     "ChangePointDetector": "stream.detectors.changepoint",
-    "detect": "stream.detect",
+    "detect": "stream.offline",  # not stream/detect.py: a submodule would shadow the function
     "DensityRatioOutlierDetector": "stream.detectors.outlier",
     "StreamingOutlierDetector": "stream.detectors.outlier",
     "TimeSeriesAnomalyDetector": "stream.detectors.anomaly",

@@ -1,6 +1,7 @@
 """``ratiowatch detect FILE.csv``: change points of a CSV file by causal replay, optional plot.
 
-The CSV needs a header row. By default every numeric column is used (a multivariate series);
+The CSV needs a header row. By default every numeric column is used (a multivariate series),
+except columns named like a time axis or index (``time``, ``timestamp``, ``date``, ``index``...);
 ``--column NAME`` (repeatable) selects columns. Empty cells, ``NA``, ``NaN`` and ``null`` are missing
 values (carried forward, see :mod:`stream.preprocess`); a column with any other non-numeric text is
 not numeric and is skipped (or an error when selected). A progress bar goes to stderr for long files.
@@ -9,10 +10,10 @@ Examples
 --------
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "x.csv")
->>> _ = open(path, "w").write("t,v\\n" + "".join(f"{i},{i % 2}\\n" for i in range(4)))
+>>> _ = open(path, "w").write("u,v\\n" + "".join(f"{i},{i % 2}\\n" for i in range(4)))
 >>> names, x = read_csv(path)
 >>> names, x.shape
-(['t', 'v'], (4, 2))
+(['u', 'v'], (4, 2))
 """
 
 from __future__ import annotations
@@ -38,8 +39,16 @@ def _parse(cell: str) -> float | None:
         return None
 
 
+#: header names read as a time axis or row index, not as a series, unless selected with --column
+TIME_AXIS_NAMES = frozenset({"time", "timestamp", "date", "datetime", "ts", "t", "index", "idx", "epoch"})
+
+
 def read_csv(path, columns: list[str] | None = None) -> tuple[list[str], np.ndarray]:
-    """(column names, T x m float array with NaN for missing) of the numeric columns of ``path``."""
+    """(column names, T x m float array with NaN for missing) of the numeric columns of ``path``.
+
+    Without ``columns``, columns named like a time axis or an index (:data:`TIME_AXIS_NAMES`) are
+    left out: a ramp is not a series to watch, and as one more channel it hides real changes.
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
@@ -58,7 +67,11 @@ def read_csv(path, columns: list[str] | None = None) -> tuple[list[str], np.ndar
             raise ValueError(f"column(s) {missing} not in the header {header}")
         wanted = [header.index(c) for c in columns]
     else:
-        wanted = list(range(len(header)))
+        wanted = [j for j, h in enumerate(header) if h.lower() not in TIME_AXIS_NAMES]
+        skipped = [h for h in header if h.lower() in TIME_AXIS_NAMES]
+        if skipped:
+            print(f"ratiowatch detect: not using {skipped} (time axis or index; select with --column)",
+                  file=sys.stderr)
     names, cols = [], []
     for j in wanted:
         vals = [_parse(r[j]) if j < len(r) else np.nan for r in rows]
@@ -98,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from stream.detect import replay
+    from stream.offline import replay
 
     try:
         names, x = read_csv(args.file, args.column)

@@ -51,7 +51,7 @@ def is_univariate_default(name: str, x: np.ndarray) -> bool:
 
 def _config(params: dict) -> dict:
     """The configuration actually used: the detect() defaults, the window rule, any overrides."""
-    from stream.detect import DEFAULTS, N_MAX, N_MIN, WINDOW_FRAC
+    from stream.offline import DEFAULTS, N_MAX, N_MIN, WINDOW_FRAC
 
     cfg = {**DEFAULTS, "n": f"round({WINDOW_FRAC} x T) clipped to [{N_MIN}, {N_MAX}]"}
     cfg.update(params)
@@ -59,7 +59,7 @@ def _config(params: dict) -> dict:
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
-    from stream.detect import replay
+    from stream.offline import replay
     from stream.evaluate.metrics import covering, f1_score
 
     data, ann = load_dir(root)

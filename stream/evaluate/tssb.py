@@ -37,7 +37,7 @@ def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
 
 def _config(params: dict) -> dict:
     """The configuration actually used: the detect() defaults, the window rule, any overrides."""
-    from stream.detect import DEFAULTS, N_MAX, N_MIN, WINDOW_FRAC
+    from stream.offline import DEFAULTS, N_MAX, N_MIN, WINDOW_FRAC
 
     cfg = {**DEFAULTS, "n": f"round({WINDOW_FRAC} x T) clipped to [{N_MIN}, {N_MAX}]"}
     cfg.update(params)
@@ -45,7 +45,7 @@ def _config(params: dict) -> dict:
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, **params) -> dict:
-    from stream.detect import replay
+    from stream.offline import replay
     from stream.evaluate.metrics import covering, tssb_f1
 
     results: dict[str, dict] = {}

@@ -39,3 +39,17 @@ def test_bench_estimators_quick_prints_the_issue_fields():
     assert result["ratio_vs_densratio_auto"] > 0
     assert result["incremental_step_us"] > 0
     assert set(result["batch"]) == {"ulsif", "rulsif", "kliep", "lsdd"}
+
+
+def test_stream_detect_stays_the_function_after_every_module_is_imported():
+    """No submodule may shadow a public name of the lazy ``stream`` namespace."""
+    import importlib
+    import pkgutil
+
+    import stream
+
+    for info in pkgutil.walk_packages(stream.__path__, "stream."):
+        importlib.import_module(info.name)
+    for name in stream.__all__:
+        assert not isinstance(getattr(stream, name), type(stream)), f"stream.{name} is shadowed by a module"
+    assert callable(stream.detect)

@@ -65,7 +65,12 @@ def test_detect_default_uses_numeric_columns_and_reports_errors(tmp_path, capsys
     path = tmp_path / "s.csv"
     _write_csv(path, np.arange(40.0))
     assert main(["detect", str(path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["columns"] == ["time", "value"]  # "label" is text
+    captured = capsys.readouterr()
+    # "label" is text; "time" is a time axis, left out by default and said so
+    assert json.loads(captured.out)["columns"] == ["value"]
+    assert "'time'" in captured.err and "--column" in captured.err
+    assert main(["detect", str(path), "--column", "time", "--column", "value", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["columns"] == ["time", "value"]
     assert main(["detect", str(path), "--column", "label"]) == 2
     assert "not numeric" in capsys.readouterr().err
     assert main(["detect", str(tmp_path / "missing.csv")]) == 2

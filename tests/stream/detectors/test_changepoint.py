@@ -8,7 +8,7 @@ import pytest
 from river import checks
 from river.checks import common
 
-from stream.detect import detect, replay
+from stream.offline import detect, replay
 from stream.detectors.changepoint import ChangePointDetector
 
 SMALL = {"n": 8, "n_min": 4, "k": 2}
