@@ -194,26 +194,15 @@ class TwoWindowKLIEP(SlidingWindowPair):
         if not (np.isfinite(sigma) and sigma > 0):
             raise ValueError(f"sigma must be positive and finite; got {sigma}")
 
-    def push(self, y) -> None:
-        """Slide the windows by one sample ``y`` (shape (dim,), finite)."""
-        y = self._as_sample(y)
+    def _slide(self, y: np.ndarray) -> int:
         size = 2 * self.n
-        if self._count < size:
-            self._ring[self._count] = y
-            self._count += 1
-            if self._count == size:
-                self._rebuild()
-            return
         slot, mid = self._head, (self._head + self.n) % size
         self._fresh_p[mid] = True   # joins the past problem
         self._fresh_c[slot] = True  # the new sample joins the current problem
-        self._head = _slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, self._head, self.n, y,
-                                 self.sigma)
-        self._count += 1
-        self._since_refresh += 1
-        if self._since_refresh >= self.refresh_every:
-            _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
-            self._since_refresh = 0
+        return _slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, self._head, self.n, y, self.sigma)
+
+    def _refresh_sums(self) -> None:
+        _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
 
     def _rebuild(self) -> None:
         _fill_gram(self._ring, self._gram, self.sigma)

@@ -164,24 +164,12 @@ class TwoWindowLSDD(SlidingWindowPair):
     def _hconst(self) -> float:
         return h_scale(self.sigma, self.dim)
 
-    def push(self, y) -> None:
-        """Slide the windows by one sample ``y`` (shape (dim,), finite)."""
-        y = self._as_sample(y)
-        size = 2 * self.n
-        if self._count < size:
-            # filling: store in order; the state is built once, when both windows are full
-            self._ring[self._count] = y
-            self._count += 1
-            if self._count == size:
-                self._rebuild()
-            return
-        self._head = _slide(self._ring, self._gram, self._hmat, self._vec_p, self._vec_q, self._head, self.n, y,
-                            self.sigma, self._hconst)
-        self._count += 1
-        self._since_refresh += 1
-        if self._since_refresh >= self.refresh_every:
-            _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
-            self._since_refresh = 0
+    def _slide(self, y: np.ndarray) -> int:
+        return _slide(self._ring, self._gram, self._hmat, self._vec_p, self._vec_q, self._head, self.n, y,
+                      self.sigma, self._hconst)
+
+    def _refresh_sums(self) -> None:
+        _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
 
     def _rebuild(self) -> None:
         _fill_matrices(self._ring, self._gram, self._hmat, self.sigma, self._hconst)

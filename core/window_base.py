@@ -17,9 +17,11 @@ class SlidingWindowPair:
 
     dim: int
     n: int
+    refresh_every: int
     _ring: np.ndarray
     _head: int
     _count: int
+    _since_refresh: int
 
     @property
     def ready(self) -> bool:
@@ -62,3 +64,26 @@ class SlidingWindowPair:
         """The current window, oldest first, shape (n, dim)."""
         self._require_ready()
         return self._ring[self._slots()[1]].copy()
+
+    def push(self, y) -> None:
+        """Slide the windows by one sample ``y`` (shape (dim,), finite).
+
+        Template for states that build everything once both windows are full: subclasses provide
+        ``_rebuild()`` (full build from the ring), ``_slide(y)`` (one O(n^2) update, returns the new
+        head) and ``_refresh_sums()`` (periodic recomputation that bounds rounding drift).
+        """
+        y = self._as_sample(y)
+        size = 2 * self.n
+        if self._count < size:
+            # filling: store in order; the state is built once, when both windows are full
+            self._ring[self._count] = y
+            self._count += 1
+            if self._count == size:
+                self._rebuild()
+            return
+        self._head = self._slide(y)
+        self._count += 1
+        self._since_refresh += 1
+        if self._since_refresh >= self.refresh_every:
+            self._refresh_sums()
+            self._since_refresh = 0
