@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.linalg
 from numba import njit
-from scipy import stats
+from scipy import special, stats  # noqa: F401  (stats is used by the doctest)
 
 from core.linalg import cholesky_solve
 
@@ -92,7 +92,8 @@ def gamma_threshold(null_scores: np.ndarray, false_alarm_rate: float) -> float:
         # degenerate null (constant windows): anything measurably above it is a change
         return lo + 1e-9 * spread
     shape, scale = mean * mean / var, var / mean
-    return lo + float(stats.gamma.isf(false_alarm_rate, shape, scale=scale))
+    # = stats.gamma.isf(q, shape, scale=scale), without the ~100 us of frozen-distribution overhead
+    return lo + scale * float(special.gammainccinv(shape, false_alarm_rate))
 
 
 def _direction_pe(g_num_num, g_den_num, alpha, lam):

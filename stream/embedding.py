@@ -41,7 +41,9 @@ class History:
         if int(capacity) < 1 or int(dim) < 1:
             raise ValueError(f"capacity and dim must be >= 1; got capacity={capacity}, dim={dim}")
         self.capacity, self.dim = int(capacity), int(dim)
-        self._buf = np.zeros((self.capacity, self.dim))
+        # every sample is written twice (slots i and i + capacity), so the newest m samples are
+        # always one contiguous slice: no modulo index arithmetic on the per-sample path
+        self._buf = np.zeros((2 * self.capacity, self.dim))
         self._head = 0  # next slot to write
         self._count = 0  # samples pushed in total
 
@@ -56,6 +58,7 @@ class History:
     def push(self, y) -> None:
         """Append one sample (overwrites the oldest one when full)."""
         self._buf[self._head] = y
+        self._buf[self._head + self.capacity] = y
         self._head = (self._head + 1) % self.capacity
         self._count += 1
 
@@ -63,8 +66,8 @@ class History:
         """The newest ``m`` samples in time order, shape (m, dim) (a copy)."""
         if m > len(self):
             raise ValueError(f"only {len(self)} samples held; asked for {m}")
-        idx = (self._head - m + np.arange(m)) % self.capacity
-        return self._buf[idx]
+        end = self._head + self.capacity
+        return self._buf[end - m:end].copy()
 
     def subsequence(self, k: int) -> np.ndarray:
         """The newest subsequence of length ``k`` flattened to shape (k * dim,)."""
@@ -81,15 +84,16 @@ class History:
 
     def to_state(self) -> dict:
         """Arrays and ints only (checkpointable as ``.npz`` + JSON)."""
-        return {"capacity": self.capacity, "dim": self.dim, "buf": self._buf.copy(), "head": self._head,
+        return {"capacity": self.capacity, "dim": self.dim, "buf": self._buf[:self.capacity].copy(), "head": self._head,
                 "count": self._count}
 
     @classmethod
     def from_state(cls, state: dict) -> "History":
         obj = cls(int(state["capacity"]), int(state["dim"]))
         buf = np.asarray(state["buf"], dtype=np.float64)
-        if buf.shape != obj._buf.shape:
-            raise ValueError(f"history buffer has shape {buf.shape}, expected {obj._buf.shape}")
-        obj._buf[:] = buf
+        if buf.shape != (obj.capacity, obj.dim):
+            raise ValueError(f"history buffer has shape {buf.shape}, expected {(obj.capacity, obj.dim)}")
+        obj._buf[:obj.capacity] = buf
+        obj._buf[obj.capacity:] = buf
         obj._head, obj._count = int(state["head"]), int(state["count"])
         return obj

@@ -126,13 +126,20 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     alpha : float in [0, 1)
         RuLSIF mixture weight (ignored by the other methods; uLSIF is alpha = 0).
     reselect_every : int
-        Steps between hyperparameter re-selections (windows are rebuilt then, too).
+        Steps between hyperparameter re-selections (windows are rebuilt then, too); 0 (default)
+        means every ``n_eff`` steps, once per window length: sigma and the robust scale must follow
+        the data (with a stale sigma a variance increase makes every new subsequence look isolated
+        and the score *drops*), and a rebuild costs about one calibration. The offline replay
+        (:mod:`stream.offline`) uses 10.
     false_alarm_rate : float
         Target probability that a step's score exceeds the threshold under no change.
     n_perm : int
         Permutations per calibration of the null distribution.
     calibrate_every : int
-        Steps between calibrations; 0 means ``max(1, n_eff // 2)``.
+        Steps between calibrations; 0 (default) means ``n_eff``: the permutation null is
+        re-estimated each time half of the pooled ``2 n_eff`` subsequences has been renewed, which
+        costs ``2 n_perm / n_eff`` extra solves per step (0.4 at n = 50). The offline replay
+        recalibrates every step (1), where series are short and windows small.
     difference : {"auto", True, False}
         Work on first differences. ``"auto"`` decides when the windows are (re)built to a new size:
         differences when the lag-1 autocorrelation of the held levels exceeds 0.8 (a trending or
@@ -151,6 +158,14 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         onto the denominator samples), which hides exactly the large changes.
     lam : float
         Ridge strength used with ``select="median"``.
+    history_guard : bool
+        Also keep the threshold at or above a robust upper quantile of the score's own history
+        (see :meth:`_history_guard`).
+    perm_block : int
+        Permutation block length of the null; 0 (default) means k. Neighbouring subsequences share
+        k - 1 samples, so shuffling them one by one makes the null too narrow (on stationary AR(2)
+        data, blocks of k cut the false alarms about fourfold). The offline replay uses 1: its
+        windows can be as small as 6 subsequences.
     refresh_every : int
         Pushes between full rebuilds of the window accumulators (bounds rounding drift).
     seed : int
@@ -158,16 +173,16 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     """
 
     def __init__(self, method: str = "rulsif", k: int = 3, n: int = 50, symmetric: bool = True,
-                 alpha: float = 0.1, reselect_every: int = 10, false_alarm_rate: float = 1e-4,
-                 n_perm: int = 10, calibrate_every: int = 1, difference: bool | str = "auto",
+                 alpha: float = 0.1, reselect_every: int = 0, false_alarm_rate: float = 1e-4,
+                 n_perm: int = 10, calibrate_every: int = 0, difference: bool | str = "auto",
                  n_min: int = 6, window_frac: float = 0.05, delay: int = 0, min_spacing: int = 0,
                  select: str = "median", sigma_factor: float = 0.5, lam: float = 0.1,
-                 history_guard: bool = True, perm_block: int = 1, refresh_every: int = 256,
+                 history_guard: bool = True, perm_block: int = 0, refresh_every: int = 256,
                  seed: int = 0):
         super().__init__()
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-        for name, val, lo in (("k", k, 1), ("n", n, 2), ("reselect_every", reselect_every, 1),
+        for name, val, lo in (("k", k, 1), ("n", n, 2), ("reselect_every", reselect_every, 0),
                               ("n_perm", n_perm, 3), ("calibrate_every", calibrate_every, 0),
                               ("n_min", n_min, 2), ("delay", delay, 0), ("min_spacing", min_spacing, 0),
                               ("refresh_every", refresh_every, 1)):
@@ -202,6 +217,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             raise ValueError(f"sigma_factor must be positive (sigma = factor x median distance); got {sigma_factor}")
         self.sigma_factor = float(sigma_factor)
         self.refresh_every, self.seed = int(refresh_every), int(seed)
+        from scipy.special import ndtri
+
+        self._z_quantile = float(-ndtri(self.false_alarm_rate))  # normal upper quantile (history guard)
         self._reset()
 
     # ------------------------------------------------------------------ state
@@ -232,10 +250,16 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
     @property
     def _rung_list(self) -> list[int]:
-        return _rungs(self.n_min, self.n) if self.window_frac > 0 else [self.n]
+        rungs = self.__dict__.get("_rungs_cache")
+        if rungs is None:
+            rungs = _rungs(self.n_min, self.n) if self.window_frac > 0 else [self.n]
+            self._rungs_cache = rungs
+        return rungs
 
     # ------------------------------------------------------------------ input
     def _as_vector(self, x) -> np.ndarray:
+        if self._dim == 1 and type(x) in (float, np.float64):  # fast path of the common univariate case
+            return np.array((x,))
         if isinstance(x, Mapping):
             if self._keys is None:
                 self._keys = sorted(x, key=str)
@@ -274,15 +298,15 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if d is None:
             return None
         self._hist.push(d)
-        seen = self._hist.count
-        target = self._target_rung(seen)
+        # once the largest window is in place only re-selection rebuilds it (no rung search per step)
+        target = None if self._n_eff == self._rung_list[-1] else self._target_rung(self._hist.count)
         if target is not None and target != self._n_eff:
             self._build(target)
         elif self._win is not None:
             self._win.push(self._newest_row())
             self._since_reselect += 1
             self._since_calib += 1
-            if self._since_reselect >= self.reselect_every:
+            if self._since_reselect >= (self.reselect_every or self._n_eff):
                 self._build(self._n_eff)
             elif self._since_calib >= self._calib_period():
                 self._calibrate()
@@ -343,7 +367,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         return max(fits)
 
     def _calib_period(self) -> int:
-        return self.calibrate_every if self.calibrate_every > 0 else max(1, self._n_eff // 2)
+        return self.calibrate_every if self.calibrate_every > 0 else max(1, self._n_eff)
 
     def _make_state(self, n: int, sigma: float, lam: float):
         cls = _state_class(self.method)
@@ -457,9 +481,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         h = self._shist[:m]
         med = float(np.median(h))
         mad = float(np.median(np.abs(h - med))) * 1.4826
-        from scipy.stats import norm
-
-        return med + float(norm.isf(self.false_alarm_rate)) * mad
+        return med + self._z_quantile * mad
 
     # ------------------------------------------------------------------ river API
     def update(self, x) -> None:

@@ -40,13 +40,19 @@ def test_river_check_estimator_general_checks():
 
 
 def _dict_stream(t=300, seed=0):
-    """(x, y) pairs: 5 features, a variance change at t/2; y = 1 right after the change."""
+    """(x, y) pairs: 5 features, a variance change at t/2.
+
+    y = 1 while the change lies inside the detector's two windows (2n + k steps after it, n and k
+    of SMALL): that is when a *change* score can be high; afterwards both windows hold the new
+    regime and the score rightly falls back.
+    """
     rng = np.random.default_rng(seed)
+    span = 2 * SMALL["n"] + SMALL["k"]
     out = []
     for i in range(t):
         sd = 1.0 if i < t // 2 else 6.0
         x = {f"f{j}": float(rng.normal(0, sd)) for j in range(5)}
-        out.append((x, int(t // 2 <= i < t // 2 + 40)))
+        out.append((x, int(t // 2 <= i < t // 2 + span)))
     return out
 
 
