@@ -131,11 +131,26 @@ def block_permutation(size: int, block: int, rng: np.random.Generator) -> np.nda
     >>> sorted(p.tolist()) == list(range(10))
     True
     """
-    if block <= 1:
-        return rng.permutation(size)
-    starts = np.arange(0, size, block)
-    order = rng.permutation(starts.size)
-    return np.concatenate([np.arange(starts[j], min(starts[j] + block, size)) for j in order])
+    return block_permutations(size, block, 1, rng)[0]
+
+
+def block_permutations(size: int, block: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` independent block permutations (rows of a (count, size) array), vectorised.
+
+    Examples
+    --------
+    >>> p = block_permutations(7, 3, 4, np.random.default_rng(0))
+    >>> p.shape, all(sorted(row) == list(range(7)) for row in p.tolist())
+    ((4, 7), True)
+    """
+    block = max(1, int(block))
+    n_blocks = (size + block - 1) // block
+    order = np.argsort(rng.random((count, n_blocks)), axis=1)  # a uniform shuffle per row
+    starts = order * block
+    lengths = np.minimum(block, size - starts)  # the last block may be short
+    offsets = np.cumsum(lengths, axis=1) - lengths  # where each moved block lands
+    shift = np.repeat((offsets - starts).ravel(), lengths.ravel()).reshape(count, size)
+    return np.arange(size) - shift
 
 
 def permutation_null_rulsif(pooled: np.ndarray, n: int, sigma: float, lam: float, alpha: float,
@@ -150,9 +165,7 @@ def permutation_null_rulsif(pooled: np.ndarray, n: int, sigma: float, lam: float
 
     pooled = np.ascontiguousarray(pooled, dtype=np.float64)
     gram = gauss_kernel(pooled, pooled, float(sigma))
-    perms = np.empty((n_perm, pooled.shape[0]), dtype=np.int64)
-    for i in range(n_perm):
-        perms[i] = block_permutation(pooled.shape[0], block, rng)
+    perms = block_permutations(pooled.shape[0], block, n_perm, rng)
     return _perm_scores_kernel(gram, perms, int(n), float(alpha), float(lam), bool(symmetric))
 
 

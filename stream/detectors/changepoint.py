@@ -391,8 +391,11 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         past, cur = y[:n], y[n:]
         sigma, lam = self._select_params(past, cur)
         self._win = self._make_state(n, sigma, lam)
-        for row in y:
-            self._win.push(row)
+        if hasattr(self._win, "push_many"):  # one compiled loop (filling pushes solve nothing)
+            self._win.push_many(y)
+        else:
+            for row in y:
+                self._win.push(row)
         # a full rebuild of the accumulators from the stored samples once the windows are filled
         # (cheap, and independent of how the state treats its filling phase)
         self._win.set_params(sigma, lam)
