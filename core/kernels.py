@@ -62,6 +62,23 @@ def gauss_row(x: np.ndarray, c: np.ndarray, sigma: float, out: np.ndarray) -> No
         out[j] = np.exp(e) if e > FLUSH_EXPONENT else 0.0
 
 
+@njit(cache=True)
+def _pair_distances(x):
+    """Condensed pairwise Euclidean distances (i < j) without forming the n x n matrix."""
+    n, d = x.shape
+    out = np.empty(n * (n - 1) // 2)
+    t = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s = 0.0
+            for k in range(d):
+                diff = x[i, k] - x[j, k]
+                s += diff * diff
+            out[t] = np.sqrt(s)
+            t += 1
+    return out
+
+
 def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:
     """Median pairwise Euclidean distance (on at most ``max_points`` rows, chosen without replacement).
 
@@ -72,9 +89,7 @@ def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:
     if x.shape[0] > max_points:
         idx = np.random.default_rng(seed).choice(x.shape[0], size=max_points, replace=False)
         x = x[np.sort(idx)]
-    d2 = sq_dist(x, x)
-    iu = np.triu_indices(x.shape[0], k=1)
-    dist = np.sqrt(d2[iu])
+    dist = _pair_distances(np.ascontiguousarray(x))
     if dist.size == 0:
         return 1.0
     med = float(np.median(dist))

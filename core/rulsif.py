@@ -13,9 +13,10 @@ Model selection minimises an exact leave-one-out score. For pair ``i`` the numer
 and the denominator sample ``x'_i`` are held out together; removing both changes ``H`` by a rank-two
 term (the numerator sample enters ``H`` with weight ``a``), so the commonly copied formula that only
 removes the denominator sample is exact only for ``a = 0``. Here the rank-two Woodbury identity is
-applied in the eigenbasis of the regularised matrix, so a whole lambda path costs one
-eigendecomposition per sigma and one matrix product per lambda. The held-out score is the RuLSIF
-criterion ``a/2 r(x_i)^2 + (1-a)/2 r(x'_i)^2 - r(x_i)`` of the clipped held-out fit.
+applied in the basis of a Householder tridiagonalisation ``H0 = Q T Q'`` of the unregularised matrix,
+so a whole lambda path costs one reduction per sigma, O(b) tridiagonal solves per held-out pair and
+one matrix product per lambda. The held-out score is the RuLSIF criterion
+``a/2 r(x_i)^2 + (1-a)/2 r(x'_i)^2 - r(x_i)`` of the clipped held-out fit.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import gauss_from_sq, gauss_kernel, sq_dist
+from .kernels import FLUSH_EXPONENT, gauss_from_sq, gauss_kernel, sq_dist
+from .linalg import FASTMATH, cholesky_solve, sym_tridiagonal, tridiagonal_solve_rows
 from .selection import choose_centres, lambda_grid, sigma_grid
 from .validation import check_alpha, check_pair, make_rng
 
@@ -72,99 +74,157 @@ def _pe_hat(r_nu: np.ndarray, r_de: np.ndarray, alpha: float) -> float:
             + np.mean(r_nu) - 0.5)
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True, fastmath=FASTMATH)
 def _loocv_lambda_path(k_nu, k_de, alpha, lambdas, clip):
     """Exact leave-one-pair-out scores of the clipped (R)uLSIF fit for every lambda (one sigma).
 
     k_nu: (n_nu, b) kernel values of the numerator samples, k_de: (n_de, b) of the denominator ones.
-    The first m = min(n_nu, n_de) rows of each are paired and held out together. Arrays are laid
-    out pair-major so every inner loop runs over contiguous memory.
+    The first m = min(n_nu, n_de) rows of each are paired and held out together.
+
+    One Householder tridiagonalisation ``A0 = Q T Q'`` per sigma; per lambda, ``(T + lam I)`` is
+    solved for all 2m + 1 right-hand sides at once (O(b) each), and one matrix product maps the m
+    held-out coefficient vectors back to the kernel basis for clipping. Measured at b = m = 50:
+    ~0.2 ms per sigma against ~0.3 ms for the eigendecomposition path (LAPACK dsyevd alone ~0.19 ms)
+    and ~0.33 ms for an explicit Cholesky inverse per lambda. Arrays are laid out with the pair
+    index last, so every inner loop runs over contiguous memory.
     """
     n_nu, b = k_nu.shape
     n_de = k_de.shape[0]
     m = min(n_nu, n_de)
     c1 = alpha / (n_nu - 1.0)
     c2 = (1.0 - alpha) / (n_de - 1.0)
+    inv_n1 = 1.0 / (n_nu - 1.0)
     # A(lam) = c1 S_nu + c2 S_de + lam I is the regularised H of a fit on n-1 samples per side.
     a0 = c1 * (k_nu.T @ k_nu) + c2 * (k_de.T @ k_de)
-    mu, u = np.linalg.eigh(a0)
-    s_nu = np.zeros(b)
-    for i in range(n_nu):
-        s_nu += k_nu[i]
-    us = s_nu @ u                                    # eigen coordinates of sum_i phi_i
-    uphi = np.ascontiguousarray(k_nu[:m]) @ u        # (m, b): row i = eigen coordinates of phi_i
-    upsi = np.ascontiguousarray(k_de[:m]) @ u
-    ut = np.ascontiguousarray(u.T)
+    qt, dg, off = sym_tridiagonal(a0)
+    # columns: phi_i (i < m), psi_i, and the numerator sum s; rows: basis functions
+    x = np.empty((b, 2 * m + 1))
+    for k in range(b):
+        xr = x[k]
+        s = 0.0
+        for i in range(n_nu):
+            s += k_nu[i, k]
+        for i in range(m):
+            xr[i] = k_nu[i, k]
+            xr[m + i] = k_de[i, k]
+        xr[2 * m] = s
+    p = qt @ x                                    # the same columns in the Q basis
+    q = np.ascontiguousarray(qt.T)
+    y = np.empty_like(p)
+    tmat = np.empty((b, m))
+    work = np.empty((2, b))
+    g11 = np.empty(m)
+    g12 = np.empty(m)
+    g22 = np.empty(m)
+    pa = np.empty(m)
+    qa = np.empty(m)
+    r_nu = np.empty(m)
+    r_de = np.empty(m)
     scores = np.empty(lambdas.shape[0])
-    t = np.empty((m, b))
-    inv_n1 = 1.0 / (n_nu - 1.0)
     for li in range(lambdas.shape[0]):
-        d = 1.0 / (mu + lambdas[li])
+        tridiagonal_solve_rows(dg, off, lambdas[li], p, y, work)   # y = (T + lam I)^-1 p
+        g11[:] = 0.0
+        g12[:] = 0.0
+        g22[:] = 0.0
+        pa[:] = 0.0
+        qa[:] = 0.0
+        for k in range(b):
+            pr = p[k]
+            yr = y[k]
+            ys = yr[2 * m]
+            for i in range(m):
+                pp = pr[i]
+                pq = pr[m + i]
+                yp = yr[i]
+                yq = yr[m + i]
+                ah = (ys - yp) * inv_n1                # A^-1 h^(i), h^(i) = (s - phi_i) / (n_nu - 1)
+                g11[i] += pp * yp
+                g12[i] += pp * yq
+                g22[i] += pq * yq
+                pa[i] += pp * ah
+                qa[i] += pq * ah
+        # (A - U C U')^-1 v = A^-1 v + A^-1 U (I - C U'A^-1 U)^-1 C U'A^-1 v,  U = [phi_i, psi_i]
+        for i in range(m):
+            m11 = 1.0 - c1 * g11[i]
+            m12 = -c1 * g12[i]
+            m21 = -c2 * g12[i]
+            m22 = 1.0 - c2 * g22[i]
+            det = m11 * m22 - m12 * m21
+            r1 = c1 * pa[i]
+            r2 = c2 * qa[i]
+            g11[i] = (m22 * r1 - m12 * r2) / det     # reuse: z1
+            g12[i] = (m11 * r2 - m21 * r1) / det     # reuse: z2
+        for k in range(b):
+            yr = y[k]
+            ys = yr[2 * m]
+            tr = tmat[k]
+            for i in range(m):
+                tr[i] = (ys - yr[i]) * inv_n1 + yr[i] * g11[i] + yr[m + i] * g12[i]
+        r_nu[:] = 0.0
+        r_de[:] = 0.0
+        if clip:
+            theta = q @ tmat                          # (b, m): held-out coefficients, one column per pair
+            for k in range(b):
+                th = theta[k]
+                xr = x[k]
+                for i in range(m):
+                    t = th[i] if th[i] > 0.0 else 0.0
+                    r_nu[i] += xr[i] * t
+                    r_de[i] += xr[m + i] * t
+        else:
+            for k in range(b):
+                tr = tmat[k]
+                pr = p[k]
+                for i in range(m):
+                    r_nu[i] += pr[i] * tr[i]
+                    r_de[i] += pr[m + i] * tr[i]
         total = 0.0
         for i in range(m):
-            p_row = uphi[i]
-            q_row = upsi[i]
-            g11 = 0.0
-            g12 = 0.0
-            g22 = 0.0
-            pa = 0.0
-            qa = 0.0
-            for k in range(b):
-                p = p_row[k]
-                q = q_row[k]
-                dk = d[k]
-                ak = dk * (us[k] - p) * inv_n1       # A^-1 h^(i) in eigen coordinates
-                g11 += p * p * dk
-                g12 += p * q * dk
-                g22 += q * q * dk
-                pa += p * ak
-                qa += q * ak
-            # (A - U C U')^-1 v = A^-1 v + A^-1 U (I - C U'A^-1 U)^-1 C U'A^-1 v,  U = [phi_i, psi_i]
-            m11 = 1.0 - c1 * g11
-            m12 = -c1 * g12
-            m21 = -c2 * g12
-            m22 = 1.0 - c2 * g22
-            det = m11 * m22 - m12 * m21
-            r1 = c1 * pa
-            r2 = c2 * qa
-            z1 = (m22 * r1 - m12 * r2) / det
-            z2 = (m11 * r2 - m21 * r1) / det
-            t_row = t[i]
-            for k in range(b):
-                t_row[k] = d[k] * ((us[k] - p_row[k]) * inv_n1 + p_row[k] * z1 + q_row[k] * z2)
-            if not clip:
-                r_nu = 0.0
-                r_de = 0.0
-                for k in range(b):
-                    r_nu += p_row[k] * t_row[k]
-                    r_de += q_row[k] * t_row[k]
-                total += alpha * 0.5 * r_nu * r_nu + (1.0 - alpha) * 0.5 * r_de * r_de - r_nu
-        if clip:
-            theta = t @ ut                           # (m, b): held-out coefficients, one row per pair
-            for i in range(m):
-                r_nu = 0.0
-                r_de = 0.0
-                th_row = theta[i]
-                kn_row = k_nu[i]
-                kd_row = k_de[i]
-                for k in range(b):
-                    th = th_row[k]
-                    if th > 0.0:
-                        r_nu += kn_row[k] * th
-                        r_de += kd_row[k] * th
-                total += alpha * 0.5 * r_nu * r_nu + (1.0 - alpha) * 0.5 * r_de * r_de - r_nu
+            total += alpha * 0.5 * r_nu[i] * r_nu[i] + (1.0 - alpha) * 0.5 * r_de[i] * r_de[i] - r_nu[i]
         scores[li] = total / m
     return scores
 
 
+@njit(cache=True, fastmath=FASTMATH)
+def _square_flushed(k, out):
+    """``out = k**2`` elementwise, flushed to 0 below exp(FLUSH_EXPONENT) like ``gauss_from_sq``."""
+    floor = np.exp(FLUSH_EXPONENT)
+    for i in range(k.shape[0]):
+        src = k[i]
+        dst = out[i]
+        for j in range(k.shape[1]):
+            v = src[j] * src[j]
+            dst[j] = v if v > floor else 0.0
+
+
 @njit(cache=True)
 def _loocv_grid(d_nu, d_de, sigmas, lambdas, alpha, clip):
-    """LOOCV scores for every (sigma, lambda) from squared distances to the centres (computed once)."""
-    out = np.empty((sigmas.shape[0], lambdas.shape[0]))
-    for si in range(sigmas.shape[0]):
-        k_nu = gauss_from_sq(d_nu, sigmas[si])
-        k_de = gauss_from_sq(d_de, sigmas[si])
+    """LOOCV scores for every (sigma, lambda) from squared distances to the centres (computed once).
+
+    When sigma^2 halves from one grid point to the next (the default grid: factors 2^(j/2)), the
+    kernel matrix of the smaller width is exactly the elementwise square of the larger one's,
+    ``exp(-D / (2 s^2 / 2)) = exp(-D / (2 s^2))^2``: one multiplication per entry instead of an exp
+    (the exps were ~10% of the grid time at b = 50). Relative rounding doubles per squaring, about
+    1e-14 after the eight squarings of the default grid.
+    """
+    ns = sigmas.shape[0]
+    out = np.empty((ns, lambdas.shape[0]))
+    k_nu = np.empty(d_nu.shape)
+    k_de = np.empty(d_de.shape)
+    prev = -1
+    # largest width first, so each smaller width can reuse the previous kernel matrices
+    order = np.argsort(sigmas)[::-1]
+    for t in range(ns):
+        si = order[t]
+        sq_ratio = (sigmas[prev] / sigmas[si]) ** 2 if prev >= 0 else 0.0
+        if prev >= 0 and abs(sq_ratio - 2.0) <= 1e-12:
+            _square_flushed(k_nu, k_nu)
+            _square_flushed(k_de, k_de)
+        else:
+            k_nu = gauss_from_sq(d_nu, sigmas[si])
+            k_de = gauss_from_sq(d_de, sigmas[si])
         out[si] = _loocv_lambda_path(k_nu, k_de, alpha, lambdas, clip)
+        prev = si
     return out
 
 
@@ -179,14 +239,22 @@ def _solve_theta(k_nu, k_de, alpha, lam, clip):
     h /= n_nu
     for k in range(b):
         h_mat[k, k] += lam
-    chol = np.linalg.cholesky(h_mat)
-    y = np.linalg.solve(chol, h)
-    theta = np.linalg.solve(chol.T, y)
+    # hand Cholesky (core.linalg): LAPACK's per-call overhead dominates at b ~ 50-100
+    theta = cholesky_solve(h_mat, h)
     if clip:
         for k in range(b):
             if theta[k] < 0.0:
                 theta[k] = 0.0
     return theta
+
+
+@njit(cache=True)
+def _final_fit(d_nu, d_de, sigma, alpha, lam, clip):
+    """Coefficients and PE-hat of the chosen (sigma, lambda), from the squared distances to the centres."""
+    k_nu = gauss_from_sq(d_nu, sigma)
+    k_de = gauss_from_sq(d_de, sigma)
+    theta = _solve_theta(k_nu, k_de, alpha, lam, clip)
+    return theta, _pe_hat(k_nu @ theta, k_de @ theta, alpha)
 
 
 def loocv_scores(x_nu, x_de, centres, sigma: float, lambdas, alpha: float = 0.0, clip: bool = True) -> np.ndarray:
@@ -252,18 +320,18 @@ def fit_rulsif(
     if np.any(lams <= 0) or not np.all(np.isfinite(lams)):
         raise ValueError(f"lam must be positive and finite; got {lams.tolist()}")
     best = np.nan
+    # squared distances to the centres once: every kernel matrix below is a cheap transform of them
+    d_nu, d_de = sq_dist(x_nu, centres), sq_dist(x_de, centres)
     if sigmas.size > 1 or lams.size > 1:
-        grid = _loocv_grid(sq_dist(x_nu, centres), sq_dist(x_de, centres), sigmas, lams, alpha, bool(clip))
+        grid = _loocv_grid(d_nu, d_de, sigmas, lams, alpha, bool(clip))
         grid = np.where(np.isfinite(grid), grid, np.inf)
         # first minimum in sigma-major order, as the reference code
         si, li = np.unravel_index(int(np.argmin(grid)), grid.shape)
         best, sig, lam_ = float(grid[si, li]), float(sigmas[si]), float(lams[li])
     else:
         sig, lam_ = float(sigmas[0]), float(lams[0])
-    k_nu = gauss_kernel(x_nu, centres, sig)
-    k_de = gauss_kernel(x_de, centres, sig)
-    theta = _solve_theta(k_nu, k_de, alpha, lam_, clip)
-    pe = float(_pe_hat(k_nu @ theta, k_de @ theta, alpha))
+    theta, pe = _final_fit(d_nu, d_de, sig, alpha, lam_, bool(clip))
+    pe = float(pe)
     return RatioFit(alpha=alpha, sigma=sig, lam=lam_, centres=centres, theta=theta, pe=pe, loocv=best)
 
 

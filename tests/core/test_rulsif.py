@@ -195,3 +195,44 @@ def test_permuting_samples_does_not_change_the_fit(x_nu, x_de, rnd, alpha):
 def test_no_nan_for_constant_samples_with_model_selection(value, n_nu, n_de, alpha):
     fit = fit_rulsif(np.full((n_nu, 1), value), np.full((n_de, 1), value), alpha=alpha)
     assert np.isfinite(fit.pe) and np.isfinite(fit.sigma) and np.all(np.isfinite(fit.theta))
+
+
+def brute_force_loocv_unclipped(x_nu, x_de, centres, sigma, lam, alpha):
+    m = min(len(x_nu), len(x_de))
+    total = 0.0
+    for i in range(m):
+        theta = _solve_theta(gauss_kernel(np.delete(x_nu, i, 0), centres, sigma),
+                             gauss_kernel(np.delete(x_de, i, 0), centres, sigma), alpha, lam, False)
+        r_nu = float((gauss_kernel(x_nu[i:i + 1], centres, sigma) @ theta)[0])
+        r_de = float((gauss_kernel(x_de[i:i + 1], centres, sigma) @ theta)[0])
+        total += alpha / 2 * r_nu**2 + (1 - alpha) / 2 * r_de**2 - r_nu
+    return total / m
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_closed_form_loocv_without_clipping_equals_brute_force(alpha):
+    """The unclipped branch evaluates the held-out ratios in the reduced basis: check it separately."""
+    rng = np.random.default_rng(8)
+    x_nu = rng.normal(size=(30, 2))
+    x_de = rng.normal(0.5, 1.2, size=(26, 2))  # fewer denominator rows: surplus numerator rows stay in
+    centres = x_nu[:18]
+    lambdas = np.array([1e-3, 0.05, 1.0])
+    for sigma in (0.5, 2.0):
+        fast = loocv_scores(x_nu, x_de, centres, sigma, lambdas, alpha, clip=False)
+        slow = np.array([brute_force_loocv_unclipped(x_nu, x_de, centres, sigma, lam, alpha) for lam in lambdas])
+        np.testing.assert_allclose(fast, slow, rtol=1e-8, atol=0)
+
+
+def test_default_grid_reuses_squared_kernels_exactly():
+    """The default sigma grid halves sigma^2 per step, so the grid path squares kernel matrices;
+    every row must equal the direct computation at that sigma."""
+    from core.kernels import sq_dist
+    from core.rulsif import _loocv_grid
+    from core.selection import lambda_grid, sigma_grid
+
+    rng = np.random.default_rng(12)
+    x_nu, x_de = rng.normal(size=(40, 3)), rng.normal(0.3, 1.0, size=(40, 3))
+    sigmas, lams = sigma_grid(x_nu, x_de), lambda_grid()
+    grid = _loocv_grid(sq_dist(x_nu, x_nu), sq_dist(x_de, x_nu), sigmas, lams, 0.1, True)
+    direct = np.array([loocv_scores(x_nu, x_de, x_nu, s, lams, 0.1) for s in sigmas])
+    np.testing.assert_allclose(grid, direct, rtol=1e-9, atol=1e-13)

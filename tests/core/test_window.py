@@ -143,3 +143,106 @@ def test_restoring_a_state_with_a_wrong_version_fails_clearly():
     state["version"] = 99
     with pytest.raises(ValueError, match="version"):
         TwoWindowRuLSIF.from_state(state)
+
+
+def _slides(seed, steps, dim):
+    rng = np.random.default_rng(seed)
+    scale = np.repeat(rng.uniform(0.3, 3.0, size=steps // 50 + 1), 50)[:steps]
+    return rng.normal(size=(steps, dim)) * scale[:, None] + (np.arange(steps) // 120 % 2)[:, None]
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_push_many_equals_push_then_scores_each_step(clip):
+    """Filling, slides, and refreshes in the middle of the batch: same numbers as the per-sample API."""
+    rows = _slides(6, 400, 3)
+    one = TwoWindowRuLSIF(3, 9, sigma=1.2, lam=0.05, alpha=0.2, refresh_every=37, clip=clip)
+    many = TwoWindowRuLSIF(3, 9, sigma=1.2, lam=0.05, alpha=0.2, refresh_every=37, clip=clip)
+    expected = np.full((len(rows), 2), np.nan)
+    for t, y in enumerate(rows):
+        one.push(y)
+        if one.ready:
+            expected[t] = one.scores()
+    got = np.vstack([many.push_many(rows[:5]), many.push_many(rows[5:30]), many.push_many(rows[30:])])
+    assert np.isnan(got[:17]).all() and np.isfinite(got[17:]).all()  # scores exist from push 2n = 18 on
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    assert many.scores() == one.scores()
+    np.testing.assert_array_equal(many.past(), one.past())
+    np.testing.assert_array_equal(many.current(), one.current())
+
+
+def test_push_many_rejects_a_bad_row_without_pushing_anything():
+    st = TwoWindowRuLSIF(dim=2, n=4, sigma=1.0, lam=0.1)
+    st.push_many(_slides(7, 20, 2))
+    before, count = st.scores(), st.count
+    rows = _slides(8, 5, 2)
+    rows[3, 1] = np.inf
+    with pytest.raises(ValueError, match="row 3"):
+        st.push_many(rows)
+    with pytest.raises(ValueError, match=r"shape \(m, 2\)"):
+        st.push_many(np.zeros((3, 5)))
+    assert st.count == count and st.scores() == before
+
+
+def test_scores_are_recomputed_after_every_change():
+    """scores() is cached between pushes; a push or set_params must invalidate the cache."""
+    st = TwoWindowRuLSIF(dim=1, n=5, sigma=1.0, lam=0.1)
+    rows = _slides(9, 30, 1)
+    st.push_many(rows[:12])
+    first = st.scores()
+    st.push(rows[12])
+    np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-9)
+    assert st.scores() != first
+    st.set_params(0.4, 0.3)
+    np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-9)
+
+
+def _version1_state(st):
+    """The layout written by the version-1 implementation (full 2n x 2n accumulators over slots)."""
+    state = st.to_state()
+    gram = state.pop("gram")
+    del state["macc"], state["hacc"]
+    size = 2 * st.n
+    order = (st._head + np.arange(size)) % size
+    past, cur = order[: st.n], order[st.n:]
+    state.update(version=1, gram=gram, acc_p=gram[past].T @ gram[past], acc_q=gram[cur].T @ gram[cur],
+                 vec_p=gram[past].sum(axis=0), vec_q=gram[cur].sum(axis=0))
+    return state
+
+
+def test_version_1_states_are_read_and_rebuilt():
+    rows = _slides(10, 200, 2)
+    st = TwoWindowRuLSIF(2, 8, sigma=0.8, lam=0.05, alpha=0.1)
+    st.push_many(rows[:150])
+    old = TwoWindowRuLSIF.from_state(_version1_state(st))
+    np.testing.assert_allclose(old.scores(), st.scores(), rtol=1e-10)
+    for y in rows[150:]:
+        st.push(y)
+        old.push(y)
+        np.testing.assert_allclose(old.scores(), st.scores(), rtol=1e-9, atol=1e-12)
+    filling = TwoWindowRuLSIF(2, 8, sigma=0.8, lam=0.05, alpha=0.1)
+    filling.push_many(rows[:11])
+    resumed = TwoWindowRuLSIF.from_state(_version1_state(filling))
+    resumed.push_many(rows[11:40])
+    filling.push_many(rows[11:40])
+    assert resumed.scores() == filling.scores()
+
+
+def test_corrupt_state_shapes_are_rejected():
+    st = TwoWindowRuLSIF(dim=1, n=3, sigma=1.0, lam=0.1)
+    st.push_many(np.arange(7.0)[:, None])
+    state = st.to_state()
+    state["macc"] = state["macc"][:1]
+    with pytest.raises(ValueError, match="macc"):
+        TwoWindowRuLSIF.from_state(state)
+
+
+def test_duplicated_constant_and_strided_samples_still_equal_the_batch_fit():
+    """Smallest windows, exact duplicates (rank-deficient kernel sums) and non-contiguous sample views."""
+    st = TwoWindowRuLSIF(dim=2, n=2, sigma=0.7, lam=0.01, alpha=0.5)
+    block = np.zeros((2, 12))  # samples are strided column views of this block
+    block[:, 6:] = 1.0
+    for t in range(12):
+        st.push(block[:, t])
+        if st.ready:
+            np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-8, atol=1e-12)
+            assert np.all(np.isfinite(st.scores()))
