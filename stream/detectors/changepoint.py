@@ -307,7 +307,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._since_reselect += 1
             self._since_calib += 1
             if self._since_reselect >= (self.reselect_every or self._n_eff):
-                self._build(self._n_eff)
+                self._reselect()
             elif self._since_calib >= self._calib_period():
                 self._calibrate()
         if self._win is None or not self._win.ready:
@@ -404,6 +404,22 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._nullpool_i = 0  # a new window size has a new null ...
             self._shist_n = 0  # ... and scores on a new scale
         self._n_eff = n
+        self._since_reselect = 0
+        self._calibrate()
+
+    def _reselect(self) -> None:
+        """Re-choose sigma/lambda: in place for univariate streams, by a rebuild otherwise.
+
+        Re-scaling a univariate series by a new robust scale and re-choosing sigma on the re-scaled
+        rows gives the same kernel as re-choosing sigma on the rows as stored (both rules are
+        scale-equivariant), so the in-place update equals a rebuild without re-embedding the
+        history. Multivariate rows are rebuilt: their channels' relative scales can change.
+        """
+        if self._dim != 1:
+            self._build(self._n_eff)
+            return
+        sigma, lam = self._select_params(self._win.past(), self._win.current())
+        self._win.set_params(sigma, lam)
         self._since_reselect = 0
         self._calibrate()
 
