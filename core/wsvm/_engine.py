@@ -9,6 +9,16 @@ State lives in flat arrays so one call can run many events without returning to 
   O(|M|^2) by the block-inverse formulas;
 - ``h = Q[:, I] d_I`` and ``sigma = z_I' d_I``, updated in O(n) when an index enters/leaves I;
 - ``fsc = [theta, b, sigma, sum_M]`` and ``isc = [nM, events, zero_run, since_refresh, ill_conditioned]``.
+
+An event costs one pass over |M| kernel rows (``Q[:, M] phi_M``, the O(n|M|) part) and one pass
+over the variables. To keep that second pass to one, the gradient step ``G += dt psi`` of an event
+is applied inside the next event's sweep, and ``a_I = c_I(theta)`` is written only where it is read
+(an I index entering M, a refactorisation) and when :func:`run` returns; Python therefore always
+sees a consistent state. The sweep is branch-free and vectorised (an integer minimum over the
+IEEE bits of the non-negative ratios finds the step), which matters because the ratio tests are
+data-dependent branches that mispredict about half the time. Variables are usually tiled over the
+point slots (variable ``k * cap + slot``, see :mod:`core.wsvm.base`); any other layout takes a
+gathering path.
 """
 
 from __future__ import annotations
@@ -127,6 +137,76 @@ def place(K, pt, z, p, c, a, G, st, b, vars_):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def install(K, rows, slots, live, pt, z, p, c, a, G, st, b, zn, pn):  # pragma: no cover - compiled
+    """Install new points (weight 0) in free slots: kernel rows and columns, dual terms, G, label.
+
+    ``rows[i]`` holds the kernel values of new point ``i`` against every slot (``live`` already
+    marks the new slots; entries of dead slots are written as 0). ``zn``/``pn`` give signs and
+    linear terms per variable, copy-major (variable ``k * cap + slot``). Returns the largest new
+    kernel diagonal, or -1.0 if a target variable is still in use (non-zero weight or in M).
+    """
+    cap = K.shape[0]
+    n_new = slots.shape[0]
+    copies = z.shape[0] // cap
+    vars_ = np.empty(copies * n_new, dtype=np.int64)
+    for k in range(copies):
+        for i in range(n_new):
+            vars_[k * n_new + i] = k * cap + slots[i]
+    for v in vars_:
+        if c[v] != 0.0 or st[v] == M_SET:
+            return -1.0
+    kmax = 0.0
+    for i in range(n_new):
+        s = slots[i]
+        r = rows[i]
+        for u in range(cap):
+            val = r[u] if live[u] else 0.0
+            K[s, u] = val
+            K[u, s] = val
+        kmax = max(kmax, abs(r[s]))
+    for t in range(vars_.shape[0]):
+        v = vars_[t]
+        z[v] = zn[t]
+        p[v] = pn[t]
+        c[v] = 0.0
+        a[v] = 0.0
+    if not place(K, pt, z, p, c, a, G, st, b, vars_):
+        return -1.0
+    return kmax
+
+
+@njit(cache=True)
+def retire(slots, live, c, st, a, z, p, G):  # pragma: no cover - compiled
+    """Forget points whose weight is 0 (variables ``k * cap + slot``); False if one still counts."""
+    cap = live.shape[0]
+    copies = z.shape[0] // cap
+    for k in range(copies):
+        for s in slots:
+            v = k * cap + s
+            if c[v] != 0.0 or st[v] == M_SET:
+                return False
+    for s in slots:
+        live[s] = False
+        for k in range(copies):
+            v = k * cap + s
+            a[v] = 0.0
+            z[v] = 1.0
+            p[v] = 0.0
+            G[v] = 0.0
+            st[v] = O_SET
+    return True
+
+
+@njit(cache=True)
+def scatter_weights(c, slots, sw, scale, cap):  # pragma: no cover - compiled
+    """``c[k * cap + slots[i]] = scale * sw[i]`` for every copy ``k``; every other weight 0."""
+    c[:] = 0.0
+    for k in range(c.shape[0] // cap):
+        for i in range(slots.shape[0]):
+            c[k * cap + slots[i]] = scale * sw[i]
+
+
+@njit(cache=True)
 def compute_g(K, pt, z, p, a, b, ridge, G):  # pragma: no cover - compiled
     """``G = Q a + p + z b`` from scratch."""
     w = np.zeros(K.shape[0])
@@ -230,16 +310,15 @@ def _insert(K, pt, z, ridge, Mlist, R, isc, j, work):  # pragma: no cover - comp
         _insert_first(K, pt, z, ridge, Mlist, R, isc, j)
         return True
     n1 = nM + 1
-    vv = work[:n1]
+    vv = work[0]
+    beta = work[1]
     vv[0] = z[j]
+    rowj = K[pt[j]]  # Q[M, j] read along row j (one row instead of |M| scattered ones)
+    zj = z[j]
     for k in range(nM):
-        vv[k + 1] = _q(K, pt, z, ridge, Mlist[k], j)
-    beta = np.empty(n1)
-    for r in range(n1):
-        s = 0.0
-        for c in range(n1):
-            s += R[r, c] * vv[c]
-        beta[r] = -s
+        m = Mlist[k]
+        vv[k + 1] = z[m] * zj * rowj[pt[m]]
+    _neg_matvec(R, vv, n1, beta)
     qjj = _q(K, pt, z, ridge, j, j)
     gam = qjj
     for r in range(n1):
@@ -296,18 +375,39 @@ def _remove(R, Mlist, isc, pos):  # pragma: no cover - compiled
     isc[NM] = nM - 1
 
 
-@njit(cache=True)
-def _h_add(K, pt, z, d, h, ridge, j, sign):  # pragma: no cover - compiled
+@njit(cache=True, fastmath={"contract"})
+def _h_add(K, pt, z, d, h, ridge, j, sign, tiled):  # pragma: no cover - compiled
     """h += sign * Q[:, j] d_j (j enters (+1) or leaves (-1) the set I)."""
     dj = d[j]
     if dj == 0.0:
         return 0.0
     row = K[pt[j]]
     f = sign * z[j] * dj
-    for v in range(z.shape[0]):
-        h[v] += f * z[v] * row[pt[v]]
+    nv = z.shape[0]
+    npt = row.shape[0]
+    if tiled:
+        # tiled variables (v -> point v % npt): contiguous, vectorised
+        for off in range(0, nv, npt):
+            hb = h[off:off + npt]
+            zb = z[off:off + npt]
+            for u in range(npt):
+                hb[u] += f * zb[u] * row[u]
+    else:
+        for v in range(nv):
+            h[v] += f * z[v] * row[pt[v]]
     h[j] += sign * ridge * dj
     return sign * z[j] * dj
+
+
+@njit(cache=True, fastmath={"contract", "reassoc"})
+def _neg_matvec(R, x, n1, out):  # pragma: no cover - compiled
+    """``out[:n1] = -R[:n1, :n1] @ x[:n1]`` (contiguous rows, vectorised dot products)."""
+    for r in range(n1):
+        row = R[r]
+        s = 0.0
+        for c in range(n1):
+            s += row[c] * x[c]
+        out[r] = -s
 
 
 @njit(cache=True, fastmath={"contract", "reassoc"})
@@ -338,6 +438,90 @@ def _margin_combination(K, pt, z, Mlist, nM, phi, spt):  # pragma: no cover - co
         k += 1
 
 
+
+_FM = {"nnan", "ninf", "nsz", "contract"}
+_BLOCK = 128
+
+
+@njit(cache=True, fastmath=_FM, error_model="numpy")
+def _sweep(G, psi, h, z, spv, sg, rb, pend, tol, rest):  # pragma: no cover - compiled
+    """One pass over the variables, block by block so the body vectorises and stays branch-free.
+
+    Variable ``v`` reads ``spv[v % L]`` (``L = len(spv)``: the point slots when the variables are
+    tiled over them, else a per-variable gather). Applies the deferred step ``G += pend psi``,
+    writes ``psi = h + z spv``, and returns the smallest sign-filtered O/I ratio ``-G / psi``
+    (clipped at 0; ``sg`` is -1 on active O, +1 on active I, 0 elsewhere) with its first index,
+    or ``(rest, -1)`` when none is smaller than ``rest``.
+    """
+    nv = G.shape[0]
+    L = spv.shape[0]
+    best = rest
+    idx = -1
+    # the ratios are >= 0, so their IEEE bit patterns order like the numbers: an integer minimum
+    # vectorises where a floating-point one does not
+    ri = rb.view(np.int64)
+    for off in range(0, nv, L):
+        for bo in range(0, L, _BLOCK):
+            n = min(_BLOCK, L - bo)
+            s0 = off + bo
+            Gb = G[s0:s0 + n]
+            pb = psi[s0:s0 + n]
+            hb = h[s0:s0 + n]
+            zb = z[s0:s0 + n]
+            sb = sg[s0:s0 + n]
+            xb = spv[bo:bo + n]
+            for t in range(n):
+                g = Gb[t] + pend * pb[t]
+                Gb[t] = g
+                ps = hb[t] + zb[t] * xb[t]
+                pb[t] = ps
+                s = sb[t]
+                q = s * ps
+                ok = q > tol
+                r = (-s * g) / (q if ok else 1.0)
+                r = r if r > 0.0 else 0.0
+                rb[t] = r if ok else 2.0
+            m = ri[0]
+            for t in range(n):
+                x = ri[t]
+                m = x if x < m else m
+            bmin = rb[0]
+            for t in range(n):
+                if ri[t] == m:
+                    bmin = rb[t]
+                    if bmin < best:
+                        best = bmin
+                        idx = s0 + t
+                    break
+    return best, idx
+
+
+@njit(cache=True)
+def _is_tiled(pt, npt):  # pragma: no cover - compiled
+    """True when variable ``v`` sits on point slot ``v % npt`` (how the models lay them out)."""
+    nv = pt.shape[0]
+    if npt == 0 or nv % npt != 0:
+        return False
+    u = 0
+    for v in range(nv):
+        if pt[v] != u:
+            return False
+        u += 1
+        if u == npt:
+            u = 0
+    return True
+
+
+@njit(cache=True)
+def _sync(G, psi, st, a, c0, d, theta, pend):  # pragma: no cover - compiled
+    """Apply a deferred gradient step ``G += pend * psi`` and set ``a_I = c_I(theta)``."""
+    for v in range(G.shape[0]):
+        if pend != 0.0:
+            G[v] += pend * psi[v]
+        if st[v] == I_SET:
+            a[v] = c0[v] + theta * d[v]
+
+
 @njit(cache=True)
 def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
         ridge, tol, max_events, refresh_every, zmax):  # pragma: no cover - compiled
@@ -350,26 +534,42 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
     nv = z.shape[0]
     capM = Mlist.shape[0]
     taken = 0
-    work = np.empty(capM + 1)
+    work = np.empty((2, capM + 1))
     npt = K.shape[0]
     spt = np.empty(npt)
+    tiled = _is_tiled(pt, npt)
+    spv = spt if tiled else np.empty(nv)
+    rb = np.empty(_BLOCK)
+    rhs = np.empty(capM + 1)
+    sg = np.empty(nv)
+    for v in range(nv):
+        sg[v] = 0.0 if not act[v] else (-1.0 if st[v] == O_SET else (1.0 if st[v] == I_SET else 0.0))
     zstep = 1e-14
+    # Two O(n) sweeps are deferred: the gradient step G += dt psi of an event is applied in the
+    # next event's psi sweep (pend = dt), and a_I = c_I(theta) is only written when read
+    # (I -> M, rebuild) and on return. Both are flushed by _sync before anything else reads G.
+    pend = 0.0
     while True:
         theta = fsc[THETA]
         rest = 1.0 - theta
-        if rest <= 0.0:
-            return DONE
-        if taken >= max_events:
-            return PAUSE
-        if isc[NM] + 3 >= capM:
+        if rest <= 0.0 or taken >= max_events or isc[NM] + 3 >= capM:
+            _sync(G, psi, st, a, c0, d, theta, pend)
+            if rest <= 0.0:
+                return DONE
+            if taken >= max_events:
+                return PAUSE
             return FULL
         if isc[SINCE] >= refresh_every:
+            _sync(G, psi, st, a, c0, d, theta, pend)
+            pend = 0.0
             if not rebuild(K, pt, z, p, c0, d, a, G, st, Mlist, R, h, fsc, isc, ridge):
                 return SINGULAR
         nM = isc[NM]
         b = fsc[BIAS]
         sigma = fsc[SIGMA]
         if nM == 0:
+            _sync(G, psi, st, a, c0, d, theta, pend)
+            pend = 0.0
             if abs(sigma) > tol:
                 # (24): no step is possible; the extreme point on the right side enters M
                 j = -1
@@ -395,8 +595,9 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
                 G[j] = 0.0
                 fsc[BIAS] = best
                 if st[j] == I_SET:
-                    fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0)
+                    fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
                 st[j] = M_SET
+                sg[j] = 0.0
                 _insert_first(K, pt, z, ridge, Mlist, R, isc, j)
                 isc[EVENTS] += 1
                 isc[ZRUN] += 1
@@ -455,8 +656,9 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
                     if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
                         return SINGULAR
                     if st[j] == I_SET:
-                        fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0)
+                        fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
                     st[j] = M_SET
+                    sg[j] = 0.0
                 isc[EVENTS] += 2
                 isc[SINCE] += 2
                 taken += 2
@@ -497,41 +699,26 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
 
         # ---- M non-empty: direction phi = -R [sigma; h_M], psi = d G / d theta ----
         n1 = nM + 1
-        for r in range(n1):
-            s = R[r, 0] * sigma
-            for k in range(nM):
-                s += R[r, k + 1] * h[Mlist[k]]
-            phi[r] = -s
+        rhs[0] = sigma
+        for k in range(nM):
+            rhs[k + 1] = h[Mlist[k]]
+        _neg_matvec(R, rhs, n1, phi)
         phi0 = phi[0]
         # Q[:, M] phi_M per point slot first (contiguous kernel rows, vectorised), then per variable
         _margin_combination(K, pt, z, Mlist, nM, phi, spt)
-        # ---- psi for every variable fused with the O/I ratio tests (sign filtered, clipped at 0) ----
-        best = rest
+        # ---- one sweep: deferred step of the last event, new psi, O/I ratio tests ----
+        if not tiled:
+            for v in range(nv):
+                spv[v] = spt[pt[v]]
+        best, idx = _sweep(G, psi, h, z, spv, sg, rb, pend, tol, rest)
         kind = 0
-        idx = -1
-        for v in range(nv):
-            ps = h[v] + z[v] * spt[pt[v]]
-            psi[v] = ps
-            if act[v]:
-                # candidate step -G/psi; compare by multiplication and divide only for a new best
-                sv = st[v]
-                if sv == O_SET:
-                    if ps < -tol and G[v] < -best * ps:
-                        tt = -G[v] / ps
-                        best = tt if tt > 0.0 else 0.0
-                        kind = 3
-                        idx = v
-                elif sv == I_SET:
-                    if ps > tol and -G[v] < best * ps:
-                        tt = -G[v] / ps
-                        best = tt if tt > 0.0 else 0.0
-                        kind = 4
-                        idx = v
-        for k in range(nM):
-            psi[Mlist[k]] += ridge * phi[k + 1]
+        if idx >= 0:
+            kind = 3 if sg[idx] < 0.0 else 4
+        pend = 0.0
         # ---- M ratio tests: alpha reaches 0, or its (moving) bound ----
         for k in range(nM):
             m = Mlist[k]
+            psi[m] = 0.0  # G_M stays exactly 0 through the deferred step
             ph = phi[k + 1]
             if ph < -tol:
                 tt = -a[m] / ph
@@ -551,7 +738,7 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
                     kind = 2
                     idx = k
         dt = best
-        # ---- step ----
+        # ---- step (G is moved by the next sweep or _sync) ----
         fsc[BIAS] = b + dt * phi0
         for k in range(nM):
             a[Mlist[k]] += dt * phi[k + 1]
@@ -560,13 +747,9 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
         else:
             theta = theta + dt
         fsc[THETA] = theta
-        for v in range(nv):
-            G[v] += dt * psi[v]
-            if st[v] == I_SET:
-                a[v] = c0[v] + theta * d[v]
-        for k in range(nM):
-            G[Mlist[k]] = 0.0
+        pend = dt
         if kind == 0:
+            _sync(G, psi, st, a, c0, d, theta, pend)
             return DONE  # a truncated step is not an event
         fsc[SUMM] += nM
         isc[EVENTS] += 1
@@ -581,20 +764,27 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
             m = Mlist[idx]
             a[m] = 0.0
             st[m] = O_SET
+            sg[m] = -1.0 if act[m] else 0.0
             _remove(R, Mlist, isc, idx)
         elif kind == 2:
             m = Mlist[idx]
             a[m] = c0[m] + theta * d[m]
             st[m] = I_SET
+            sg[m] = 1.0 if act[m] else 0.0
             _remove(R, Mlist, isc, idx)
-            fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, m, 1.0)
+            fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, m, 1.0, tiled)
         else:
             j = idx
             if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
+                _sync(G, psi, st, a, c0, d, theta, pend)
                 return SINGULAR
             if kind == 4:
-                fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0)
+                a[j] = c0[j] + theta * d[j]
+                fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
             G[j] = 0.0
+            psi[j] = 0.0
             st[j] = M_SET
+            sg[j] = 0.0
         if isc[ZRUN] > zmax:
+            _sync(G, psi, st, a, c0, d, theta, pend)
             return CYCLE

@@ -12,9 +12,9 @@ import numpy as np
 
 from core.validation import as_samples
 
+from . import _engine as E
 from .kernels import check_kernel, kernel_matrix
 from .path import PathFollower, PathStats
-from .solver import M_SET
 
 
 _STATE_VERSION = 1
@@ -93,10 +93,8 @@ class WeightedSVMBase:
         self._live = np.zeros(cap, dtype=np.bool_)
         self._pid = np.full(cap, -1, dtype=np.int64)
         self._slot: dict[int, int] = {}  # live point id -> slot, in id (= insertion) order
+        self._order: np.ndarray | None = None  # cached slots of _slot in order (see _ordered_slots)
         self._next_id = 0
-
-    def _var_index(self, slots: np.ndarray) -> np.ndarray:
-        return np.concatenate([slots + k * self._cap for k in range(self._copies)])
 
     def _grow(self, need: int) -> None:
         """Grow the slot capacity, keeping the solution (variables are re-indexed)."""
@@ -150,6 +148,7 @@ class WeightedSVMBase:
         self._live[:] = True
         self._pid[:] = np.arange(n)
         self._slot = {i: i for i in range(n)}
+        self._order = None
         self._next_id = n
         K = np.ascontiguousarray(kernel_matrix(X, X, self.kernel, self.gamma))
         z, p = self._dual_terms(y)
@@ -168,13 +167,19 @@ class WeightedSVMBase:
         return np.fromiter(self._slot.keys(), dtype=np.int64, count=len(self._slot))
 
     def _slots_of(self, ids) -> np.ndarray:
+        if not isinstance(ids, list):
+            ids = np.atleast_1d(ids).tolist()
         try:
-            return np.array([self._slot[int(i)] for i in np.atleast_1d(ids)], dtype=np.int64)
+            return np.array([self._slot[int(i)] for i in ids], dtype=np.int64)
         except KeyError as exc:
             raise ValueError(f"unknown point id {exc.args[0]}; use ids_ for the live points") from None
 
     def _ordered_slots(self) -> np.ndarray:
-        return np.fromiter(self._slot.values(), dtype=np.int64, count=len(self._slot))
+        """Slots of the live points in id order (cached; read-only for callers)."""
+        order = getattr(self, "_order", None)
+        if order is None or order.shape[0] != len(self._slot):
+            order = self._order = np.fromiter(self._slot.values(), dtype=np.int64, count=len(self._slot))
+        return order
 
     @property
     def sample_weight_(self) -> np.ndarray:
@@ -212,45 +217,44 @@ class WeightedSVMBase:
             free = np.flatnonzero(~self._live)
         slots = free[:n_new]
         pf = self._pf
+        order = self._ordered_slots()  # before the dict changes
         self._X[slots] = X
         self._y[slots] = y
         self._live[slots] = True
         ids = np.arange(self._next_id, self._next_id + n_new)
         self._pid[slots] = ids
         self._slot.update(zip(ids.tolist(), slots.tolist()))
+        self._order = np.concatenate((order, slots))
         self._next_id += n_new
         rows = kernel_matrix(X, self._X, self.kernel, self.gamma)
-        rows[:, ~self._live] = 0.0
-        pf.K[slots, :] = rows
-        pf.K[:, slots] = rows.T
-        pf.note_kernel_rows(rows[np.arange(n_new), slots])
         z, p = self._dual_terms(y)
-        vs = self._var_index(slots)
-        pf.z[vs] = z
-        pf.p[vs] = p
-        pf.c[vs] = 0.0
-        pf.a[vs] = 0.0
-        pf.set_point_gradient(vs)
+        # kernel rows and columns, dual terms, G and the O/I label of the new variables: one call
+        kmax = E.install(pf.K, rows, slots, self._live, pf.pt, pf.z, pf.p, pf.c, pf.a, pf.G, pf.st, pf.b, z, p)
+        if kmax < 0:
+            raise ValueError("only variables with zero weight and zero alpha can be (re)placed")
+        pf.note_kernel_rows(kmax)
         return ids
 
     def remove_points(self, ids) -> None:
         """Forget points whose weight is already 0 (lower it with :meth:`path` first)."""
         pf = self._fitted()
+        ids = [int(i) for i in (ids if isinstance(ids, list) else np.atleast_1d(ids).tolist())]
+        if len(set(ids)) != len(ids):
+            raise ValueError("remove_points got the same point id twice; pass each id once")
         slots = self._slots_of(ids)
-        vs = self._var_index(slots)
-        if np.any(pf.c[vs] != 0) or np.any(pf.st[vs] == M_SET):
-            raise ValueError("remove_points needs the points' weights at 0: call path() with 0 for them first")
-        self._live[slots] = False
-        self._pid[slots] = -1
-        for i in np.atleast_1d(ids):
-            del self._slot[int(i)]
         # the kernel rows of a dead slot are left as they are: its variables have a = C = 0 and are
         # inactive, so they enter no sum; add_points overwrites them when the slot is reused
-        pf.a[vs] = 0.0
-        pf.z[vs] = 1.0
-        pf.p[vs] = 0.0
-        pf.G[vs] = 0.0
-        pf.st[vs] = 0
+        if not E.retire(slots, self._live, pf.c, pf.st, pf.a, pf.z, pf.p, pf.G):
+            raise ValueError("remove_points needs the points' weights at 0: call path() with 0 for them first")
+        self._pid[slots] = -1
+        order = self._ordered_slots()  # before the dict changes
+        for i in ids:
+            del self._slot[i]
+        k = slots.shape[0]
+        if k <= order.shape[0] and (order[:k] == slots).all():  # a window dropping its oldest points
+            self._order = order[k:]
+        else:
+            self._order = order[~np.isin(order, slots)]
 
     def path(self, sample_weight_new, *, on_breakpoint=None) -> PathStats:
         """Follow the exact solution path to new per-point weights (``C * sample_weight_new``).
@@ -264,8 +268,8 @@ class WeightedSVMBase:
         if sw.ndim != 1 or sw.shape[0] != slots.size:
             raise ValueError(f"sample_weight_new must be a 1-d array of length {slots.size}; got shape {sw.shape}")
         # finiteness and sign are checked by the compiled segment start (one pass)
-        c = np.zeros_like(pf.c)
-        c[self._var_index(slots)] = np.tile(self.C * sw, self._copies)
+        c = np.empty_like(pf.c)
+        E.scatter_weights(c, slots, np.ascontiguousarray(sw), self.C, self._cap)
         self._validate_weights(c)
         cb = None
         if on_breakpoint is not None:

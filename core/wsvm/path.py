@@ -133,8 +133,10 @@ class PathFollower:
         return ks
 
     def note_kernel_rows(self, rows_diag) -> None:
-        """Update the cached kernel scale after new kernel rows were written."""
-        self._kscale = max(self.kscale, float(np.max(np.abs(rows_diag), initial=0.0)))
+        """Update the cached kernel scale after new kernel rows were written (their diagonal
+        entries, or already their largest absolute value as a float)."""
+        top = rows_diag if isinstance(rows_diag, float) else float(np.max(np.abs(rows_diag), initial=0.0))
+        self._kscale = max(self.kscale, top)
 
     @property
     def b(self) -> float:

@@ -76,7 +76,7 @@ class _WindowedSVM:
         if self._model is None:
             self._model = self._make_model()
         new_ids = self._model.add_points(X, targets, capacity=max(int(self.window), X.shape[0]) + 16)
-        self._ids.extend(int(i) for i in new_ids)
+        self._ids.extend(new_ids.tolist())
         w = int(self.window)
         n_drop = max(0, len(self._ids) - w)
         drop, keep = self._ids[:n_drop], self._ids[n_drop:]
