@@ -48,6 +48,9 @@ def add_eval_arguments(parser, name: str) -> None:
                         help=f"{name.upper()} folder (default: ../shared/bench/{name} or ${ENV_VAR}/{name})")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per series")
+    parser.add_argument("--seeds", type=int, default=1, metavar="K",
+                        help="also run detector seeds 1..K-1 (the permutation null is Monte-Carlo) and report "
+                             "the spread of the means under 'seed_spread'; 'datasets'/'mean' stay seed 0")
 
 
 def run_eval(args, name: str, evaluate, summary) -> int:
@@ -62,6 +65,35 @@ def run_eval(args, name: str, evaluate, summary) -> int:
         return 2
     if args.plot is not None:
         args.plot.mkdir(parents=True, exist_ok=True)
+    if args.seeds < 1:
+        print(f"ratiowatch eval {name}: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
+        return 2
     out = evaluate(Path(root), plot_dir=args.plot)
-    print(json.dumps(out, indent=2) if args.json else "\n".join(summary(out)))
+    if args.seeds > 1:
+        out["seed_spread"] = seed_spread([out["mean"]] + [evaluate(Path(root), seed=s)["mean"]
+                                                          for s in range(1, args.seeds)])
+    lines = summary(out)
+    if "seed_spread" in out:
+        lines += [f"over detector seeds 0..{args.seeds - 1}: " + ", ".join(
+            f"{k} {v['mean']:.3f} +- {v['sd']:.3f}" for k, v in out["seed_spread"]["metrics"].items())]
+    print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0
+
+
+def seed_spread(means: list[dict]) -> dict:
+    """Mean and standard deviation over seeds of every (non-None) metric in ``means``.
+
+    Examples
+    --------
+    >>> seed_spread([{"f1": 0.7, "cover": None}, {"f1": 0.8, "cover": None}])["metrics"]["f1"]["mean"]
+    0.75
+    """
+    import numpy as np
+
+    metrics = {}
+    for key in means[0]:
+        vals = [m[key] for m in means if m.get(key) is not None]
+        if vals:
+            metrics[key] = {"mean": round(float(np.mean(vals)), 4), "sd": round(float(np.std(vals)), 4),
+                            "per_seed": [round(float(v), 4) for v in vals]}
+    return {"seeds": len(means), "metrics": metrics}

@@ -42,6 +42,13 @@ def test_eval_tcpd_json_layout(tmp_path, capsys):
     # quality_control_* is excluded from the univariate mean
     assert out["mean"]["f1"] == pytest.approx(out["datasets"]["ozone"]["f1"])
     assert 0.0 <= out["mean"]["cover"] <= 1.0 and out["mean"]["f1_multi"] is None
+    # --seeds adds the Monte-Carlo spread of the permutation null without changing seed 0's numbers
+    assert main(["eval", "tcpd", str(tmp_path), "--json", "--seeds", "2"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    assert two["mean"] == out["mean"] and two["seed_spread"]["seeds"] == 2
+    f1 = two["seed_spread"]["metrics"]["f1"]
+    assert f1["per_seed"][0] == pytest.approx(out["mean"]["f1"], abs=1e-4)
+    assert f1["mean"] == pytest.approx(sum(f1["per_seed"]) / 2, abs=1e-4) and "f1_multi" not in two["seed_spread"]["metrics"]
 
 
 @pytest.mark.skipif(TSSB is None, reason=SKIP_REASON)
