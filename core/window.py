@@ -494,6 +494,22 @@ class TwoWindowRuLSIF(SlidingWindowPair):
             self._ist[2] = 0
         self._cached = None
 
+    def gram(self) -> np.ndarray:
+        """Kernel matrix of the 2n windowed samples at the current sigma, rows in time order
+        (the past window oldest first, then the current one); a copy of the maintained one.
+
+        Examples
+        --------
+        >>> st = TwoWindowRuLSIF(dim=1, n=2, sigma=1.0, lam=0.1)
+        >>> for v in (0.0, 1.0, 2.0, 3.0):
+        ...     st.push([v])
+        >>> bool(np.allclose(st.gram()[0], np.exp(-np.arange(4.0) ** 2 / 2)))
+        True
+        """
+        self._require_ready()
+        order = self._order()
+        return self._gram[np.ix_(order, order)]
+
     def set_params(self, sigma: float, lam: float) -> None:
         """Change sigma and lambda; rebuilds the Gram matrix from the stored samples."""
         self._check_params(sigma, lam)

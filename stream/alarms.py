@@ -37,7 +37,7 @@ import scipy.linalg
 from numba import njit
 from scipy import special, stats  # noqa: F401  (stats is used by the doctest)
 
-from core.linalg import cholesky_solve
+from core.linalg import cholesky_scaled_solve, cholesky_solve
 
 
 @dataclass(frozen=True)
@@ -155,59 +155,93 @@ def block_permutations(size: int, block: int, count: int, rng: np.random.Generat
 
 def permutation_null_rulsif(pooled: np.ndarray, n: int, sigma: float, lam: float, alpha: float,
                             symmetric: bool, n_perm: int, rng: np.random.Generator,
-                            block: int = 1) -> np.ndarray:
+                            block: int = 1, gram: np.ndarray | None = None) -> np.ndarray:
     """Scores of ``n_perm`` random re-splits of ``pooled`` (2n rows) with fixed sigma and lambda.
 
     One Gram matrix serves every permutation, so a calibration costs ``n_perm`` small solves
-    (compiled: :func:`_perm_scores_kernel`).
+    (compiled: :func:`_perm_scores_kernel`). ``gram``, when given, is the kernel matrix of
+    ``pooled`` at ``sigma`` (the window state keeps one), which saves recomputing it.
     """
     from core.kernels import gauss_kernel
 
-    pooled = np.ascontiguousarray(pooled, dtype=np.float64)
-    gram = gauss_kernel(pooled, pooled, float(sigma))
-    perms = block_permutations(pooled.shape[0], block, n_perm, rng)
-    return _perm_scores_kernel(gram, perms, int(n), float(alpha), float(lam), bool(symmetric))
+    if gram is None:
+        pooled = np.ascontiguousarray(pooled, dtype=np.float64)
+        gram = gauss_kernel(pooled, pooled, float(sigma))
+    perms = block_permutations(2 * int(n), block, n_perm, rng)
+    return _perm_scores_kernel(np.ascontiguousarray(gram), perms, int(n), float(alpha), float(lam),
+                               bool(symmetric))
 
 
 @njit(cache=True)
-def _direction_from_gram(gram, num, den, alpha, lam):
-    """Clipped RuLSIF PE-hat_alpha(num || den), centres = numerator rows (as core.window)."""
+def _direction_from_gram(gram, num, den, alpha, lam, g, k_nn, chol, theta):
+    """Clipped RuLSIF PE-hat_alpha(num || den), centres = numerator rows (as core.window).
+
+    ``g`` (2n x n), ``k_nn`` (n x n), ``chol`` (n x n) and ``theta`` (n) are work arrays. The rows
+    of ``g`` are the kernel rows of the numerator then the denominator samples, scaled so that
+    ``g' g`` is the weighted H: one product builds it, and the fused factorisation solves for
+    theta without forming ``H + lam I`` (``k_nn`` keeps the unscaled numerator rows: alpha may be 0).
+    """
     n, m = num.shape[0], den.shape[0]
-    k_nn = np.empty((n, n))
-    k_dn = np.empty((m, n))
-    for i in range(n):
-        for a in range(n):
-            k_nn[i, a] = gram[num[i], num[a]]
-    for j in range(m):
-        for a in range(n):
-            k_dn[j, a] = gram[den[j], num[a]]
-    h_mat = (alpha / n) * (k_nn.T @ k_nn) + ((1.0 - alpha) / m) * (k_dn.T @ k_dn)
-    h = np.empty(n)
+    wn = np.sqrt(alpha / n)
+    wd = np.sqrt((1.0 - alpha) / m)
     for a in range(n):
-        h_mat[a, a] += lam
-        s = 0.0
+        theta[a] = 0.0
+    for i in range(n):
+        row = gram[num[i]]
+        for a in range(n):
+            v = row[num[a]]
+            k_nn[i, a] = v
+            g[i, a] = wn * v
+            theta[a] += v
+    for j in range(m):
+        row = gram[den[j]]
+        for a in range(n):
+            g[n + j, a] = wd * row[num[a]]
+    for a in range(n):
+        theta[a] /= n  # h = mean kernel row of the numerator samples
+    h_mat = g.T @ g
+    if not cholesky_scaled_solve(h_mat, 1.0, lam, chol, theta):  # (H + lam I) theta = h, in place
+        # not numerically positive definite: LU fallback, never NaN
+        for a in range(n):
+            h_mat[a, a] += lam
+        h = np.zeros(n)
         for i in range(n):
-            s += k_nn[i, a]
-        h[a] = s / n
-    theta = cholesky_solve(h_mat, h)
+            for a in range(n):
+                h[a] += k_nn[i, a] / n
+        theta[:] = cholesky_solve(h_mat, h)
     for a in range(n):
         if theta[a] < 0.0:
             theta[a] = 0.0
-    r_num = k_nn @ theta
-    r_den = k_dn @ theta
-    return (-alpha / 2.0 * np.mean(r_num * r_num) - (1.0 - alpha) / 2.0 * np.mean(r_den * r_den)
-            + np.mean(r_num) - 0.5)
+    s_nn = 0.0
+    s_n = 0.0
+    for i in range(n):
+        r = 0.0
+        for a in range(n):
+            r += k_nn[i, a] * theta[a]
+        s_nn += r * r
+        s_n += r
+    s_dd = 0.0
+    for j in range(m):
+        r = 0.0
+        for a in range(n):
+            r += g[n + j, a] * theta[a]
+        s_dd += r * r
+    s_dd /= wd * wd  # the denominator rows of g carry the factor wd
+    return -alpha / 2.0 * s_nn / n - (1.0 - alpha) / 2.0 * s_dd / m + s_n / n - 0.5
 
 
 @njit(cache=True)
 def _perm_scores_kernel(gram, perms, n, alpha, lam, symmetric):
     out = np.empty(perms.shape[0])
+    m = perms.shape[1] - n
+    g, k_nn, chol, theta = np.empty((n + m, n)), np.empty((n, n)), np.zeros((n, n)), np.empty(n)
+    g2, k_mm, chol2, theta2 = np.empty((n + m, m)), np.empty((m, m)), np.zeros((m, m)), np.empty(m)
     for i in range(perms.shape[0]):
         a = perms[i, :n].copy()
         b = perms[i, n:].copy()
-        s = _direction_from_gram(gram, a, b, alpha, lam)
+        s = _direction_from_gram(gram, a, b, alpha, lam, g, k_nn, chol, theta)
         if symmetric:
-            s += _direction_from_gram(gram, b, a, alpha, lam)
+            s += _direction_from_gram(gram, b, a, alpha, lam, g2, k_mm, chol2, theta2)
         out[i] = s
     return out
 

@@ -458,14 +458,16 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if not self._win.ready:
             self._threshold = math.nan
             return
-        pooled = np.vstack([self._win.past(), self._win.current()])
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
         if self.method in ("rulsif", "ulsif"):
             alpha = self.alpha if self.method == "rulsif" else 0.0
+            gram = self._win.gram() if hasattr(self._win, "gram") else None  # the state keeps one
+            pooled = None if gram is not None else np.vstack([self._win.past(), self._win.current()])
             null = permutation_null_rulsif(pooled, n, self._win.sigma, self._win.lam, alpha,
-                                           self.symmetric, self.n_perm, rng, block=self._block())
+                                           self.symmetric, self.n_perm, rng, block=self._block(), gram=gram)
         else:
+            pooled = np.vstack([self._win.past(), self._win.current()])
             sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)
             null = permutation_null_generic(pooled, n, lambda: self._make_state(n, sigma, lam),
                                             self.symmetric, self.n_perm, rng, block=self._block())

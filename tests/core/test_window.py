@@ -246,3 +246,14 @@ def test_duplicated_constant_and_strided_samples_still_equal_the_batch_fit():
         if st.ready:
             np.testing.assert_allclose(st.scores(), batch_scores(st), rtol=1e-8, atol=1e-12)
             assert np.all(np.isfinite(st.scores()))
+
+
+def test_gram_in_time_order_equals_the_kernel_of_the_windows():
+    from core.kernels import gauss_kernel
+
+    rng = np.random.default_rng(3)
+    st = TwoWindowRuLSIF(3, 15, 0.8, 0.1)
+    for row in rng.normal(size=(137, 3)):  # not a multiple of 2n: the ring has wrapped mid-way
+        st.push(row)
+    pooled = np.vstack([st.past(), st.current()])
+    np.testing.assert_allclose(st.gram(), gauss_kernel(pooled, pooled, 0.8), rtol=1e-12, atol=1e-15)

@@ -35,16 +35,21 @@ def test_gamma_threshold_rejects_bad_input():
     assert np.isfinite(gamma_threshold(np.ones(10), 1e-4))  # degenerate null: just above it
 
 
-def test_permutation_null_matches_direct_scores():
+@pytest.mark.parametrize("alpha", [0.0, 0.1, 0.5])
+@pytest.mark.parametrize("block", [1, 3])
+def test_permutation_null_matches_direct_scores(alpha, block):
     rng = np.random.default_rng(1)
     pooled = rng.normal(size=(40, 3))
-    null = permutation_null_rulsif(pooled, 20, 1.3, 0.1, 0.1, True, 5, np.random.default_rng(7))
     from core.kernels import gauss_kernel
 
     g = gauss_kernel(pooled, pooled, 1.3)
-    perms = block_permutations(40, 1, 5, np.random.default_rng(7))  # the splits the null used
-    direct = [rulsif_window_score(g, p[:20], p[20:], 0.1, 0.1, True) for p in perms]
+    null = permutation_null_rulsif(pooled, 20, 1.3, 0.1, alpha, True, 5, np.random.default_rng(7), block=block)
+    given = permutation_null_rulsif(pooled, 20, 1.3, 0.1, alpha, True, 5, np.random.default_rng(7), block=block,
+                                    gram=g)
+    perms = block_permutations(40, block, 5, np.random.default_rng(7))  # the splits the null used
+    direct = [rulsif_window_score(g, p[:20], p[20:], alpha, 0.1, True) for p in perms]
     np.testing.assert_allclose(null, direct, atol=1e-10)
+    np.testing.assert_allclose(given, null, atol=1e-12)
 
 
 def test_window_score_agrees_with_incremental_state():
