@@ -205,6 +205,7 @@ class WebhookSink:
 
     2xx is success; 4xx other than 408/429 is a permanent failure (no retry); anything else
     (connection refused, timeout, 5xx) is retried ``retries`` times, ``backoff_s`` doubling.
+    An alert is posted with an ``Idempotency-Key`` header equal to its ``alert_id``.
     """
 
     dead_letter_on_failure = True
@@ -222,10 +223,10 @@ class WebhookSink:
         self.attempts = 0
         self._sleep = sleep
 
-    def _post(self, body: bytes) -> str | None:
+    def _post(self, body: bytes, headers: dict[str, str] | None = None) -> str | None:
         """None on success, else the reason; raises nothing."""
         self.attempts += 1
-        req = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
+        req = urllib.request.Request(self.url, data=body, headers=headers or self.headers, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 resp.read()
@@ -239,13 +240,17 @@ class WebhookSink:
         failures: list[Failure] = []
         for it in items:
             body = it.to_json().encode()
+            # an alert's id as the Idempotency-Key header: a receiver can drop the repeats that
+            # retries and at-least-once replays produce (same alert -> same key)
+            ident = getattr(it, "alert_id", None)
+            headers = {**self.headers, "Idempotency-Key": ident} if isinstance(ident, str) else self.headers
             delay = self.backoff_s
-            reason = self._post(body)
+            reason = self._post(body, headers)
             tries = 1
             while reason is not None and tries <= self.retries and _retryable(reason):
                 self._sleep(delay)
                 delay *= 2
-                reason = self._post(body)
+                reason = self._post(body, headers)
                 tries += 1
             if reason is not None:
                 log.warning("webhook gave up", extra={"url": self.url, "reason": reason, "attempts": tries})

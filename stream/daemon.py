@@ -1,14 +1,18 @@
 """The daemon loop: source -> pipeline -> sinks -> commit, with checkpoints, metrics and signals.
 
-One iteration: poll a bounded batch -> ``Pipeline.process`` -> deliver alerts to every sink (failed
-deliveries and bad records go to the dead-letter sink) -> every ``checkpoint.every_records`` records
-(or ``every_s`` seconds): flush all sinks, write the checkpoints of changed keys, and only then
-commit the source offsets. So a crash at any point replays from the last commit: alerts may repeat
-(same idempotency key), none is lost, and restored keys skip the records already in their state.
+One iteration: poll a bounded batch (columns, from sources that offer ``poll_batch``) ->
+``Pipeline.process`` -> deliver alerts to every sink (failed deliveries and bad records go to the
+dead-letter sink) -> every ``checkpoint.every_records`` records (or ``every_s`` seconds): flush all
+sinks, snapshot the changed keys' states and the source positions, write the checkpoint files on a
+writer thread while the loop goes on, and only once they are durable commit that snapshot's
+positions. So a crash at any point replays from the last commit: alerts may repeat (same
+idempotency key), none is lost, and restored keys skip the records already in their state.
+Metrics are updated once per batch (counts aggregated), not per record.
 
 SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, flushes, checkpoints, commits and
 ``run()`` returns 0. Rebalances (Kafka group) checkpoint and commit the revoked partitions' keys
-and evict them; keys are restored from the shared checkpoint directory on first sight.
+and evict them; keys are restored from the shared checkpoint directory when their partition is
+assigned (or at start, for partitions known up front), else on first sight.
 
 Examples
 --------
@@ -94,6 +98,9 @@ class Daemon:
         self.stats = {"records": 0, "alerts": 0, "bad": 0, "batches": 0, "commits": 0, "commit_failures": 0}
         self.metrics_port: int | None = None
         self.pipeline: Pipeline | None = None
+        self._writer: Any = None      # checkpoint writer thread (created on the first periodic checkpoint)
+        self._inflight: Any = None    # (future, job, positions) of the checkpoint being written
+        self._started = False
         self._owns_metrics = False
         self.source: Any = None
 
@@ -134,6 +141,10 @@ class Daemon:
                 self.source.on_revoke, self.source.on_assign = self._on_revoke, self._on_assign
         else:
             self.source = self._connect_source()
+        # partitions known up front (files, manual Kafka assignment): restore their keys at start
+        static = getattr(self.source, "static_partitions", None)
+        if static:
+            self._restore(static)
 
     def _connect_source(self) -> Any:
         """Build the source; a broker that is not up yet is waited for (backoff), not a crash."""
@@ -154,6 +165,7 @@ class Daemon:
     # --- rebalance callbacks (run inside source.poll) -----------------------------------------
     def _on_revoke(self, partitions: set[str]) -> None:
         assert self.pipeline is not None
+        self._drain_checkpoint()  # its commit still covers these partitions: we own them until we return
         keys = self.pipeline.keys_of_partitions(partitions)
         self._flush_sinks()
         self.pipeline.evict(keys)
@@ -164,9 +176,19 @@ class Daemon:
         log.info("revoked: checkpointed and evicted keys", extra={"keys": len(keys), "partitions": sorted(partitions)})
 
     def _on_assign(self, partitions: set[str]) -> None:
-        # State of the new partitions' keys is restored lazily, on each key's first record.
+        # The new partitions' keys are restored from the shared checkpoint directory now, so their
+        # first records do not pay for it (keys beyond the limit are restored on first sight).
+        self._restore(partitions)
         if self.metrics is not None:
             self.metrics.ready = True
+
+    def _restore(self, partitions: set[str]) -> None:
+        assert self.pipeline is not None
+        t0 = time.perf_counter()
+        n = self.pipeline.restore_partitions(set(partitions))
+        if n:
+            log.info("restored keys from checkpoints", extra={"keys": n, "partitions": sorted(partitions),
+                                                              "seconds": round(time.perf_counter() - t0, 3)})
 
     # --- delivery -----------------------------------------------------------------------------
     # Two failure policies. A sink with ``dead_letter_on_failure`` (webhook) gives up on an item
@@ -203,10 +225,15 @@ class Daemon:
             self._wait_out(sink, failures)
 
     def _count_bad(self, bad: list[BadRecord]) -> None:
+        if not bad:
+            return
         self.stats["bad"] += len(bad)
         if self.metrics is not None:
+            reasons: dict[str, int] = {}
             for b in bad:
-                self.metrics.bad_records.labels(reason=b.reason).inc()
+                reasons[b.reason] = reasons.get(b.reason, 0) + 1
+            for reason, c in reasons.items():
+                self.metrics.bad_records.labels(reason=reason).inc(c)
 
     def _flush_sinks(self) -> None:
         for sink in self.sinks:
@@ -226,19 +253,65 @@ class Daemon:
     def checkpoint_and_commit(self) -> None:
         """Flush sinks -> checkpoint changed keys -> commit offsets (this order is the guarantee)."""
         assert self.pipeline is not None
+        self._drain_checkpoint()
         self._flush_sinks()
         n = self.pipeline.checkpoint()
         if self.metrics is not None:
             self.metrics.checkpoints.inc(n)
         self._commit(dict(self.pipeline.positions))
 
+    # The periodic checkpoint of the loop runs in the background: the sinks are flushed and the
+    # changed keys' states encoded here, at a batch boundary, together with a copy of the source
+    # positions; a writer thread writes, syncs and renames the files while the loop goes on with
+    # the next batches; the loop commits that copy of the positions once the writer is done. So
+    # the order flush -> checkpoint durable -> commit holds for every commit, and the loop no
+    # longer waits for the disk. At most one checkpoint is in flight (a second one waits for it).
+    def _checkpoint_async(self) -> None:
+        assert self.pipeline is not None
+        self._drain_checkpoint()
+        self._flush_sinks()
+        positions = dict(self.pipeline.positions)
+        job = self.pipeline.checkpoint_begin()
+        if not job.items:
+            self._commit(positions)
+            return
+        if self._writer is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
+        self._inflight = (self._writer.submit(job.run), job, positions)
+
+    def _finish_checkpoint(self, wait: bool) -> None:
+        """Commit the in-flight checkpoint's positions once its files are durable."""
+        if self._inflight is None:
+            return
+        fut, job, positions = self._inflight
+        if not wait and not fut.done():
+            return
+        fut.result()
+        self._inflight = None
+        assert self.pipeline is not None
+        n = self.pipeline.checkpoint_end(job)  # raises if the write failed: nothing is committed
+        if self.metrics is not None:
+            self.metrics.checkpoints.inc(n)
+        self._commit(positions)
+
+    def _drain_checkpoint(self) -> None:
+        self._finish_checkpoint(wait=True)
+
     # --- main loop ----------------------------------------------------------------------------
+    def _poll(self, max_records: int, timeout_s: float):
+        # columnar batches where the source offers them (Kafka), else the list of items
+        src = self.source
+        poll = getattr(src, "poll_batch", None) or src.poll
+        return poll(max_records, timeout_s)
+
     def step(self) -> int:
         """One poll-process-deliver iteration; returns the number of items polled."""
         cfg = self.config
         pipe = self.pipeline
         assert pipe is not None
-        items = self.source.poll(cfg.source["max_poll_records"], 0.5)
+        items = self._poll(cfg.source["max_poll_records"], 0.5)
         if not items:
             return 0
         t0 = time.perf_counter()
@@ -255,9 +328,14 @@ class Daemon:
                 self._deliver(sink, alerts)
         m = self.metrics
         if m is not None:
-            m.records.inc(n_rec)
-            for a in alerts:
-                m.alerts.labels(kind=a.kind).inc()
+            if n_rec:
+                m.records.inc(n_rec)
+            if alerts:  # one inc per kind and batch, not per alert
+                kinds: dict[str, int] = {}
+                for a in alerts:
+                    kinds[a.kind] = kinds.get(a.kind, 0) + 1
+                for kind, c in kinds.items():
+                    m.alerts.labels(kind=kind).inc(c)
             for key in m.score_keys:
                 s = pipe.latest_score(key)
                 if s is not None:
@@ -273,48 +351,76 @@ class Daemon:
         if self.source is None:  # stopped before the source could connect: nothing read, nothing to commit
             self.close()
             return 0
-        cfg = self.config
         pipe = self.pipeline
         assert pipe is not None
-        every_n, every_s = cfg.checkpoint["every_records"], cfg.checkpoint["every_s"]
-        idle_s = cfg.pipeline["idle_evict_s"]
-        last_idle_check = time.monotonic()
-        if self.metrics is not None:
-            # computed at scrape time, so the age keeps growing while the loop is blocked (e.g. a sink
-            # being retried): a stuck daemon must look stuck on the dashboard
-            self.metrics.checkpoint_age.set_function(lambda: time.monotonic() - pipe.last_checkpoint)
-            if cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None:
-                self.metrics.ready = True  # a group consumer becomes ready on its first assignment
-        log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [s.name for s in self.sinks]})
         try:
-            while not self.stopping:
-                self.step()
-                now = time.monotonic()
-                if pipe.items_since_checkpoint >= every_n or (
-                        pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s):
-                    self.checkpoint_and_commit()
-                if idle_s > 0 and now - last_idle_check >= min(idle_s, 10.0):
-                    last_idle_check = now
-                    idle = pipe.idle_keys(idle_s, now)
-                    if idle:
-                        self._flush_sinks()
-                        pipe.evict(idle)
-                        log.info("evicted idle keys", extra={"keys": len(idle)})
-                if self.metrics is not None:
-                    self.metrics.active_keys.set(len(pipe.keys))
-                    if hasattr(self.source, "lag") and self.stats["batches"] % 20 == 0:
-                        self.metrics.set_lag(self.source.lag())
-                if getattr(self.source, "exhausted", False):
-                    break
-                if max_records is not None and self.stats["records"] >= max_records:
-                    break
+            self._loop(max_records)
             self.checkpoint_and_commit()
         finally:
             self.close()
         log.info("daemon stopped", extra={**self.stats, "skipped_replays": pipe.skipped_replays})
         return 0
 
+    def run_for(self, n_records: int, timeout_s: float | None = None) -> int:
+        """Benchmarks and soaks: run the loop until ``n_records`` more records were folded (or the
+        source is exhausted, a stop, or ``timeout_s`` passed), then return without the final
+        checkpoint and without closing, so the next call continues the same daemon. Returns the
+        records folded."""
+        if self.pipeline is None:
+            self._setup()
+        if self.source is None:
+            return 0
+        before = self.stats["records"]
+        self._loop(before + n_records, None if timeout_s is None else time.monotonic() + timeout_s)
+        return self.stats["records"] - before
+
+    def _loop(self, max_records: int | None, deadline: float | None = None) -> None:
+        cfg = self.config
+        pipe = self.pipeline
+        assert pipe is not None
+        every_n, every_s = cfg.checkpoint["every_records"], cfg.checkpoint["every_s"]
+        idle_s = cfg.pipeline["idle_evict_s"]
+        last_idle_check = time.monotonic()
+        if not self._started:
+            self._started = True
+            if self.metrics is not None:
+                # computed at scrape time, so the age keeps growing while the loop is blocked (e.g. a
+                # sink being retried): a stuck daemon must look stuck on the dashboard
+                self.metrics.checkpoint_age.set_function(lambda: time.monotonic() - pipe.last_checkpoint)
+                if cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None:
+                    self.metrics.ready = True  # a group consumer becomes ready on its first assignment
+            log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [s.name for s in self.sinks]})
+        while not self.stopping:
+            self.step()
+            self._finish_checkpoint(wait=False)
+            now = time.monotonic()
+            if pipe.items_since_checkpoint >= every_n or (
+                    pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s):
+                self._checkpoint_async()
+            if idle_s > 0 and now - last_idle_check >= min(idle_s, 10.0):
+                last_idle_check = now
+                idle = pipe.idle_keys(idle_s, now)
+                if idle:
+                    self._drain_checkpoint()
+                    self._flush_sinks()
+                    pipe.evict(idle)
+                    log.info("evicted idle keys", extra={"keys": len(idle)})
+            if self.metrics is not None:
+                self.metrics.active_keys.set(len(pipe.keys))
+                if hasattr(self.source, "lag") and self.stats["batches"] % 20 == 0:
+                    self.metrics.set_lag(self.source.lag())
+            if getattr(self.source, "exhausted", False):
+                break
+            if max_records is not None and self.stats["records"] >= max_records:
+                break
+            if deadline is not None and now >= deadline:
+                break
+
     def close(self) -> None:
+        if self._writer is not None:  # let a checkpoint being written finish (its offsets stay uncommitted)
+            self._writer.shutdown(wait=True)
+            self._writer = None
+            self._inflight = None
         # the source first: once it is closed no rebalance callback can touch the sinks
         src = self.source
         if src is not None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.decoder
+import json.scanner
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -178,6 +180,8 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
             raise RecordError("missing_field", f"timestamp field {spec.timestamp!r} is missing")
         try:
             ts = float(obj[spec.timestamp])
+        except OverflowError:
+            raise RecordError("non_finite", f"timestamp field {spec.timestamp!r} is too large for a float") from None
         except (TypeError, ValueError):
             raise RecordError("not_numeric", f"timestamp field {spec.timestamp!r} is not a number: "
                                              f"{obj[spec.timestamp]!r}") from None
@@ -189,7 +193,10 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
         if v is None or v == "":
             raise RecordError("missing_field", f"value field {name!r} is missing")
         if type(v) is float or type(v) is int:  # the common case, checked without a loop
-            vals.append(float(v))
+            try:
+                vals.append(float(v))
+            except OverflowError:
+                raise RecordError("non_finite", f"value field {name!r} is too large for a float: {v}") from None
             continue
         items = v if isinstance(v, list) else [v]
         for item in items:
@@ -197,6 +204,8 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
                 raise RecordError("not_numeric", f"value field {name!r} holds a boolean")
             try:
                 vals.append(float(item))
+            except OverflowError:
+                raise RecordError("non_finite", f"value field {name!r} is too large for a float: {item}") from None
             except (TypeError, ValueError):
                 raise RecordError("not_numeric", f"value field {name!r} is not numeric: {item!r}") from None
     if not vals:
@@ -230,3 +239,178 @@ def bad_record(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None =
     if len(text) > limit:
         text = text[:limit] + f"...[truncated {len(text) - limit} chars]"
     return BadRecord(reason=err.reason, detail=err.detail, raw=text, ref=ref, key=key)
+
+
+# --- columnar batches (the daemon's hot path) -------------------------------------------------------
+class RecordBatch:
+    """One poll's worth of records in columns, plus the messages that could not be parsed.
+
+    Row ``i`` is the record ``Record(keys[i], timestamps[i], values[i], (partitions[i], offsets[i]))``;
+    every row has the same dimension (``values`` has shape ``(n, dim)``). ``bad`` holds the
+    BadRecords of the same poll and ``positions`` maps each partition to the offset after the last
+    message of the poll (good or bad), i.e. what a commit may use once the batch is handled.
+    Sources build it with :class:`BatchParser`; :meth:`items` gives the equivalent list form.
+
+    Examples
+    --------
+    >>> p = BatchParser(FieldSpec(key="k", timestamp="t", values=("v",)))
+    >>> for off, raw in enumerate([b'{"k": "a", "t": 1, "v": 2.5}', b'{"k": "a"', b'{"k": "b", "t": 2, "v": 3}']):
+    ...     p.add(raw, "p0", off)
+    >>> batch = p.finish()
+    >>> batch.keys, batch.values[:, 0].tolist(), [b.reason for b in batch.bad], batch.positions
+    (['a', 'b'], [2.5, 3.0], ['malformed_json'], {'p0': 3})
+    """
+
+    __slots__ = ("keys", "timestamps", "values", "partitions", "offsets", "bad", "positions")
+
+    def __init__(self, keys: list[str], timestamps: list[float], values: np.ndarray, partitions: list[str],
+                 offsets: list[int], bad: list[BadRecord], positions: dict[str, int]):
+        self.keys = keys
+        self.timestamps = timestamps
+        self.values = values
+        self.partitions = partitions
+        self.offsets = offsets
+        self.bad = bad
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.bad)
+
+    def record(self, i: int) -> Record:
+        return Record(self.keys[i], self.timestamps[i], self.values[i], (self.partitions[i], self.offsets[i]))
+
+    def items(self) -> list[Record | BadRecord]:
+        """The list form (records then bad records), as the per-item sources return it."""
+        return [self.record(i) for i in range(len(self.keys))] + list(self.bad)
+
+
+class BatchParser:
+    """Parses a poll's raw JSON messages straight into a :class:`RecordBatch`.
+
+    Same results as :func:`parse_record` per message (the tests check this on good and bad input),
+    at a fraction of the cost: one JSON scan per message without ``json.loads``' per-call set-up,
+    the fields of the common shapes (string key, numeric timestamp, numeric or list-of-numbers
+    values) read without building a :class:`Record`, and one float64 array for the whole batch.
+    Anything unusual (bad JSON, missing fields, a BOM, non-UTF-8 bytes, ...) goes through
+    :func:`parse_record` itself, so every reason and message is exactly the per-record one. If the
+    good rows of a batch do not all have one dimension, :meth:`finish` returns the list form
+    instead (the pipeline rejects the odd ones per key, as for any list).
+    """
+
+    _ws = staticmethod(json.decoder.WHITESPACE.match)
+
+    def __init__(self, spec: FieldSpec, max_bytes: int = 65536):
+        self.spec = spec
+        self.max_bytes = max_bytes
+        # json.loads minus its per-call set-up: the decoder's own scanner (C), one per parser
+        self._scan = json.scanner.make_scanner(json.JSONDecoder())
+        self._reset()
+
+    def _reset(self) -> None:
+        self._keys: list[str] = []
+        self._ts: list[float] = []
+        self._vals: list[float] = []
+        self._parts: list[str] = []
+        self._offs: list[int] = []
+        self._bad: list[BadRecord] = []
+        self._pos: dict[str, int] = {}
+        self._dim = -1
+        self._mixed: list[Record | BadRecord] | None = None
+
+    def _fast(self, raw: bytes | str, fallback_ts: float) -> tuple[str, float, list[float]] | None:
+        """(key, timestamp, values) for a well-formed message of a common shape, else None."""
+        try:
+            s = raw.decode("utf-8") if type(raw) is bytes else raw
+            ws = self._ws
+            obj, end = self._scan(s, ws(s, 0).end())
+            if ws(s, end).end() != len(s) or type(obj) is not dict:
+                return None
+        except Exception:  # noqa: BLE001 - StopIteration / JSONDecodeError / UnicodeDecodeError: slow path
+            return None
+        spec = self.spec
+        if spec.key is None:
+            key = spec.default_key
+        else:
+            key = obj.get(spec.key)
+            if type(key) is not str or not key:
+                return None
+        if spec.timestamp is None:
+            ts = fallback_ts
+        else:
+            t = obj.get(spec.timestamp)
+            if type(t) is float:
+                ts = t
+            elif type(t) is int and -(1 << 53) < t < (1 << 53):
+                ts = float(t)
+            else:
+                return None
+            if ts - ts != 0.0:  # inf or nan
+                return None
+        vals: list[float] = []
+        for name in spec.values:
+            v = obj.get(name)
+            if type(v) is float or (type(v) is int and -(1 << 53) < v < (1 << 53)):
+                vals.append(float(v))
+            elif type(v) is list and v:
+                for it in v:
+                    if type(it) is float or (type(it) is int and -(1 << 53) < it < (1 << 53)):
+                        vals.append(float(it))
+                    else:
+                        return None
+            else:
+                return None
+        for f in vals:
+            if f - f != 0.0:
+                return None
+        return key, ts, vals
+
+    def add(self, raw: bytes | str | None, partition: str, offset: int) -> None:
+        """Parse one message at ``(partition, offset)``; ``None`` (a tombstone) counts as empty."""
+        ref = (partition, offset)
+        if raw is None:
+            raw = b""
+        if self._pos.get(partition, 0) < offset + 1:
+            self._pos[partition] = offset + 1
+        fast = self._fast(raw, float(offset)) if len(raw) <= self.max_bytes else None
+        if fast is None:
+            try:
+                rec = parse_record(raw, self.spec, ref=ref, max_bytes=self.max_bytes,
+                                   fallback_timestamp=float(offset))
+            except RecordError as err:
+                self._bad.append(bad_record(raw, err, ref))
+                return
+            key, ts, vals = rec.key, rec.timestamp, rec.values.tolist()
+        else:
+            key, ts, vals = fast
+        if self._mixed is not None:
+            self._mixed.append(Record(key, ts, np.array(vals, dtype=np.float64), ref))
+            return
+        if len(vals) != self._dim:
+            if self._dim == -1:
+                self._dim = len(vals)
+            else:  # rows of two dimensions: keep the list form from here on
+                self._mixed = self._rows()
+                self._mixed.append(Record(key, ts, np.array(vals, dtype=np.float64), ref))
+                return
+        self._keys.append(key)
+        self._ts.append(ts)
+        self._vals.extend(vals)
+        self._parts.append(partition)
+        self._offs.append(offset)
+
+    def _rows(self) -> list[Record | BadRecord]:
+        d = self._dim
+        arr = np.array(self._vals, dtype=np.float64).reshape(-1, max(d, 1))
+        return [Record(k, t, arr[i], (p, o)) for i, (k, t, p, o) in
+                enumerate(zip(self._keys, self._ts, self._parts, self._offs))]
+
+    def finish(self) -> RecordBatch | list[Record | BadRecord]:
+        """The batch parsed since the last call (and start a new one)."""
+        if self._mixed is not None:
+            out: RecordBatch | list[Record | BadRecord] = self._mixed + self._bad
+        else:
+            d = max(self._dim, 1)
+            values = np.array(self._vals, dtype=np.float64).reshape(-1, d)
+            out = RecordBatch(self._keys, self._ts, values, self._parts, self._offs, self._bad, self._pos)
+        self._reset()
+        return out

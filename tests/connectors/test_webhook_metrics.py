@@ -78,3 +78,33 @@ def test_metrics_server_exposes_series_health_and_readiness(free_port):
                  'ratiowatch_latest_score{key="a"} 0.25']:
         assert line in text, line
     assert "not-allowed" not in text
+
+
+def test_webhook_sends_the_alert_id_as_idempotency_key_on_every_attempt(free_port):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server API
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.headers.get("Idempotency-Key"), body["alert_id"], self.headers.get("X-Team")))
+            self.send_response(503 if len(seen) == 1 else 200)  # first attempt fails: a retry follows
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sink = WebhookSink(f"http://127.0.0.1:{free_port}/hook", retries=2, backoff_s=0.0, headers={"X-Team": "ops"})
+        assert sink.deliver([alert(1), alert(2)]) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [k for k, _, _ in seen] == [alert(1).alert_id, alert(1).alert_id, alert(2).alert_id]
+    assert all(k == body_id and team == "ops" for k, body_id, team in seen)
