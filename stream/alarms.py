@@ -282,7 +282,7 @@ class PeakPicker:
 
     def update(self, t: int, score: float, threshold: float, boundary: int) -> Alarm | None:
         """Feed step ``t``; ``boundary`` is the change index this step's windows would imply."""
-        above = np.isfinite(score) and np.isfinite(threshold) and score > threshold
+        above = math.isfinite(score) and math.isfinite(threshold) and score > threshold
         if above:
             # the peak is located on the score itself: the per-window threshold rises while a change
             # enters the windows, so score / threshold would peak early

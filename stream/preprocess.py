@@ -40,7 +40,7 @@ class Differencer:
 
     def step(self, v: np.ndarray) -> np.ndarray | None:
         """The preprocessed sample for input ``v`` (NaN = missing), or None while held."""
-        if np.isfinite(v).all():  # fast path: nothing missing
+        if np.isfinite(v.sum()):  # fast path: nothing missing (one reduction; an overflow takes the slow path)
             self._last[:] = v
             if not self._complete:
                 self._complete = not np.isnan(self._last).any()

@@ -318,7 +318,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._guard_stale:
             self._guard = self._history_guard()
             self._guard_stale = False
-        self._threshold = max(self._perm_threshold, self._guard) if np.isfinite(self._guard) else self._perm_threshold
+        self._threshold = max(self._perm_threshold, self._guard) if math.isfinite(self._guard) else self._perm_threshold
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
         alarm = self._picker.update(self._t, self._score, self._threshold, self.boundary())
