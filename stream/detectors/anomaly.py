@@ -8,7 +8,11 @@ Pipeline, one value at a time (no access to future points or labels):
    raw score ``-log r``; several *views* (embeddings and kernel widths) run side by side;
 3. **likelihood mapping**: the raw score's Gaussian tail probability against the series' own score
    history (:class:`stream.likelihood.TailProbability`), so one threshold serves every series;
-   the views' mapped scores are combined by their maximum;
+   the views' mapped scores are combined by their maximum. The history holds only real scores:
+   the placeholders of the ratio detectors' warm-up (before their first fit) never enter it: a run
+   of zeros, above the typical real score (``r > 1`` where the reference is dense), would bias the
+   mean and inflate the spread for the next ``history`` scores. The ratio floor is low
+   (1e-6) so that a far-out point still outranks a merely unusual one instead of both saturating;
 4. **debouncing**: a mapped score is reported only when it beats every mapped score of the last
    ``debounce`` steps (one event, one alarm); otherwise the output is scaled down by ``quiet``.
 
@@ -55,7 +59,7 @@ DEFAULTS = dict(
     warmup=200,
     contamination=0.02,
     max_reject_rate=0.5,
-    ratio_floor=1e-3,
+    ratio_floor=1e-6,
     history=2000,
     min_history=100,
     combine="max",
@@ -113,7 +117,8 @@ class TimeSeriesAnomalyDetector:
         Passed to every :class:`~stream.detectors.outlier.StreamingOutlierDetector` (the reference
         buffer should span several periods of the series).
     ratio_floor : float
-        Raw score = ``-log(max(r, ratio_floor))``: the log stretches the small ratios that matter.
+        Raw score = ``-log(max(r, ratio_floor))``: the log stretches the small ratios that matter;
+        a low floor keeps big and small departures apart (a spike of 10 sigma outranks one of 3).
     history, min_history
         Passed to :class:`~stream.likelihood.TailProbability` (one per view).
     combine : {"max", "mean"}
@@ -176,10 +181,14 @@ class TimeSeriesAnomalyDetector:
             self._last = np.full(self._span, values[0])
         mapped = np.zeros((len(self.views), values.shape[0]))
         floor = float(self.params["ratio_floor"])
+        # rows scored before the ratio detectors' first fit (their warm-up) are placeholders: they
+        # get 0 and are kept out of the score history
+        start = min(max(int(self.params["warmup"]) - self.n_seen, 0), values.shape[0])
         for i, ((k, w, *_), det, tail) in enumerate(zip(self.views, self._detectors, self._tails)):
             emb = block_embed(self._last, values, int(k), int(w))
             ratio = 1.0 - det.process(emb, learn=True)
-            mapped[i] = tail.transform(-np.log(np.maximum(ratio, floor)))
+            if start < values.shape[0]:
+                mapped[i, start:] = tail.transform(-np.log(np.maximum(ratio[start:], floor)))
         full = np.concatenate([self._last, values])
         self._last = full[full.shape[0] - self._span:]
         comb = mapped.max(axis=0) if self.params["combine"] == "max" else mapped.mean(axis=0)

@@ -111,3 +111,15 @@ def test_tail_probability_errors():
         TailProbability(history=10, min_history=20)
     with pytest.raises(ValueError, match="finite"):
         TailProbability().update(float("inf"))
+
+
+def test_warmup_placeholders_stay_out_of_the_likelihood_history():
+    # before the ratio detectors' first fit their scores are placeholders; a run of them in the
+    # score history would distort the tail probabilities of the next `history` real scores
+    det = TimeSeriesAnomalyDetector()
+    warm = det.params["warmup"]
+    y = seasonal(700)
+    s = np.r_[det.score_series(y[:150]), det.score_series(y[150:])]  # warm-up split over two calls
+    assert all(int(t._st_i[2]) == 700 - warm for t in det._tails)
+    assert np.all(s[: warm + det.params["min_history"]] == 0.0)
+

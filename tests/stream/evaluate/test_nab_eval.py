@@ -55,3 +55,14 @@ def test_eval_nab_rejects_a_folder_without_data(tmp_path, capsys):
     nab.add_arguments(parser)
     assert nab.run(parser.parse_args([str(tmp_path)])) == 2
     assert "data/" in capsys.readouterr().err
+
+
+def test_default_detector_reaches_the_nab_targets_on_the_dev_files():
+    # issue #4 targets with the one default configuration (randomCutForest: 68.76 / 61.52)
+    root = nab.default_bench_dir()
+    if root is None:
+        pytest.skip("../shared/bench/nab not found (set RATIOWATCH_BENCH to run the NAB target test)")
+    obj = nab.evaluate(root)
+    assert obj["files"] == 24
+    assert obj["scores"]["standard"] >= 65.0, obj["scores"]
+    assert obj["scores"]["reward_low_FP_rate"] >= 55.0, obj["scores"]
