@@ -3,8 +3,9 @@
 Each new sample is preprocessed (missing values carried forward, first difference, robust scale),
 embedded as the subsequence of its last ``k`` values, and pushed into an incremental two-window
 state (``core.window``): a *past* and a *current* window of ``n`` subsequences each. One push is one
-O(n^2) update; the change score is ``PE_alpha(past || current)`` (+ ``PE_alpha(current || past)``
-when ``symmetric``) for RuLSIF / uLSIF, the L2 distance for LSDD, KL for KLIEP.
+O(n^2) update; the change score is ``PE_alpha(past || current)`` for RuLSIF / uLSIF, the L2 distance
+for LSDD, KL for KLIEP; when ``symmetric``, both directions count: their maximum under the AR null
+(the streaming default), their sum under the permutation null (see ``null``).
 
 Hyperparameters are chosen when the windows are built and every ``reselect_every`` steps (the
 windows are then rebuilt from the history), never on every step. ``select="median"`` (default):
@@ -17,9 +18,12 @@ Window sizes adapt to the length seen so far: the window holds ``n_eff`` subsequ
 ``window_frac * samples seen``. A 20-point series is scored with 6-subsequence windows from its
 14th point on; a long stream settles at ``n``. Set ``window_frac=0`` for a fixed ``n``.
 
-Alarms: the threshold is the upper ``false_alarm_rate`` quantile of the score's permutation null
-(:mod:`stream.alarms`), re-estimated every ``calibrate_every`` steps on the current windows (the
-last 8 calibrations pooled), and at least a robust quantile of the score's own history; runs
+Alarms: the threshold is the upper ``false_alarm_rate`` quantile of the score's null, re-estimated
+every ``calibrate_every`` steps (the last 8 calibrations pooled), and at least a robust quantile of
+the score's own history. The null is, by default, that of AR surrogates of the values behind the
+windows (:mod:`stream.surrogate`; exponential tail, each direction at half the rate), and with an
+explicit ``perm_block`` (the offline replay) that of block permutations of the pooled windows
+(:mod:`stream.alarms`; moment-matched gamma tail); runs
 above it become one :class:`~stream.alarms.Alarm` each, raised at most ``delay`` steps after the
 run's peak, with the change index at the window boundary of the peak (``t - n_eff + 1 -
 (k - 1) // 2`` for a peak at step ``t``) and at least ``min_spacing`` between change indices.
@@ -51,17 +55,21 @@ from river import base
 from stream.alarms import (
     Alarm,
     PeakPicker,
+    exp_tail_threshold,
     gamma_threshold,
     permutation_null_generic,
     permutation_null_rulsif,
 )
 from stream.embedding import History, embed
 from stream.preprocess import Differencer, robust_scale
+from stream.surrogate import fit_ar, simulate_ar, surrogate_null_rulsif
 
 METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
+NULLS = ("auto", "ar", "permutation")
 _STATE_VERSION = 1
 _SCORE_HISTORY = 1000  # scores kept for the history guard
 _NULL_POOL = 8  # calibrations pooled into one null sample
+_AR_MIN_VALUES = 50  # values an AR-surrogate null is fitted to, at least (10 per coefficient of AR(5))
 AUTO_DIFF_ACF = 0.8  # lag-1 autocorrelation above which difference="auto" differences
 
 
@@ -122,7 +130,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     n : int
         Subsequences per window once enough data has been seen (the largest window).
     symmetric : bool
-        Score ``PE(past||current) + PE(current||past)`` instead of the first term only.
+        Score both directions, ``PE(past||current)`` and ``PE(current||past)``, instead of the
+        first only: their maximum with the AR null (each direction is calibrated at half the
+        false-alarm rate; a variance decrease shows in the second direction only, and adding the
+        first one's noise hid it), their sum with the permutation null.
     alpha : float in [0, 1)
         RuLSIF mixture weight (ignored by the other methods; uLSIF is alpha = 0).
     reselect_every : int
@@ -134,12 +145,14 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     false_alarm_rate : float
         Target probability that a step's score exceeds the threshold under no change.
     n_perm : int
-        Permutations per calibration of the null distribution.
+        Null draws (AR surrogates or permutations) per calibration; a new window size starts with
+        8 x ``n_perm`` surrogates.
     calibrate_every : int
-        Steps between calibrations; 0 (default) means ``n_eff``: the permutation null is
+        Steps between calibrations; 0 (default) means ``n_eff``: the null is
         re-estimated each time half of the pooled ``2 n_eff`` subsequences has been renewed, which
-        costs ``2 n_perm / n_eff`` extra solves per step (0.4 at n = 50). The offline replay
-        recalibrates every step (1), where series are short and windows small.
+        costs ``2 n_perm / n_eff`` extra solves per step (0.4 at n = 50; the AR null also
+        simulates and embeds each surrogate: about 1.4 ms per calibration at k = 10, n = 50).
+        The offline replay recalibrates every step (1), where series are short and windows small.
     difference : {"auto", True, False}
         Work on first differences. ``"auto"`` decides when the windows are (re)built to a new size:
         differences when the lag-1 autocorrelation of the held levels exceeds 0.8 (a trending or
@@ -162,12 +175,22 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         Also keep the threshold at or above a robust upper quantile of the score's own history
         (see :meth:`_history_guard`).
     perm_block : int
-        Permutation block length of the null; 0 (default) means k. Neighbouring subsequences share
+        Permutation block length of the permutation null; 0 (default) means k. Setting it (> 0)
+        selects the permutation null when ``null="auto"``. Neighbouring subsequences share
         k - 1 samples, so shuffling them one by one makes the null too narrow (on stationary AR(2)
         data, blocks of k cut the false alarms about fourfold). The offline replay uses 1: its
         windows can be as small as 6 subsequences.
     refresh_every : int
         Pushes between full rebuilds of the window accumulators (bounds rounding drift).
+    null : {"auto", "ar", "permutation"}
+        Null distribution of the score. ``"ar"``: AR surrogates (Yule-Walker, order by AIC up to 5,
+        fitted to the retained values before the current window, residual bootstrap), scored with
+        the windows' sigma and lambda; they keep the serial dependence a permutation destroys. On
+        stationary AR(2) it brought the false alarms from 28 to 2 over seeds 4-9 (10,000 samples
+        each) with every jumping-mean / scaling-variance change still found within 2n.
+        ``"permutation"``: block permutations of the pooled windows (the offline replay's null:
+        on TCPD's short series it scores F1 0.732 against 0.654 for the AR null). ``"auto"``
+        (default): ``"permutation"`` when ``perm_block`` is set, ``"ar"`` otherwise.
     seed : int
         Seeds the permutations (a generator keyed by ``(seed, step)``), so replays are exact.
     """
@@ -178,7 +201,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                  n_min: int = 6, window_frac: float = 0.05, delay: int = 0, min_spacing: int = 0,
                  select: str = "median", sigma_factor: float = 0.5, lam: float = 0.1,
                  history_guard: bool = True, perm_block: int = 0, refresh_every: int = 256,
-                 seed: int = 0):
+                 null: str = "auto", seed: int = 0):
         super().__init__()
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -210,6 +233,12 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if int(perm_block) != perm_block or int(perm_block) < 0:
             raise ValueError(f"perm_block must be an integer >= 0 (0 = k); got {perm_block!r}")
         self.perm_block = int(perm_block)
+        if null not in NULLS:
+            raise ValueError(f"null must be one of {NULLS} ('ar' = AR-surrogate null, 'auto' = 'ar' unless "
+                             f"perm_block is set); got {null!r}")
+        self.null = null
+        # the null in force: an explicit permutation block asks for the permutation null
+        self._null = null if null != "auto" else ("permutation" if self.perm_block > 0 else "ar")
         if not (np.isfinite(lam) and float(lam) > 0):
             raise ValueError(f"lam must be a positive ridge strength; got {lam}")
         self.lam = float(lam)
@@ -241,7 +270,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._picker: PeakPicker | None = None
         self._last_alarm: Alarm | None = None
         self._perm_threshold = math.nan
-        self._nullpool = np.zeros((_NULL_POOL, self.n_perm))
+        # AR null: both directions' scores of each surrogate (pooled: see _calibrate)
+        width = self.n_perm * (2 if self._null == "ar" and self.symmetric else 1)
+        self._nullpool = np.zeros((_NULL_POOL, width))
         self._nullpool_i = 0
         self._guard = math.nan
         self._guard_stale = True
@@ -293,7 +324,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._drift_detected = False
         if self._pre is None:
             self._pre = Differencer(self._dim, difference=False)  # fills missing values only
-            self._hist = History(2 * self.n + self.k, self._dim)  # levels; one extra for a difference
+            # levels: the 2n + k the windows need (one extra for a difference) and, for the AR
+            # null, _AR_MIN_VALUES more to fit the surrogate model on
+            self._hist = History(self._span + _AR_MIN_VALUES, self._dim)
         d = self._pre.step(v)
         if d is None:
             return None
@@ -314,7 +347,12 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._score = math.nan
             return None
         s1, s2 = self._win.scores()
-        self._score = s1 + s2 if self.symmetric else s1
+        if not self.symmetric:
+            self._score = s1
+        elif self._null == "ar":
+            self._score = s1 if s1 >= s2 else s2  # max of the directions, see _calibrate
+        else:
+            self._score = s1 + s2
         if self._guard_stale:
             self._guard = self._history_guard()
             self._guard_stale = False
@@ -382,8 +420,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     def _build(self, n: int) -> None:
         """(Re)build the windows of size ``n`` from the history: scale, embed, select, calibrate."""
         if self.difference == "auto" and n != self._n_eff:
-            self._diff_on = _lag1_autocorr(self._hist.last(len(self._hist))) > AUTO_DIFF_ACF
-        values = self._hist.last(len(self._hist))
+            self._diff_on = _lag1_autocorr(self._recent()) > AUTO_DIFF_ACF
+        values = self._recent()
         if self._diff_on:
             values = np.diff(values, axis=0)
         self._scale = robust_scale(values)
@@ -406,6 +444,14 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._n_eff = n
         self._since_reselect = 0
         self._calibrate()
+
+    @property
+    def _span(self) -> int:
+        return 2 * self.n + self.k
+
+    def _recent(self) -> np.ndarray:
+        """The newest 2n + k held levels: what the scale and the difference decision look at."""
+        return self._hist.last(min(len(self._hist), self._span))
 
     def _reselect(self) -> None:
         """Re-choose sigma/lambda: in place for univariate streams, by a rebuild otherwise.
@@ -460,6 +506,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
+        if self._null == "ar":
+            self._calibrate_ar(n, rng)
+            return
         if self.method in ("rulsif", "ulsif"):
             alpha = self.alpha if self.method == "rulsif" else 0.0
             gram = self._win.gram() if hasattr(self._win, "gram") else None  # the state keeps one
@@ -477,6 +526,69 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._nullpool_i += 1
         pooled_null = self._nullpool[: min(self._nullpool_i, _NULL_POOL)].ravel()
         self._perm_threshold = gamma_threshold(pooled_null, self.false_alarm_rate)
+        self._guard_stale = True
+
+    def _calibrate_ar(self, n: int, rng: np.random.Generator) -> None:
+        """Threshold from the AR-surrogate null (:mod:`stream.surrogate`), one per direction.
+
+        Why each piece (measured on stationary AR(2), n = 50; README, synthetic specifications):
+
+        * surrogates, not permutations: a permutation destroys the serial dependence and its null
+          is too narrow in the tail (99.9 % quantile 0.99 vs the score's own 1.14; surrogates 1.23);
+        * the max of the two directions, not their sum: a variance decrease shows in
+          ``PE(current || past)`` only, and the sum adds the other direction's noise (peak of the
+          sum 1.02-1.45 against a stationary level of 1.3 for one alarm per 10,000 steps; of the
+          direction alone 1.23-1.58 against 0.9-1.1);
+        * each direction at ``false_alarm_rate / 2`` (union bound for the max), on one pool holding
+          both directions' surrogate scores: a stationary linear process is time-reversible, so both
+          directions share one null, and pooling doubles the sample of the tail estimate;
+        * an exponential tail above the median (:func:`~stream.alarms.exp_tail_threshold`).
+
+        The model is fitted to the newest ``max(n + k, 50)`` values before the current window
+        (no threshold, hence no alarm, while fewer than 50 exist: the first ``n + 50`` samples of a
+        stream): a change entering the current window must not widen its own null (fitted on everything, a level shift looks like a unit root and
+        the 5-sigma shift of the module example went unseen). A new window size starts with a full
+        pool of ``_NULL_POOL * n_perm`` surrogates; later calibrations renew ``n_perm`` of them.
+        """
+        d = int(self._diff_on)
+        vals = self._hist.last(len(self._hist))
+        if d:
+            vals = np.diff(vals, axis=0)
+        # the newest max(n + k, _AR_MIN_VALUES) values before the current window: as local as the
+        # windows themselves, but never fewer than an AR(5) fit needs
+        before = vals[: vals.shape[0] - n]
+        vals = before[max(0, before.shape[0] - max(n + self.k, _AR_MIN_VALUES)):] / self._scale
+        if vals.shape[0] < _AR_MIN_VALUES:
+            # too few values to fit AR(5) honestly (the first n + 50 samples of a stream): no
+            # threshold yet, so no alarm; the first real calibration fills the whole pool
+            self._perm_threshold = math.nan
+            self._guard_stale = True
+            return
+        fresh = self._nullpool_i == 0  # a new window size: fill the whole pool now
+        count = self.n_perm * (_NULL_POOL if fresh else 1)
+        sigma = self._win.sigma
+        if self.method in ("rulsif", "ulsif"):
+            alpha = self.alpha if self.method == "rulsif" else 0.0
+            null = surrogate_null_rulsif(vals, n, self.k, sigma, self._win.lam, alpha, self.symmetric, count, rng)
+        else:
+            lam = getattr(self._win, "lam", 0.1)
+            sims = simulate_ar([fit_ar(vals[:, j]) for j in range(vals.shape[1])], 2 * n + self.k - 1, count, rng)
+            null = np.empty((count, 2))
+            for i in range(count):
+                st = self._make_state(n, sigma, lam)
+                for row in embed(sims[i], self.k):
+                    st.push(row)
+                null[i] = st.scores()
+            if not self.symmetric:
+                null = null[:, :1]
+        if fresh:
+            self._nullpool[:] = null.reshape(_NULL_POOL, -1)
+            self._nullpool_i = _NULL_POOL
+        else:
+            self._nullpool[self._nullpool_i % _NULL_POOL] = null.ravel()
+            self._nullpool_i += 1
+        rate = self.false_alarm_rate / 2 if self.symmetric else self.false_alarm_rate
+        self._perm_threshold = exp_tail_threshold(self._nullpool.ravel(), rate)
         self._guard_stale = True
 
     def _block(self) -> int:
@@ -562,7 +674,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "min_spacing": self.min_spacing, "select": self.select, "sigma_factor": self.sigma_factor,
                 "lam": self.lam,
                 "history_guard": self.history_guard, "perm_block": self.perm_block,
-                "refresh_every": self.refresh_every, "seed": self.seed}
+                "refresh_every": self.refresh_every, "null": self.null, "seed": self.seed}
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and JSON-able scalars (``.npz`` + JSON; no pickle)."""
@@ -594,7 +706,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         meta = json.loads(str(state["meta"]))
         if int(meta.get("version", -1)) != _STATE_VERSION:
             raise ValueError(f"unsupported ChangePointDetector state version {meta.get('version')}")
-        obj = cls(**meta["params"])
+        params = dict(meta["params"])
+        # checkpoints written before the AR null existed ran (and pooled) the permutation null
+        params.setdefault("null", "permutation")
+        obj = cls(**params)
         obj._keys, obj._dim = meta["keys"], meta["dim"]
         obj._n_eff, obj._t = int(meta["n_eff"]), int(meta["t"])
         obj._diff_on = bool(meta["diff_on"])

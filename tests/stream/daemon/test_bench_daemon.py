@@ -38,11 +38,14 @@ def test_partition_of_a_key_is_stable_across_processes():
 def test_tiny_bench_run_daemon_alarms_equal_detector_alarms_and_soak_reports_rss(kafka_broker, capsys):
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    args = parser.parse_args(["--records", "240", "--keys", "3", "--warmup-per-key", "60", "--repeat", "1",
-                              "--n", "8", "--soak", "600", "--bootstrap", kafka_broker.bootstrap, "--json"])
+    # 200 warm-up + 200 timed records per key: the timed part holds each key's first regime change
+    # (bench.SEGMENT = 250), so both paths must raise the same, non-empty set of alarms (windows of
+    # 25: with 8 subsequences a 1e-4 threshold sits at the largest PE a window can reach)
+    args = parser.parse_args(["--records", "400", "--keys", "2", "--warmup-per-key", "200", "--repeat", "1",
+                              "--n", "25", "--soak", "600", "--bootstrap", kafka_broker.bootstrap, "--json"])
     assert bench.run(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["records"] == 240 and out["warmup_records"] == 180
+    assert out["records"] == 400 and out["warmup_records"] == 400
     assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
     for k in ("end_to_end_msgs_per_s", "detector_msgs_per_s", "null_detector_msgs_per_s", "ratio_to_detector"):
         assert out[k] > 0

@@ -132,3 +132,24 @@ def test_robust_scale_and_fill():
     x = np.r_[np.random.default_rng(0).normal(size=1000), 1e6][:, None]
     assert robust_scale(x)[0] == pytest.approx(1.0, abs=0.1)  # one outlier does not set the scale
     assert fill_missing([np.nan, 2.0, np.nan]).ravel().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_exp_tail_threshold_recovers_an_exponential_tail():
+    from stream.alarms import exp_tail_threshold
+
+    rng = np.random.default_rng(0)
+    null = 0.3 + rng.exponential(0.5, size=20_000)
+    # P(S > 0.3 + x) = exp(-x / 0.5): the 1e-4 quantile is 0.3 + 0.5 log(1e4)
+    assert exp_tail_threshold(null, 1e-4) == pytest.approx(0.3 + 0.5 * np.log(1e4), rel=0.03)
+    assert exp_tail_threshold(null, 0.7) == pytest.approx(np.quantile(null, 0.3))  # body: empirical
+
+
+def test_exp_tail_threshold_handles_degenerate_and_bad_input():
+    from stream.alarms import exp_tail_threshold
+
+    thr = exp_tail_threshold(np.full(10, 2.0), 1e-4)
+    assert 2.0 < thr < 2.0 + 1e-6  # constant null: anything measurably above it
+    with pytest.raises(ValueError, match="at least 3"):
+        exp_tail_threshold([1.0, np.nan], 1e-4)
+    with pytest.raises(ValueError, match="false_alarm_rate"):
+        exp_tail_threshold(np.arange(10.0), 1.0)

@@ -143,7 +143,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="number"):
         ChangePointDetector().step("abc")
     for bad in ({"method": "svm"}, {"alpha": 1.0}, {"k": 0}, {"false_alarm_rate": 0.0},
-                {"n_min": 60, "n": 50}, {"difference": "yes"}, {"select": "cv"}):
+                {"n_min": 60, "n": 50}, {"difference": "yes"}, {"select": "cv"}, {"null": "bootstrap"}):
         with pytest.raises(ValueError):
             ChangePointDetector(**bad)
 
@@ -164,6 +164,30 @@ def test_streaming_window_grows_with_length_seen():
         sizes.append(det.window)
     assert sizes[20] == 6 and sizes[-1] == 50
     assert all(a <= b for a, b in zip(sizes, sizes[1:]))  # never shrinks
+
+
+@pytest.mark.parametrize("null", ["ar", "permutation"])
+def test_symmetric_score_combines_the_directions_as_its_null_calibrates_them(null):
+    # AR null: each direction is calibrated on its own (one shared threshold), so the score is the
+    # larger direction; permutation null: the sum, as calibrated by the permutations
+    det = ChangePointDetector(n=20, null=null)
+    for v in np.random.default_rng(3).normal(size=300):
+        det.step(v)
+        if det._win is not None and det._win.ready:
+            s1, s2 = det._win.scores()
+            assert det.score == (max(s1, s2) if null == "ar" else s1 + s2)
+    assert np.isfinite(det.threshold) and det.threshold > 0
+
+
+def test_ar_null_threshold_is_the_tail_of_its_surrogate_pool():
+    from stream.alarms import exp_tail_threshold
+
+    det = ChangePointDetector(n=20, window_frac=0.0, n_min=20)
+    for v in np.random.default_rng(4).normal(size=200):
+        det.step(v)
+    pool = det._nullpool
+    assert pool.shape == (8, 2 * det.n_perm) and np.isfinite(pool).all()
+    assert det._perm_threshold == exp_tail_threshold(pool.ravel(), det.false_alarm_rate / 2)
 
 
 def test_ulsif_method_runs():
@@ -190,7 +214,8 @@ def _roundtrip_npz(state: dict) -> dict:
         return {k: z[k] for k in z.files}
 
 
-@pytest.mark.parametrize("params", [SMALL, {"n": 20}, {"n": 12, "difference": True, "k": 4}])
+@pytest.mark.parametrize("params", [SMALL, {"n": 20}, {"n": 12, "difference": True, "k": 4},
+                                    {"n": 20, "null": "permutation"}, {"n": 12, "symmetric": False}])
 def test_restored_detector_continues_identically(params):
     rng = np.random.default_rng(9)
     x = np.r_[rng.normal(0, 1, 500), rng.normal(2, 3, 500)]
@@ -205,6 +230,23 @@ def test_restored_detector_continues_identically(params):
         assert restored.score == pytest.approx(ref.score, abs=1e-9, nan_ok=True)
         assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9, nan_ok=True)
     assert a_ref == a_res
+
+
+def test_checkpoint_from_before_the_ar_null_restores_the_permutation_null():
+    rng = np.random.default_rng(5)
+    ref = ChangePointDetector(n=20, null="permutation")
+    for v in rng.normal(size=300):
+        ref.step(v)
+    state = ref.to_state()
+    meta = json.loads(str(state["meta"]))
+    del meta["params"]["null"]  # as written by the previous release
+    state["meta"] = json.dumps(meta)
+    restored = ChangePointDetector.from_state(_roundtrip_npz(state))
+    assert restored.null == "permutation"
+    for v in rng.normal(size=100):
+        ref.step(v)
+        restored.step(v)
+        assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9)
 
 
 def test_state_of_a_fresh_detector_roundtrips():
