@@ -81,7 +81,9 @@ def _detector(per_step: bool):
 
     # streaming: the detector's defaults (calibration every n steps, re-selection every 500);
     # per-step: the offline replay's settings (stream.offline.DEFAULTS)
-    extra = {"calibrate_every": 1, "reselect_every": 10} if per_step else {}
+    from stream.offline import DEFAULTS
+
+    extra = {k: DEFAULTS[k] for k in ("calibrate_every", "reselect_every", "perm_block", "null")} if per_step else {}
     return ChangePointDetector(k=K, n=N, n_min=N, window_frac=0.0, alpha=ALPHA, symmetric=True, **extra)
 
 
