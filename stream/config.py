@@ -99,7 +99,8 @@ _PIPELINE = [
 
 _CHECKPOINT = [
     Opt("dir", "str", "state", "checkpoint directory (shared by the processes of one consumer group)"),
-    Opt("every_records", "int", 10000, "checkpoint changed keys and commit offsets every this many records",
+    Opt("every_records", "int", 100000, "checkpoint changed keys and commit offsets every this many records "
+        "(a crash replays at most this many; each checkpoint rewrites every changed key's ~40 kB state)",
         minimum=1),
     Opt("every_s", "float", 30.0, "... or at least this often (seconds)", minimum=0.01),
 ]

@@ -50,7 +50,7 @@ from stream.bench.common import environment, rss_mb
 
 SEGMENT = 250          # each key's series changes regime every SEGMENT of its records
 MAX_POLL_RECORDS = 5000
-CHECKPOINT_EVERY = 10000
+CHECKPOINT_EVERY = 100000  # the daemon's default [checkpoint] every_records
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
