@@ -35,6 +35,41 @@ from numba.extending import get_cython_function_address
 FASTMATH = {"reassoc", "contract", "nsz"}
 
 
+@njit(cache=True, fastmath=FASTMATH, inline="always")
+def _column_below(src, scale, out, j, inv):
+    """Column j of the factor below the diagonal: independent dot products with row j, four at a time."""
+    n = src.shape[0]
+    rj = out[j]
+    i = j + 1
+    while i + 3 < n:
+        r0 = out[i]
+        r1 = out[i + 1]
+        r2 = out[i + 2]
+        r3 = out[i + 3]
+        s0 = src[i, j] * scale
+        s1 = src[i + 1, j] * scale
+        s2 = src[i + 2, j] * scale
+        s3 = src[i + 3, j] * scale
+        for k in range(j):
+            v = rj[k]
+            s0 -= r0[k] * v
+            s1 -= r1[k] * v
+            s2 -= r2[k] * v
+            s3 -= r3[k] * v
+        r0[j] = s0 * inv
+        r1[j] = s1 * inv
+        r2[j] = s2 * inv
+        r3[j] = s3 * inv
+        i += 4
+    while i < n:
+        r0 = out[i]
+        s0 = src[i, j] * scale
+        for k in range(j):
+            s0 -= r0[k] * rj[k]
+        r0[j] = s0 * inv
+        i += 1
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def cholesky_scaled_into(src: np.ndarray, scale: float, shift: float, out: np.ndarray) -> bool:
     """Lower Cholesky factor of ``scale * src + shift * I`` into the lower triangle of ``out``.
@@ -55,35 +90,7 @@ def cholesky_scaled_into(src: np.ndarray, scale: float, shift: float, out: np.nd
         ljj = np.sqrt(s)
         rj[j] = ljj
         inv = 1.0 / ljj
-        i = j + 1
-        # column j below the diagonal: independent dot products with row j, four at a time
-        while i + 3 < n:
-            r0 = out[i]
-            r1 = out[i + 1]
-            r2 = out[i + 2]
-            r3 = out[i + 3]
-            s0 = src[i, j] * scale
-            s1 = src[i + 1, j] * scale
-            s2 = src[i + 2, j] * scale
-            s3 = src[i + 3, j] * scale
-            for k in range(j):
-                v = rj[k]
-                s0 -= r0[k] * v
-                s1 -= r1[k] * v
-                s2 -= r2[k] * v
-                s3 -= r3[k] * v
-            r0[j] = s0 * inv
-            r1[j] = s1 * inv
-            r2[j] = s2 * inv
-            r3[j] = s3 * inv
-            i += 4
-        while i < n:
-            r0 = out[i]
-            s0 = src[i, j] * scale
-            for k in range(j):
-                s0 -= r0[k] * rj[k]
-            r0[j] = s0 * inv
-            i += 1
+        _column_below(src, scale, out, j, inv)
     return True
 
 
@@ -110,34 +117,7 @@ def cholesky_scaled_solve(src: np.ndarray, scale: float, shift: float, chol: np.
         rj[j] = ljj
         inv = 1.0 / ljj
         x[j] = t * inv
-        i = j + 1
-        while i + 3 < n:
-            r0 = chol[i]
-            r1 = chol[i + 1]
-            r2 = chol[i + 2]
-            r3 = chol[i + 3]
-            s0 = src[i, j] * scale
-            s1 = src[i + 1, j] * scale
-            s2 = src[i + 2, j] * scale
-            s3 = src[i + 3, j] * scale
-            for k in range(j):
-                v = rj[k]
-                s0 -= r0[k] * v
-                s1 -= r1[k] * v
-                s2 -= r2[k] * v
-                s3 -= r3[k] * v
-            r0[j] = s0 * inv
-            r1[j] = s1 * inv
-            r2[j] = s2 * inv
-            r3[j] = s3 * inv
-            i += 4
-        while i < n:
-            r0 = chol[i]
-            s0 = src[i, j] * scale
-            for k in range(j):
-                s0 -= r0[k] * rj[k]
-            r0[j] = s0 * inv
-            i += 1
+        _column_below(src, scale, chol, j, inv)
     # backward: L' x = y as row updates
     for i in range(n - 1, -1, -1):
         row = chol[i]
