@@ -99,3 +99,28 @@ def test_surrogate_null_matches_the_real_null_of_an_autocorrelated_series_where_
     for q in (0.5, 0.9):
         assert np.quantile(sur, q) == pytest.approx(np.quantile(real, q), rel=0.1)
     assert np.median(perm) > 1.15 * np.median(real)
+
+
+def test_compiled_fit_equals_yule_walker_and_the_prediction_errors():
+    from scipy.linalg import solve_toeplitz
+    from scipy.signal import lfilter
+
+    x = ar_series([0.5, 0.2, -0.3], 400, seed=9) + 1.0
+    model = fit_ar(x)
+    p = model.order
+    assert p >= 3
+    xc = x - x.mean()
+    acov = np.array([xc[: x.size - lag] @ xc[lag:] / x.size for lag in range(p + 1)])
+    np.testing.assert_allclose(model.phi, solve_toeplitz(acov[:p], acov[1:]), rtol=1e-10, atol=1e-12)
+    resid = lfilter(np.r_[1.0, -model.phi], [1.0], xc)[p:]
+    np.testing.assert_allclose(model.resid, resid - resid.mean(), atol=1e-12)
+
+
+def test_simulation_is_the_ar_recursion_driven_by_resampled_residuals():
+    from scipy.signal import lfilter
+
+    model = fit_ar(ar_series([0.6, -0.5], 300, seed=10))
+    sims = simulate_ar([model], 40, 3, np.random.default_rng(11), burn_in=7)
+    idx = np.random.default_rng(11).integers(0, model.resid.size, size=(3, 47))
+    ref = lfilter([1.0], np.r_[1.0, -model.phi], model.resid[idx], axis=1)[:, 7:] + model.mean
+    np.testing.assert_allclose(sims[:, :, 0], ref, atol=1e-12)
