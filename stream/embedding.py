@@ -69,6 +69,15 @@ class History:
         end = self._head + self.capacity
         return self._buf[end - m:end].copy()
 
+    def last_view(self, m: int) -> np.ndarray:
+        """The newest ``m`` samples as a view into the ring (no copy; valid until the next push).
+
+        For the per-sample path, where the caller derives a new array at once (the copy and
+        the bounds check of :meth:`last` are a noticeable share of a ~20 us detector step).
+        """
+        end = self._head + self.capacity
+        return self._buf[end - m:end]
+
     def subsequence(self, k: int) -> np.ndarray:
         """The newest subsequence of length ``k`` flattened to shape (k * dim,)."""
         return self.last(k).reshape(-1)

@@ -117,6 +117,23 @@ def test_embedding_and_history_ring():
     assert h2.subsequence(2).tolist() == [8.0, 9.0]
     with pytest.raises(ValueError):
         h.last(5)
+    np.testing.assert_array_equal(h.last_view(3), h.last(3))
+
+
+def test_univariate_fast_path_of_the_differencer_equals_the_general_path():
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=300)
+    v[rng.random(300) < 0.1] = np.nan
+    v[:3] = np.nan  # held while never observed
+    one, two = Differencer(dim=1, difference=False), Differencer(dim=2, difference=False)
+    for x in v:
+        a, b = one.step(np.array([x])), two.step(np.array([x, 0.0 if np.isnan(x) else x]))
+        assert (a is None) == (b is None) and (a is None or a[0] == b[0])
+    out = one.step(np.array([5.0]))
+    out[0] = -1.0  # a fresh array each step: changing it must not touch the state
+    assert one.step(np.array([np.nan]))[0] == 5.0
+    with pytest.raises(ValueError, match="infinite"):
+        one.step(np.array([-np.inf]))
 
 
 def test_differencer_missing_value_policy():
