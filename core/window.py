@@ -358,6 +358,17 @@ def _scores_packed(buf, ibuf, n, dim, lam, clip):
     return _scores_core(macc, hacc, chol, sw, n, lam, clip)
 
 
+@njit(cache=True)
+def _push_scores_packed(buf, ibuf, y, n, dim, alpha, sigma, refresh_every, lam, clip):
+    # push and both scores in one dispatch (the detector needs both at every step)
+    ring, gram, macc, hacc, fw, chol, sw, ist, iw = _views(buf, ibuf, n, dim)
+    code = _push_core(ring, gram, macc, hacc, fw, iw, y, ist, n, alpha, sigma, refresh_every)
+    if code != 1:
+        return code, np.nan, np.nan
+    s1, s2 = _scores_core(macc, hacc, chol, sw, n, lam, clip)
+    return code, s1, s2
+
+
 class TwoWindowRuLSIF(SlidingWindowPair):
     """Past and current windows of ``n`` samples with an incrementally maintained RuLSIF fit.
 
@@ -453,6 +464,27 @@ class TwoWindowRuLSIF(SlidingWindowPair):
         if self._cached is None:
             self._require_ready()
             self._cached = _scores_packed(self._buf, self._ibuf, self.n, self.dim, self.lam, self.clip)
+        return self._cached
+
+    def push_scores(self, y) -> tuple[float, float] | None:
+        """:meth:`push` then :meth:`scores` in one compiled call; None while the windows are filling.
+
+        Examples
+        --------
+        >>> st = TwoWindowRuLSIF(dim=1, n=2, sigma=1.0, lam=0.1)
+        >>> [st.push_scores([v]) is None for v in (0.0, 1.0, 2.0)]
+        [True, True, True]
+        >>> st.push_scores([3.0]) == st.scores()
+        True
+        """
+        if not (type(y) is np.ndarray and y.dtype == np.float64 and y.ndim == 1 and y.shape[0] == self.dim):
+            y = self._as_sample(y)
+        code, s1, s2 = _push_scores_packed(self._buf, self._ibuf, y, self.n, self.dim, self.alpha, self.sigma,
+                                           self.refresh_every, self.lam, self.clip)
+        if code < 0:
+            raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
+        self._ready = code == 1
+        self._cached = (s1, s2) if self._ready else None
         return self._cached
 
     def push_many(self, rows) -> np.ndarray:

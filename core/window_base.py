@@ -65,6 +65,11 @@ class SlidingWindowPair:
         self._require_ready()
         return self._ring[self._slots()[1]].copy()
 
+    def push_scores(self, y) -> tuple[float, float] | None:
+        """:meth:`push` then :meth:`scores` (None while the windows are still filling)."""
+        self.push(y)
+        return self.scores() if self.ready else None
+
     def push(self, y) -> None:
         """Slide the windows by one sample ``y`` (shape (dim,), finite).
 

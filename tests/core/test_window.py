@@ -170,6 +170,24 @@ def test_push_many_equals_push_then_scores_each_step(clip):
     np.testing.assert_array_equal(many.current(), one.current())
 
 
+@pytest.mark.parametrize("make", ["rulsif", "kliep", "lsdd"])
+def test_push_scores_equals_push_then_scores(make):
+    from core.kliep_window import TwoWindowKLIEP
+    from core.lsdd_window import TwoWindowLSDD
+
+    build = {"rulsif": lambda: TwoWindowRuLSIF(3, 6, sigma=1.2, lam=0.05, alpha=0.2, refresh_every=11),
+             "kliep": lambda: TwoWindowKLIEP(3, 6, sigma=1.2, refresh_every=11),
+             "lsdd": lambda: TwoWindowLSDD(3, 6, sigma=1.2, lam=0.05, refresh_every=11)}[make]
+    one, fused = build(), build()
+    for y in _slides(9, 60, 3):
+        one.push(y)
+        got = fused.push_scores(y)
+        assert got == (one.scores() if one.ready else None)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        fused.push_scores(np.array([0.0, np.nan, 1.0]))
+    assert fused.scores() == one.scores()
+
+
 def test_push_many_rejects_a_bad_row_without_pushing_anything():
     st = TwoWindowRuLSIF(dim=2, n=4, sigma=1.0, lam=0.1)
     st.push_many(_slides(7, 20, 2))
