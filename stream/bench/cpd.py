@@ -6,7 +6,7 @@ score per step. Measured in one run on the same data:
 
 * ``incremental_state``: ``core.window.TwoWindowRuLSIF`` push + scores per point (the O(n^2) update);
 * ``detector``: :class:`~stream.detectors.changepoint.ChangePointDetector` with its streaming
-  defaults (permutation threshold recalibrated every n = 50 steps, sigma re-selected every 500);
+  defaults (AR-surrogate threshold recalibrated and sigma re-selected every n = 50 steps);
 * ``detector_per_step_calibration``: the offline/benchmark default (a permutation null every step), on a
   prefix, to show its cost honestly;
 * ``densratio_fixed``: a sliding-window loop refitting ``densratio`` (RuLSIF, the same fixed sigma and
@@ -79,7 +79,7 @@ def bench_state(y: np.ndarray, sigma: float) -> dict:
 def _detector(per_step: bool):
     from stream.detectors.changepoint import ChangePointDetector
 
-    # streaming: the detector's defaults (calibration every n steps, re-selection every 500);
+    # streaming: the detector's defaults (calibration and re-selection every n steps, AR null);
     # per-step: the offline replay's settings (stream.offline.DEFAULTS)
     from stream.offline import DEFAULTS
 
