@@ -50,12 +50,10 @@ def is_univariate_default(name: str, x: np.ndarray) -> bool:
 
 
 def _config(params: dict) -> dict:
-    """The configuration actually used: the detect() defaults, the window rule, any overrides."""
-    from stream.offline import DEFAULTS, N_MAX, N_MIN, WINDOW_FRAC
+    """The configuration actually used: the detect() defaults, the window and period rules, any overrides."""
+    from stream.offline import describe_config
 
-    cfg = {**DEFAULTS, "n": f"round({WINDOW_FRAC} x T) clipped to [{N_MIN}, {N_MAX}]"}
-    cfg.update(params)
-    return cfg
+    return describe_config(params)
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
