@@ -28,7 +28,7 @@ def _pyplot():
 
 def plot_detection(path, series, scores, thresholds, detected: Sequence[int], truth: Sequence[int] = (),
                    title: str = "", columns: Sequence[str] | None = None, width: float = 10.0,
-                   height: float = 5.0, dpi: int = 100) -> str:
+                   height: float = 5.0, dpi: int = 100, score_label: str = "change score") -> str:
     """Two panels: the series with true (dashed green) and detected (red) change points, and the
     change score with its threshold. Writes a PNG of ``width x height`` inches at ``dpi``."""
     plt = _pyplot()
@@ -51,7 +51,7 @@ def plot_detection(path, series, scores, thresholds, detected: Sequence[int], tr
     if handles:
         ax1.legend(loc="upper left", fontsize=8)
     ax1.set_title(title or "change-point detection")
-    ax2.plot(t, np.asarray(scores, dtype=np.float64), lw=0.8, color="black", label="change score")
+    ax2.plot(t, np.asarray(scores, dtype=np.float64), lw=0.8, color="black", label=score_label)
     ax2.plot(t, np.asarray(thresholds, dtype=np.float64), lw=0.8, color="orange", label="threshold")
     ax2.legend(loc="upper left", fontsize=8)
     ax2.set_xlabel("sample index")

@@ -269,3 +269,104 @@ def test_univariate_reselection_in_place_equals_a_rebuild():
         a.append(in_place.score)
         b.append(rebuilt.score)
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------- correlation view (m >= 2 channels)
+def _correlated(t_change=1000, t_len=2000, rho=0.9, seed=0, channels=3, pair=(0, 2)):
+    """i.i.d. normal channels; from ``t_change`` on, channels ``pair`` have correlation ``rho``."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(t_len, channels))
+    r = np.where(np.arange(t_len) >= t_change, rho, 0.0)
+    a, b = pair
+    z[:, b] = r * z[:, a] + np.sqrt(1 - r**2) * z[:, b]
+    return z
+
+
+def test_correlation_view_finds_a_change_of_one_pair_among_three_channels():
+    # (with corr_view=False the kernel score of the 9-dimensional embedding raised no alarm here)
+    det = ChangePointDetector()
+    alarms = [a for a in (det.step(row) for row in _correlated()) if a is not None]
+    assert any(0 <= a.alarm_index - 1000 <= 2 * det.n and abs(a.change_index - 1000) <= det.n for a in alarms), alarms
+    assert len(alarms) <= 2, alarms
+
+
+def test_correlation_view_thresholds_and_rate_split():
+    from scipy.special import stdtrit
+
+    from stream.alarms import exp_tail_threshold
+
+    det = ChangePointDetector(n=20, window_frac=0.0, n_min=20)
+    for row in _correlated(t_change=10_000, t_len=300):
+        det.step(row)
+    pool, q = det._cpool, det.false_alarm_rate / 2 / 3  # half the rate, over 3 pairs
+    assert pool.shape == (8, det.n_perm, 3) and np.isfinite(pool).all()
+    rms = np.sqrt((pool**2).mean(axis=(0, 1)))
+    np.testing.assert_allclose(det._corr_thr, rms * -stdtrit(pool.shape[0] * pool.shape[1], q / 2), rtol=1e-12)
+    # the kernel score keeps the other half, each direction a quarter
+    assert det._perm_threshold == exp_tail_threshold(det._nullpool.ravel(), det.false_alarm_rate / 4)
+    # score_one reports the larger view, in units of its threshold
+    assert det.score_one(np.zeros(3)) == pytest.approx(max(det.score / det.threshold, det._corr_ratio))
+
+
+def test_correlation_view_is_silent_on_small_windows():
+    from stream.alarms import exp_tail_threshold
+
+    det = ChangePointDetector(n=12, window_frac=0.0, n_min=12)  # below 20 subsequences
+    for row in _correlated(t_change=10_000, t_len=300):
+        det.step(row)
+    assert det._corr_thr is None and np.isnan(det._corr_ratio)
+    assert det._perm_threshold == exp_tail_threshold(det._nullpool.ravel(), det.false_alarm_rate / 2)
+
+
+@pytest.mark.parametrize("case", ["univariate", "permutation null"])
+def test_correlation_view_leaves_univariate_input_and_the_permutation_null_alone(case):
+    if case == "univariate":
+        x, kw = variance_change(800), {"n": 20}
+    else:
+        x, kw = _correlated(t_change=300, t_len=600), {"n": 20, "null": "permutation"}
+    on, off = ChangePointDetector(**kw), ChangePointDetector(corr_view=False, **kw)
+    for v in x:
+        assert on.step(v) == off.step(v)
+        assert on.score == pytest.approx(off.score, abs=0, nan_ok=True)
+        assert on.threshold == pytest.approx(off.threshold, abs=0, nan_ok=True)
+    assert on._cpool is None and on._corr_thr is None
+
+
+def test_restored_multichannel_detector_continues_identically():
+    x = _correlated(t_change=500, t_len=900)
+    ref = ChangePointDetector(n=20)
+    for row in x[:437]:
+        ref.step(row)
+    restored = ChangePointDetector.from_state(_roundtrip_npz(ref.to_state()))
+    a_ref, a_res = [], []
+    for row in x[437:]:
+        a_ref.append(ref.step(row))
+        a_res.append(restored.step(row))
+        assert restored.score == pytest.approx(ref.score, abs=1e-9, nan_ok=True)
+        assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9, nan_ok=True)
+        assert restored.score_one(row) == pytest.approx(ref.score_one(row), abs=1e-9)
+    assert a_ref == a_res and any(a is not None for a in a_ref)
+
+
+def test_checkpoint_from_before_the_correlation_view_restores_without_it():
+    x = _correlated(t_change=10_000, t_len=500)
+    ref = ChangePointDetector(n=20, corr_view=False)
+    for row in x[:300]:
+        ref.step(row)
+    state = ref.to_state()
+    meta = json.loads(str(state["meta"]))
+    del meta["params"]["corr_view"]  # as written by the previous release
+    for key in ("corr_on", "cpool_i", "corr_ratio"):
+        del meta[key]
+    state["meta"] = json.dumps(meta)
+    restored = ChangePointDetector.from_state(_roundtrip_npz(state))
+    assert restored.corr_view is False
+    for row in x[300:]:
+        ref.step(row)
+        restored.step(row)
+        assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9)
+
+
+def test_corr_view_must_be_a_bool():
+    with pytest.raises(ValueError, match="corr_view"):
+        ChangePointDetector(corr_view="yes")
