@@ -157,7 +157,7 @@ def run(args) -> int:
     out["detector"], out["detector"]["alarms"] = bench_detector(y, per_step=False)
     prefix = 2_000 if args.quick else 10_000
     out["detector_per_step_calibration"], _ = bench_detector(y[:prefix], per_step=True)
-    out["densratio_fixed"] = bench_densratio(y, sigma, 20 if args.quick else 100)
+    out["densratio_fixed"] = bench_densratio(y, sigma, 20 if args.quick else 400)
     base = out["densratio_fixed"]["points_per_s"]
     out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
     out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
