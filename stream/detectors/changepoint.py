@@ -176,7 +176,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         Steps between calibrations; 0 (default) means ``n_eff``: the null is
         re-estimated each time half of the pooled ``2 n_eff`` subsequences has been renewed, which
         costs ``2 n_perm / n_eff`` extra solves per step (0.4 at n = 50; the AR null also
-        simulates and embeds each surrogate: about 1.4 ms per calibration at k = 10, n = 50).
+        simulates and embeds each surrogate: about 1.0 ms per calibration at k = 10, n = 50).
         The offline replay recalibrates every step (1), where series are short and windows small.
     difference : {"auto", True, False}
         Work on first differences. ``"auto"`` decides when the windows are (re)built to a new size:
