@@ -88,41 +88,42 @@ def _fill_gram(ring, gram, sigma):
 
 @njit(cache=True, fastmath=FASTMATH)
 def _build(gram, macc, hacc, fw, iw, head, n, alpha):
-    """M1, M2, h1, h2 from scratch (O(n^3)); also the periodic refresh."""
+    """M1, M2, h1, h2 from scratch (O(n^3)); also the periodic refresh.
+
+    ``M1 = sum_i w1_i g_i g_i'`` over the 2n samples (``g_i`` their kernel row at the past centres,
+    ``w1`` = alpha for past samples, 1 - alpha for current ones; M2 likewise at the current
+    centres) as two matrix products of the weighted rows: ~5x faster than the 2n rank-one updates
+    at n = 50 (this runs at every re-selection and every ``refresh_every`` pushes).
+    """
     size = 2 * n
     _positions(head, n, iw)
-    macc[:, :, :] = 0.0
     hacc[:, :] = 0.0
     ps = iw[0]
     cs = iw[1]
-    gp = fw[_UO]
-    gc = fw[_VO]
-    m1 = macc[0]
-    m2 = macc[1]
+    sa = np.sqrt(alpha)
+    sb = np.sqrt(1.0 - alpha)
+    a = np.empty((size, n))
+    b = np.empty((size, n))
+    h1 = hacc[0]
+    h2 = hacc[1]
     for i in range(size):
         row = gram[i]
-        past = _in_past(i, head, n)
-        for q in range(n):
-            gp[q] = row[ps[q]]
-            gc[q] = row[cs[q]]
-        w1 = alpha if past else 1.0 - alpha
-        w2 = 1.0 - alpha if past else alpha
-        for p in range(n):
-            a1 = w1 * gp[p]
-            a2 = w2 * gc[p]
-            r1 = m1[p]
-            r2 = m2[p]
+        ar = a[i]
+        br = b[i]
+        if _in_past(i, head, n):
             for q in range(n):
-                r1[q] += a1 * gp[q]
-                r2[q] += a2 * gc[q]
-        if past:
-            h = hacc[0]
-            for q in range(n):
-                h[q] += gp[q]
+                gp = row[ps[q]]
+                ar[q] = sa * gp
+                br[q] = sb * row[cs[q]]
+                h1[q] += gp
         else:
-            h = hacc[1]
             for q in range(n):
-                h[q] += gc[q]
+                gc = row[cs[q]]
+                ar[q] = sb * row[ps[q]]
+                br[q] = sa * gc
+                h2[q] += gc
+    macc[0] = a.T @ a
+    macc[1] = b.T @ b
 
 
 @njit(cache=True, fastmath=FASTMATH)
