@@ -333,12 +333,21 @@ class PeakPicker:
         ends first).
     min_spacing : int
         Minimum distance between the change indices of two alarms.
+    merge_gap : int
+        A run continues across dips below the threshold shorter than this many steps (1, the
+        default: the first step below ends it). For scores that fluctuate on a known time scale
+        (the offline replay of a periodic series passes one period): a dip on the rising edge of a
+        change would otherwise close the run early, raise a weak alarm at the wrong place, and the
+        minimum spacing would then suppress the real peak.
     """
 
-    def __init__(self, delay: int, min_spacing: int):
+    def __init__(self, delay: int, min_spacing: int, merge_gap: int = 1):
         if int(delay) < 0 or int(min_spacing) < 0:
             raise ValueError(f"delay and min_spacing must be >= 0; got {delay}, {min_spacing}")
-        self.delay, self.min_spacing = int(delay), int(min_spacing)
+        if int(merge_gap) < 1:
+            raise ValueError(f"merge_gap must be >= 1 (1 = a run ends at its first step below threshold); got {merge_gap}")
+        self.delay, self.min_spacing, self.merge_gap = int(delay), int(min_spacing), int(merge_gap)
+        self._below = 0  # consecutive steps below threshold inside the current run
         self._in_run = False
         self._spent = False  # this run already raised its alarm
         self._peak = (-math.inf, 0, 0.0, 0.0, 0)  # (ratio, t, score, threshold, boundary)
@@ -348,6 +357,7 @@ class PeakPicker:
         """Feed step ``t``; ``boundary`` is the change index this step's windows would imply."""
         above = math.isfinite(score) and math.isfinite(threshold) and score > threshold
         if above:
+            self._below = 0
             # the peak is located on the score itself: the per-window threshold rises while a change
             # enters the windows, so score / threshold would peak early
             ratio = float(score)
@@ -360,8 +370,12 @@ class PeakPicker:
                 return self._emit(t)
             return None
         if self._in_run:
-            self._in_run = False
-            if not self._spent:
+            self._below += 1
+            if self._below >= self.merge_gap:
+                self._in_run = False
+                if not self._spent:
+                    return self._emit(t)
+            elif not self._spent and t - self._peak[1] >= self.delay:
                 return self._emit(t)
         return None
 
@@ -381,14 +395,17 @@ class PeakPicker:
         return Alarm(change_index=int(boundary), alarm_index=int(t), score=score, threshold=thr)
 
     def to_state(self) -> dict:
-        return {"delay": self.delay, "min_spacing": self.min_spacing, "in_run": self._in_run,
+        return {"delay": self.delay, "min_spacing": self.min_spacing, "merge_gap": self.merge_gap,
+                "below": self._below, "in_run": self._in_run,
                 "spent": self._spent, "peak": [float(v) for v in self._peak],
                 "last_change": -1 if self._last_change is None else int(self._last_change),
                 "has_last": self._last_change is not None}
 
     @classmethod
     def from_state(cls, state: dict) -> "PeakPicker":
-        obj = cls(int(state["delay"]), int(state["min_spacing"]))
+        # states written before merge_gap existed ended runs at the first step below threshold
+        obj = cls(int(state["delay"]), int(state["min_spacing"]), int(state.get("merge_gap", 1)))
+        obj._below = int(state.get("below", 0))
         obj._in_run, obj._spent = bool(state["in_run"]), bool(state["spent"])
         r, t, s, thr, b = (float(v) for v in state["peak"])
         obj._peak = (r, int(t), s, thr, int(b))

@@ -147,7 +147,8 @@ def period_plan(series, min_acf: float = MIN_ACF) -> PeriodPlan | None:
     return PeriodPlan(period=p, block=s, k=int(DEFAULTS["k"]), n=WINDOW_PERIODS * per_agg, prefix=prefix)
 
 
-def _history_alarms(scores: np.ndarray, n: int, k: int, false_alarm_rate: float) -> tuple[list[Alarm], np.ndarray]:
+def _history_alarms(scores: np.ndarray, n: int, k: int, false_alarm_rate: float,
+                    merge_gap: int = 1) -> tuple[list[Alarm], np.ndarray]:
     """Causal alarms from a score trace, thresholded by an exponential tail fitted to the past scores.
 
     The threshold at step t is the upper ``false_alarm_rate`` quantile of an exponential tail above
@@ -160,9 +161,9 @@ def _history_alarms(scores: np.ndarray, n: int, k: int, false_alarm_rate: float)
     peak), unless the run outlasts the ``2n + k`` steps one change can keep the windows apart: then
     the raised level is the new normal and its scores join the history. Runs are picked as in the
     detector (peak, delay n, change indices at least n apart, change index = window boundary of the
-    peak).
+    peak), except that a run survives dips below the threshold shorter than ``merge_gap`` steps.
     """
-    picker = PeakPicker(n, n)
+    picker = PeakPicker(n, n, merge_gap=merge_gap)
     thr = np.full(scores.shape[0], np.nan)
     alarms: list[Alarm] = []
     hist = np.empty(scores.shape[0])  # accepted past scores, in time order
@@ -209,7 +210,11 @@ def _replay_periodic(x: np.ndarray, plan: PeriodPlan, progress, params: dict) ->
         if progress is not None and (j % 1000 == 0 or j == m - 1):
             progress(min(t_len, (j + 1) * s), t_len)
     # false_alarm_rate is per input sample; one aggregated step stands for s of them
-    agg_alarms, thr_a = _history_alarms(sc, plan.n, plan.k, min(0.25, s * cfg["false_alarm_rate"]))
+    # the score of a periodic series wavers within a period: a dip shorter than one period does not
+    # end a run (it split the rising edge of changes, with alarms up to 3 periods early)
+    per_period = max(1, int(round(plan.period / s)))
+    agg_alarms, thr_a = _history_alarms(sc, plan.n, plan.k, min(0.25, s * cfg["false_alarm_rate"]),
+                                        merge_gap=per_period)
     alarms = [Alarm(change_index=int(block_centre(a.change_index, s)),
                     alarm_index=int(max(block_end(a.alarm_index, s), plan.prefix - 1)),
                     score=a.score, threshold=a.threshold) for a in agg_alarms]

@@ -1,5 +1,7 @@
 """Alarm calibration, peak picking, embedding ring and preprocessing."""
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -96,6 +98,38 @@ def test_peak_picker_min_spacing_drops_close_alarms():
     pk = PeakPicker(delay=0, min_spacing=10)
     out = [pk.update(t, s, 1.0, boundary=t) for t, s in enumerate([2, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0])]
     assert [a.change_index for a in out if a] == [0, 12]
+
+
+def _alarms(picker, scores, threshold=1.0):
+    out = [picker.update(t, s, threshold, t) for t, s in enumerate(scores)]
+    end = picker.flush(len(scores))
+    return [a for a in out + [end] if a is not None]
+
+
+def test_merge_gap_keeps_a_run_alive_across_a_short_dip_so_the_peak_is_reported():
+    # a rising edge with a one-step dip below threshold, then the real peak at t = 6
+    scores = [0.0, 1.2, 0.9, 1.5, 2.0, 2.5, 3.0, 2.0, 0.5, 0.5, 0.5, 0.5]
+    first = _alarms(PeakPicker(delay=4, min_spacing=10), scores)
+    merged = _alarms(PeakPicker(delay=4, min_spacing=10, merge_gap=3), scores)
+    assert [a.change_index for a in first] == [1]  # the dip closed the run; spacing hid the peak
+    assert [(a.change_index, a.alarm_index) for a in merged] == [(6, 10)]  # raised `delay` after the peak
+    # a dip as long as merge_gap does end the run (at its last step)
+    long_dip = [0.0, 1.2, 0.9, 0.9, 0.9, 3.0, 0.0, 0.0, 0.0]
+    assert [(a.change_index, a.alarm_index) for a in _alarms(PeakPicker(4, 0, merge_gap=3), long_dip)] == \
+        [(1, 4), (5, 8)]
+
+
+def test_merge_gap_state_roundtrip_and_old_states():
+    pk = PeakPicker(delay=5, min_spacing=3, merge_gap=4)
+    pk.update(0, 2.0, 1.0, 0)
+    pk.update(1, 0.0, 1.0, 1)  # inside the run's grace
+    pk2 = PeakPicker.from_state(json.loads(json.dumps(pk.to_state())))
+    assert pk2.merge_gap == 4 and [pk2.update(t, 0.0, 1.0, t) for t in range(2, 5)] == \
+        [pk.update(t, 0.0, 1.0, t) for t in range(2, 5)]
+    old = {k: v for k, v in PeakPicker(2, 2).to_state().items() if k not in ("merge_gap", "below")}
+    assert PeakPicker.from_state(old).merge_gap == 1
+    with pytest.raises(ValueError, match="merge_gap"):
+        PeakPicker(1, 1, merge_gap=0)
 
 
 def test_peak_picker_state_roundtrip():
