@@ -58,11 +58,21 @@ class ARModel:
         return int(self.phi.size)
 
 
-def fit_ar(x: np.ndarray, max_order: int = 5) -> ARModel:
-    """Yule-Walker AR fit (Levinson-Durbin) with the order chosen by AIC (``T log s2_p + 2 p``), 0..``max_order``.
+#: AR estimators :func:`fit_ar` offers ("burg": the default, see there; "yw": Yule-Walker)
+AR_METHODS = ("burg", "yw")
 
-    Yule-Walker (biased autocovariances) always yields a stationary model, so simulated surrogates
-    cannot explode. Residuals are the one-step prediction errors from ``t = p`` on, centred.
+
+def fit_ar(x: np.ndarray, max_order: int = 5, method: str = "burg") -> ARModel:
+    """AR fit with the order chosen by AIC (``T log s2_p + 2 p``), 0..``max_order``.
+
+    ``method="burg"`` (default): Burg's method, each reflection coefficient minimising the summed
+    forward and backward prediction errors of the data itself. ``"yw"``: Yule-Walker (biased
+    autocovariances, Levinson-Durbin). Both always yield a stationary model (every reflection
+    coefficient is below 1 in magnitude), so simulated surrogates cannot explode. Why Burg: the
+    detector fits ~53 values, and Yule-Walker's coefficients shrink towards zero on short,
+    strongly autocorrelated series (the biased autocovariances taper the lags), which makes the
+    surrogates a little too smooth and their null too narrow in the tail.
+    Residuals are the one-step prediction errors from ``t = p`` on, centred.
     A constant series gives AR(0) with zero residuals.
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
@@ -71,12 +81,14 @@ def fit_ar(x: np.ndarray, max_order: int = 5) -> ARModel:
                          f"({int((~np.isfinite(x)).sum())} non-finite)")
     if int(max_order) != max_order or max_order < 0:
         raise ValueError(f"max_order must be an integer >= 0; got {max_order!r}")
-    phi, mean, resid = _fit_ar_kernel(np.ascontiguousarray(x), int(max_order))
+    if method not in AR_METHODS:
+        raise ValueError(f"method must be one of {AR_METHODS}; got {method!r}")
+    phi, mean, resid = _fit_ar_kernel(np.ascontiguousarray(x), int(max_order), method == "burg")
     return ARModel(phi, float(mean), resid)
 
 
 @njit(cache=True)
-def _fit_ar_kernel(x, max_order):
+def _fit_ar_kernel(x, max_order, burg):
     """Compiled body of :func:`fit_ar` (it runs at every calibration: ~10x the Python version)."""
     t_len = x.size
     mean = x.mean()
@@ -90,7 +102,7 @@ def _fit_ar_kernel(x, max_order):
         acov[lag] = s / t_len
     if not acov[0] > 1e-300:
         return np.zeros(0), mean, np.zeros(t_len)
-    phi = _levinson_aic(acov, t_len)
+    phi = _burg_aic(xc, top, acov[0]) if burg else _levinson_aic(acov, t_len)
     p = phi.size
     resid = np.empty(t_len - p)  # one-step prediction errors (exact from t = p on)
     for t in range(p, t_len):
@@ -99,6 +111,49 @@ def _fit_ar_kernel(x, max_order):
             e -= phi[i] * xc[t - 1 - i]
         resid[t - p] = e
     return phi, mean, resid - resid.mean()
+
+
+@njit(cache=True)
+def _burg_aic(xc, top, s2):
+    """Burg's recursion over orders 0..``top`` on the centred ``xc``; the coefficients of the AIC-best order.
+
+    Order ``p``'s reflection coefficient is ``2 sum f_t b_{t-1} / sum (f_t^2 + b_{t-1}^2)`` over
+    ``t = p .. T-1`` (f, b: the forward / backward prediction errors of order p - 1), below 1 in
+    magnitude by Cauchy-Schwarz; the coefficients follow by the Levinson update, the error variance
+    by ``s2 *= 1 - refl^2`` from ``s2 = acov[0]`` (the same AIC as Yule-Walker's).
+    """
+    t_len = xc.size
+    f = xc.copy()
+    b = xc.copy()
+    best_aic = t_len * math.log(s2)
+    best = np.zeros(0)
+    phi = np.zeros(0)
+    for p in range(1, top + 1):
+        num = 0.0
+        den = 0.0
+        for t in range(p, t_len):
+            num += f[t] * b[t - 1]
+            den += f[t] * f[t] + b[t - 1] * b[t - 1]
+        if not den > 1e-300 * t_len:  # the errors vanished: higher orders add nothing
+            break
+        refl = 2.0 * num / den
+        if not abs(refl) < 1.0:  # only by rounding (exactly predictable data)
+            break
+        for t in range(t_len - 1, p - 1, -1):  # backwards: b[t - 1] is still order p - 1's
+            ft = f[t]
+            bt = b[t - 1]
+            f[t] = ft - refl * bt
+            b[t] = bt - refl * ft
+        nxt = np.empty(p)
+        for i in range(p - 1):
+            nxt[i] = phi[i] - refl * phi[p - 2 - i]
+        nxt[p - 1] = refl
+        phi = nxt
+        s2 *= 1.0 - refl * refl
+        aic = t_len * math.log(s2) + 2 * p
+        if aic < best_aic:
+            best_aic, best = aic, phi.copy()
+    return best
 
 
 @njit(cache=True)
