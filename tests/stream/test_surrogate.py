@@ -6,7 +6,7 @@ import pytest
 from core.kernels import gauss_kernel
 from stream.alarms import permutation_null_rulsif, rulsif_window_score
 from stream.embedding import embed
-from stream.surrogate import fit_ar, simulate_ar, surrogate_null_rulsif
+from stream.surrogate import fit_ar, fit_ar_channels, simulate_ar, surrogate_null_rulsif
 
 
 def ar_series(phi, size, seed, scale=1.0):
@@ -41,6 +41,8 @@ def test_fit_ar_rejects_bad_input():
         fit_ar([1.0, np.nan, 2.0, 3.0])
     with pytest.raises(ValueError, match="max_order"):
         fit_ar(np.arange(10.0), max_order=-1)
+    with pytest.raises(ValueError, match="method must be one of"):
+        fit_ar(np.arange(10.0), method="ols")
 
 
 def test_simulated_surrogates_keep_the_serial_dependence():
@@ -106,7 +108,7 @@ def test_compiled_fit_equals_yule_walker_and_the_prediction_errors():
     from scipy.signal import lfilter
 
     x = ar_series([0.5, 0.2, -0.3], 400, seed=9) + 1.0
-    model = fit_ar(x)
+    model = fit_ar(x, method="yw")
     p = model.order
     assert p >= 3
     xc = x - x.mean()
@@ -124,3 +126,134 @@ def test_simulation_is_the_ar_recursion_driven_by_resampled_residuals():
     idx = np.random.default_rng(11).integers(0, model.resid.size, size=(3, 47))
     ref = lfilter([1.0], np.r_[1.0, -model.phi], model.resid[idx], axis=1)[:, 7:] + model.mean
     np.testing.assert_allclose(sims[:, :, 0], ref, atol=1e-12)
+
+
+def burg_reference(x, order):
+    """Textbook Burg (vectorised, order by order): the coefficients and error variance of orders 0..order."""
+    xc = x - x.mean()
+    f, b = xc[1:].copy(), xc[:-1].copy()  # forward errors at t = p..T-1, backward errors at t - 1
+    a, s2 = np.zeros(0), xc @ xc / xc.size
+    coefs, s2s = [a], [s2]
+    for _ in range(order):
+        refl = 2.0 * (f @ b) / (f @ f + b @ b)
+        a = np.r_[a - refl * a[::-1], refl]
+        s2 *= 1.0 - refl * refl
+        f, b = (f - refl * b)[1:], (b - refl * f)[:-1]
+        coefs.append(a)
+        s2s.append(s2)
+    return coefs, s2s
+
+
+@pytest.mark.parametrize("seed", [12, 13, 14])
+def test_compiled_burg_equals_the_textbook_recursion_with_the_aic_order(seed):
+    from scipy.signal import lfilter
+
+    x = ar_series([0.5, 0.2, -0.3], 120, seed=seed) + 1.0
+    coefs, s2s = burg_reference(x, 5)
+    aic = [x.size * np.log(v) + 2 * p for p, v in enumerate(s2s)]
+    model = fit_ar(x)  # Burg is the default
+    p = model.order
+    assert p == int(np.argmin(aic)) and p >= 2
+    np.testing.assert_allclose(model.phi, coefs[p], rtol=1e-10, atol=1e-12)
+    xc = x - x.mean()
+    resid = lfilter(np.r_[1.0, -model.phi], [1.0], xc)[p:]
+    np.testing.assert_allclose(model.resid, resid - resid.mean(), atol=1e-12)
+    # and it is not Yule-Walker's answer
+    assert np.max(np.abs(fit_ar(x, p, method="yw").phi - model.phi)) > 1e-3
+
+
+def _short_fits(phi, size, seeds):
+    """Both estimators' coefficients (padded / cut to len(phi)) on the same short AR series, (seeds, 2, p)."""
+    from scipy.signal import lfilter
+
+    p = len(phi)
+    e = np.random.default_rng(seeds).normal(size=(seeds, size + 300))
+    y = lfilter([1.0], np.r_[1.0, -np.asarray(phi)], e, axis=1)[:, 300:]
+    out = np.zeros((seeds, 2, p))
+    for i, s in enumerate(y):
+        for j, method in enumerate(("yw", "burg")):
+            c = fit_ar(s, p, method=method).phi
+            out[i, j, : c.size] = c
+    return out
+
+
+@pytest.mark.parametrize("phi, burg_share", [([0.9], 0.85), ([1.5, -0.75], 0.4)])
+def test_burg_recovers_ar_coefficients_of_short_series_with_less_bias_than_yule_walker(phi, burg_share):
+    # the detector fits ~53 values; there Yule-Walker's tapered autocovariances pull strongly
+    # autocorrelated coefficients towards zero (AR(2) below: 1.37 / -0.65 for 1.5 / -0.75),
+    # Burg's much less. 500 series of 53 values, the same series for both estimators.
+    fits = _short_fits(phi, 53, 500)
+    bias = np.abs(fits.mean(axis=0) - np.asarray(phi))  # (2, p): yw, burg
+    rmse = np.sqrt(((fits - np.asarray(phi)) ** 2).mean(axis=0))
+    assert np.all(bias[0] > 0.05), bias  # the effect is real at this size
+    assert np.all(bias[1] < burg_share * bias[0]), bias
+    assert np.all(rmse[1] < rmse[0]), rmse
+
+
+@pytest.mark.parametrize("method", ["burg", "yw"])
+def test_fit_is_stationary_on_near_unit_root_and_trending_input(method):
+    rng = np.random.default_rng(15)
+    t = np.arange(60.0)
+    inputs = [np.cumsum(rng.normal(size=60)),            # a random walk
+              ar_series([0.999], 60, seed=16),           # near unit root
+              ar_series([1.95, -0.9999], 60, seed=17),   # a nearly undamped oscillation
+              0.5 * t + rng.normal(0.0, 0.01, 60),       # a trend with little noise
+              np.r_[np.zeros(30), np.full(30, 5.0)] + rng.normal(0.0, 0.01, 60)]  # a level shift
+    for x in inputs:
+        model = fit_ar(x, method=method)
+        assert model.order >= 1
+        companion = np.zeros((model.order, model.order))
+        companion[0] = model.phi
+        companion[1:, :-1] = np.eye(model.order - 1)
+        assert np.max(np.abs(np.linalg.eigvals(companion))) < 1.0
+        sims = simulate_ar([model], 5000, 2, np.random.default_rng(18))
+        assert np.isfinite(sims).all() and np.abs(sims - model.mean).max() < 1e3 * (np.ptp(x) + 1e-9)
+
+
+def test_channels_share_the_order_of_least_summed_aic_and_keep_their_own_coefficients():
+    for seed in range(20, 30):
+        v = np.column_stack([ar_series([0.6, -0.5], 53, seed=seed), ar_series([0.6, -0.5], 53, seed=seed + 100),
+                             np.full(53, 1.5)])  # a constant channel: AR(0), no say in the order
+        models = fit_ar_channels(v)
+        p = models[0].order
+        assert models[1].order == p and models[2].order == 0 and not models[2].resid.any()
+        aic = [sum(53 * np.log(burg_reference(v[:, j], 5)[1][q]) for j in range(2)) + 4 * q for q in range(6)]
+        assert p == int(np.argmin(aic))
+        for j in range(2):  # each channel's coefficients are its own Burg fit of that order
+            np.testing.assert_allclose(models[j].phi, burg_reference(v[:, j], 5)[0][p], rtol=1e-10, atol=1e-12)
+    one = fit_ar_channels(v[:, :1])[0]  # a single channel: exactly fit_ar
+    np.testing.assert_array_equal(one.phi, fit_ar(v[:, 0]).phi)
+    np.testing.assert_array_equal(one.resid, fit_ar(v[:, 0]).resid)
+
+
+def test_one_order_keeps_correlated_surrogates_as_wide_as_the_truth():
+    # two channels of the same AR(2) with innovation correlation 0.95, 53 values fitted: separate
+    # AIC orders differ about once in five and narrow the surrogates' Fisher-z null (issue 3)
+    from scipy.signal import lfilter
+
+    from stream.correlation import fisher_z_diff
+
+    n, length, rho = 50, 53, 0.95
+    rng = np.random.default_rng(20)
+    z = rng.normal(size=(3000, 2 * n + length + 200, 2))
+    e = np.stack([z[..., 0], rho * z[..., 0] + np.sqrt(1 - rho**2) * z[..., 1]], axis=2)
+    y = lfilter([1.0], [1.0, -0.6, 0.5], e, axis=1)[:, 200:]
+    true_sd = fisher_z_diff(y[:, length:length + n], y[:, length + n:])[:, 0].std()
+    sd = {"separate": [], "joint": []}
+    for i in range(150):
+        fits = {"separate": [fit_ar(y[i, :length, j]) for j in range(2)], "joint": fit_ar_channels(y[i, :length])}
+        for key, models in fits.items():
+            s = simulate_ar(models, 2 * n, 100, np.random.default_rng(i))
+            sd[key].append(fisher_z_diff(s[:, :n], s[:, n:])[:, 0].std())
+    sep, joint = np.mean(sd["separate"]) / true_sd, np.mean(sd["joint"]) / true_sd
+    assert joint > sep + 0.005, (sep, joint)
+    assert abs(joint - 1.0) < 0.03, joint
+
+
+def test_fit_ar_channels_rejects_bad_input():
+    with pytest.raises(ValueError, match="shape"):
+        fit_ar_channels(np.zeros(10))
+    with pytest.raises(ValueError, match="non-finite"):
+        fit_ar_channels(np.array([[1.0, 2.0], [np.nan, 1.0], [2.0, 3.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="method must be one of"):
+        fit_ar_channels(np.zeros((10, 2)), method="ols")
