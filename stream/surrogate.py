@@ -305,6 +305,10 @@ def _surrogate_scores_kernel(grams, n, alpha, lam, both):
     return out
 
 
+#: entries of the surrogate Gram matrices held at once (x 8 bytes, twice: distances and kernel values)
+_GRAM_CHUNK_ENTRIES = 250_000
+
+
 def _surrogate_grams(sims: np.ndarray, n: int, k: int, sigma: float) -> np.ndarray:
     """Gaussian Gram matrices of the surrogates' 2n subsequences, shape (count, 2n, 2n).
 
@@ -349,6 +353,11 @@ def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam:
     if n < 2 or k < 1 or int(count) < 1:
         raise ValueError(f"need n >= 2, k >= 1 and count >= 1; got n={n}, k={k}, count={count}")
     models = [fit_ar(values[:, j], max_order) for j in range(values.shape[1])]
-    sims = simulate_ar(models, 2 * n + k - 1, int(count), rng)
-    grams = _surrogate_grams(np.ascontiguousarray(sims), n, k, float(sigma))
-    return _surrogate_scores_kernel(grams, n, float(alpha), float(lam), bool(symmetric))
+    sims = np.ascontiguousarray(simulate_ar(models, 2 * n + k - 1, int(count), rng))
+    # Gram matrices in chunks of at most ~_GRAM_CHUNK_ENTRIES entries: the transient memory of a
+    # calibration stays a few MB whatever n and count are (80 surrogates at n = 200 would be 200 MB)
+    step = max(1, _GRAM_CHUNK_ENTRIES // (4 * n * n))
+    return np.concatenate([
+        _surrogate_scores_kernel(_surrogate_grams(sims[i:i + step], n, k, float(sigma)), n, float(alpha),
+                                 float(lam), bool(symmetric))
+        for i in range(0, sims.shape[0], step)])

@@ -257,3 +257,13 @@ def test_fit_ar_channels_rejects_bad_input():
         fit_ar_channels(np.array([[1.0, 2.0], [np.nan, 1.0], [2.0, 3.0], [1.0, 0.0]]))
     with pytest.raises(ValueError, match="method must be one of"):
         fit_ar_channels(np.zeros((10, 2)), method="ols")
+
+
+def test_scores_do_not_depend_on_the_chunking_of_the_gram_matrices(monkeypatch):
+    import stream.surrogate as surrogate
+
+    vals = ar_series([0.6, -0.5], 200, seed=12)
+    args = (vals, 15, 3, 1.3, 0.1, 0.1, True, 7)
+    whole = surrogate_null_rulsif(*args, np.random.default_rng(13))
+    monkeypatch.setattr(surrogate, "_GRAM_CHUNK_ENTRIES", 4 * 15 * 15 * 3)  # three surrogates per chunk
+    np.testing.assert_array_equal(surrogate_null_rulsif(*args, np.random.default_rng(13)), whole)
