@@ -61,32 +61,17 @@ from collections.abc import Mapping
 import numpy as np
 from river import base
 
-from stream.alarms import (
-    Alarm,
-    PeakPicker,
-    exp_tail_threshold,
-    gamma_threshold,
-    median_mad,
-    permutation_null_generic,
-    permutation_null_rulsif,
-)
-from stream.correlation import corr_ratio, surrogate_zdiff
+from stream.alarms import Alarm, PeakPicker, median_mad
+from stream.correlation import corr_ratio
+from stream.detectors.calibration import AR_MIN_VALUES, NullCalibrator
 from stream.embedding import History, embed
 from stream.preprocess import Differencer, robust_scale
-from stream.surrogate import fit_ar, fit_ar_channels, simulate_ar, surrogate_null_rulsif
 
 METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
 NULLS = ("auto", "ar", "permutation")
 _STATE_VERSION = 1
 _SCORE_HISTORY = 1000  # scores kept for the history guard
-_NULL_POOL = 8  # calibrations pooled into one null sample
-_AR_MIN_VALUES = 50  # values an AR-surrogate null is fitted to, at least (10 per coefficient of AR(5))
 AUTO_DIFF_ACF = 0.8  # lag-1 autocorrelation above which difference="auto" differences
-_CORR_SHARE = 0.5  # share of the false-alarm rate given to the correlation view when it is on
-# windows below this many subsequences leave the correlation view silent: Fisher z's tails are then
-# heavier than normal (i.i.d. pairs: the normal 1e-4 quantile is exceeded 4.8x as often at n = 6,
-# 2.3x at 12, 1.4x at 24, 1.1x at 50)
-_CORR_MIN_N = 20
 
 
 def _lag1_autocorr(x: np.ndarray) -> float:
@@ -316,21 +301,15 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._score = math.nan
         self._picker: PeakPicker | None = None
         self._last_alarm: Alarm | None = None
-        self._perm_threshold = math.nan
-        # AR null: both directions' scores of each surrogate (pooled: see _calibrate)
-        width = self.n_perm * (2 if self._null == "ar" and self.symmetric else 1)
-        self._nullpool = np.zeros((_NULL_POOL, width))
-        self._nullpool_i = 0
+        self._null_cal = NullCalibrator(self._null, self.method, self.alpha, self.symmetric, self.n_perm,
+                                        self.false_alarm_rate, self.k)
         self._guard = math.nan
         self._guard_stale = True
         self._shist = np.full(_SCORE_HISTORY, np.nan)  # ring of past scores (history guard)
         self._shist_n = 0
-        # correlation view (m >= 2 channels, AR null): pooled signed surrogate Fisher-z differences
-        # (pool, draws, pairs), per-pair thresholds, and the latest max |diff| / threshold
+        # correlation view (m >= 2 channels, AR null; its null lives in _null_cal): the latest
+        # max |Fisher-z difference| / threshold over the channel pairs
         self._corr_on = False
-        self._cpool: np.ndarray | None = None
-        self._cpool_i = 0
-        self._corr_thr: np.ndarray | None = None
         self._corr_ratio = math.nan
 
     @property
@@ -379,8 +358,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._pre is None:
             self._pre = Differencer(self._dim, difference=False)  # fills missing values only
             # levels: the 2n + k the windows need (one extra for a difference) and, for the AR
-            # null, _AR_MIN_VALUES more to fit the surrogate model on
-            self._hist = History(self._span + _AR_MIN_VALUES, self._dim)
+            # null, AR_MIN_VALUES more to fit the surrogate model on
+            self._hist = History(self._span + AR_MIN_VALUES, self._dim)
             self._corr_on = self.corr_view and self._null == "ar" and self._dim > 1
         d = self._pre.step(v)
         if d is None:
@@ -413,7 +392,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._guard_stale:
             self._guard = self._history_guard()
             self._guard_stale = False
-        self._threshold = max(self._perm_threshold, self._guard) if math.isfinite(self._guard) else self._perm_threshold
+        null_thr = self._null_cal.threshold
+        self._threshold = max(null_thr, self._guard) if math.isfinite(self._guard) else null_thr
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
         if self._corr_on:  # both views in units of their thresholds (see corr_view)
@@ -443,7 +423,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
     def _corr_step(self) -> float:
         """Correlation view: max over channel pairs of |Fisher-z difference| / threshold (NaN: none yet)."""
-        thr = self._corr_thr
+        thr = self._null_cal.corr_thresholds
         if thr is None:
             return math.nan
         n, d = self._n_eff, int(self._diff_on)
@@ -511,8 +491,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._win.set_params(sigma, lam)
         if self._n_eff != n:
             self._picker_resize(n)
-            self._nullpool_i = 0  # a new window size has a new null ...
-            self._cpool_i = 0
+            self._null_cal.restart()  # a new window size has a new null ...
             self._shist_n = 0  # ... and scores on a new scale
         self._n_eff = n
         self._since_reselect = 0
@@ -572,135 +551,32 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         return fit.sigma, 0.1  # lambda unused by KLIEP
 
     def _calibrate(self) -> None:
-        """Threshold = upper ``false_alarm_rate`` quantile of the permutation null of the score."""
+        """Re-estimate the null of the score from the current windows (see :mod:`.calibration`)."""
         self._since_calib = 0
         if not self._win.ready:
             self._threshold = math.nan
             return
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
+        sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)  # KLIEP has no ridge
         if self._null == "ar":
-            self._calibrate_ar(n, rng)
-            return
-        if self.method in ("rulsif", "ulsif"):
-            alpha = self.alpha if self.method == "rulsif" else 0.0
-            gram = self._win.gram() if hasattr(self._win, "gram") else None  # the state keeps one
-            pooled = None if gram is not None else np.vstack([self._win.past(), self._win.current()])
-            null = permutation_null_rulsif(pooled, n, self._win.sigma, self._win.lam, alpha,
-                                           self.symmetric, self.n_perm, rng, block=self._block(), gram=gram)
+            self._null_cal.calibrate_ar(self._ar_values(n), n, sigma, lam, rng,
+                                        make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on)
         else:
-            pooled = np.vstack([self._win.past(), self._win.current()])
-            sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)
-            null = permutation_null_generic(pooled, n, lambda: self._make_state(n, sigma, lam),
-                                            self.symmetric, self.n_perm, rng, block=self._block())
-        # pool the permutation scores of the last _NULL_POOL calibrations: neighbouring windows share
-        # almost all their samples, so pooling removes Monte-Carlo noise from the threshold for free
-        self._nullpool[self._nullpool_i % _NULL_POOL] = null
-        self._nullpool_i += 1
-        pooled_null = self._nullpool[: min(self._nullpool_i, _NULL_POOL)].ravel()
-        self._perm_threshold = gamma_threshold(pooled_null, self.false_alarm_rate)
+            self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
+                                                 make_state=lambda: self._make_state(n, sigma, lam))
         self._guard_stale = True
 
-    def _calibrate_ar(self, n: int, rng: np.random.Generator) -> None:
-        """Threshold from the AR-surrogate null (:mod:`stream.surrogate`), one per direction.
-
-        Why each piece (measured on stationary AR(2), n = 50; README, synthetic specifications):
-
-        * surrogates, not permutations: a permutation destroys the serial dependence and its null
-          is too narrow in the tail (99.9 % quantile 0.99 vs the score's own 1.14; surrogates 1.23);
-        * the max of the two directions, not their sum: a variance decrease shows in
-          ``PE(current || past)`` only, and the sum adds the other direction's noise (peak of the
-          sum 1.02-1.45 against a stationary level of 1.3 for one alarm per 10,000 steps; of the
-          direction alone 1.23-1.58 against 0.9-1.1);
-        * each direction at ``false_alarm_rate / 2`` (union bound for the max), on one pool holding
-          both directions' surrogate scores: a stationary linear process is time-reversible, so both
-          directions share one null, and pooling doubles the sample of the tail estimate;
-        * an exponential tail above the median (:func:`~stream.alarms.exp_tail_threshold`).
-
-        The model is fitted to the newest ``max(n + k, 50)`` values before the current window
-        (no threshold, hence no alarm, while fewer than 50 exist: the first ``n + 50`` samples of a
-        stream): a change entering the current window must not widen its own null (fitted on everything, a level shift looks like a unit root and
-        the 5-sigma shift of the module example went unseen). A new window size starts with a full
-        pool of ``_NULL_POOL * n_perm`` surrogates; later calibrations renew ``n_perm`` of them.
-        """
-        d = int(self._diff_on)
+    def _ar_values(self, n: int) -> np.ndarray:
+        """What the AR-surrogate null is fitted to: the newest ``max(n + k, AR_MIN_VALUES)``
+        preprocessed, scaled values *before* the current window (as local as the windows themselves,
+        never fewer than an AR(5) fit needs; a change entering the current window must not widen
+        its own null). Fewer while the stream is young (then no threshold yet, hence no alarm)."""
         vals = self._hist.last(len(self._hist))
-        if d:
+        if self._diff_on:
             vals = np.diff(vals, axis=0)
-        # the newest max(n + k, _AR_MIN_VALUES) values before the current window: as local as the
-        # windows themselves, but never fewer than an AR(5) fit needs
         before = vals[: vals.shape[0] - n]
-        vals = before[max(0, before.shape[0] - max(n + self.k, _AR_MIN_VALUES)):] / self._scale
-        if vals.shape[0] < _AR_MIN_VALUES:
-            # too few values to fit AR(5) honestly (the first n + 50 samples of a stream): no
-            # threshold yet, so no alarm; the first real calibration fills the whole pool
-            self._perm_threshold = math.nan
-            self._corr_thr = None
-            self._guard_stale = True
-            return
-        fresh = self._nullpool_i == 0  # a new window size: fill the whole pool now
-        count = self.n_perm * (_NULL_POOL if fresh else 1)
-        sigma = self._win.sigma
-        if self.method in ("rulsif", "ulsif"):
-            alpha = self.alpha if self.method == "rulsif" else 0.0
-            null = surrogate_null_rulsif(vals, n, self.k, sigma, self._win.lam, alpha, self.symmetric, count, rng)
-        else:
-            lam = getattr(self._win, "lam", 0.1)
-            sims = simulate_ar([fit_ar(vals[:, j]) for j in range(vals.shape[1])], 2 * n + self.k - 1, count, rng)
-            null = np.empty((count, 2))
-            for i in range(count):
-                st = self._make_state(n, sigma, lam)
-                for row in embed(sims[i], self.k):
-                    st.push(row)
-                null[i] = st.scores()
-            if not self.symmetric:
-                null = null[:, :1]
-        if fresh:
-            self._nullpool[:] = null.reshape(_NULL_POOL, -1)
-            self._nullpool_i = _NULL_POOL
-        else:
-            self._nullpool[self._nullpool_i % _NULL_POOL] = null.ravel()
-            self._nullpool_i += 1
-        rate = self.false_alarm_rate / 2 if self.symmetric else self.false_alarm_rate
-        if self._corr_on and n >= _CORR_MIN_N:
-            rate *= 1.0 - _CORR_SHARE
-            self._calibrate_corr(vals, n, rng)
-        else:
-            self._corr_thr = None
-        self._perm_threshold = exp_tail_threshold(self._nullpool.ravel(), rate)
-        self._guard_stale = True
-
-    def _calibrate_corr(self, vals: np.ndarray, n: int, rng: np.random.Generator) -> None:
-        """Correlation view: per-pair thresholds from AR surrogates of ``vals`` (see ``corr_view``).
-
-        The AR models are fitted to the kernel null's values with one order for all channels
-        (:func:`~stream.surrogate.fit_ar_channels`: channels fitted to different orders get
-        different filters and the surrogates' correlation wanders; over seeds 4-123 of stationary
-        bivariate AR(2) this brought the view's per-step exceedance from 7.9e-5 / 8.8e-5 to
-        5.4e-5 / 4.8e-5 at innovation correlation 0 / 0.95, against its 5e-5 budget); the
-        surrogates have ``2 n`` samples each, split as the windows' newest samples; their signed
-        Fisher-z differences are pooled over the last ``_NULL_POOL`` calibrations like the kernel
-        scores (a new window size starts with a full pool).
-        """
-        from scipy.special import stdtrit
-
-        pairs = self._dim * (self._dim - 1) // 2
-        fresh = self._cpool_i == 0 or self._cpool is None
-        count = self.n_perm * (_NULL_POOL if fresh else 1)
-        sims = simulate_ar(fit_ar_channels(vals), 2 * n, count, rng)
-        null = surrogate_zdiff(np.ascontiguousarray(sims), n)  # (count, pairs), = fisher_z_diff of the halves
-        if fresh:
-            self._cpool = null.reshape(_NULL_POOL, self.n_perm, pairs)
-            self._cpool_i = _NULL_POOL
-        else:
-            self._cpool[self._cpool_i % _NULL_POOL] = null
-            self._cpool_i += 1
-        draws = self._cpool.shape[0] * self._cpool.shape[1]
-        rms = np.sqrt((self._cpool * self._cpool).mean(axis=(0, 1)))  # the null is centred at 0
-        q = self.false_alarm_rate * _CORR_SHARE / pairs
-        quant = -float(stdtrit(draws, q / 2))  # two-sided Student-t quantile, N draws
-        # a pair whose surrogates never vary (a constant channel) cannot be calibrated: no alarm
-        self._corr_thr = np.where(rms > 1e-12, rms * quant, np.inf)
+        return before[max(0, before.shape[0] - max(n + self.k, AR_MIN_VALUES)):] / self._scale
 
     def _block(self) -> int:
         """Permutation block length: ``perm_block``, or k when 0 (subsequences sharing samples stay together)."""
@@ -797,18 +673,14 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "diff_on": bool(self._diff_on),
                 "n_eff": self._n_eff, "t": self._t, "since_reselect": self._since_reselect,
                 "since_calib": self._since_calib, "threshold": self._threshold, "score": self._score,
-                "perm_threshold": self._perm_threshold, "shist_n": self._shist_n,
-                "nullpool_i": self._nullpool_i, "guard": self._guard, "guard_stale": self._guard_stale,
-                "drift": self._drift_detected, "corr_on": self._corr_on, "cpool_i": self._cpool_i,
-                "corr_ratio": self._corr_ratio,
+                "shist_n": self._shist_n, "guard": self._guard, "guard_stale": self._guard_stale,
+                "drift": self._drift_detected, "corr_on": self._corr_on, "corr_ratio": self._corr_ratio,
                 "last_alarm": None if self._last_alarm is None else self._last_alarm.to_dict()}
         if self._keys is not None:
             meta["keys"] = [str(k) for k in self._keys]
-        out: dict = {"meta": json.dumps(meta), "shist": self._shist.copy(), "nullpool": self._nullpool.copy()}
-        if self._cpool is not None:
-            out["cpool"] = self._cpool.copy()
-        if self._corr_thr is not None:
-            out["corr_thr"] = self._corr_thr.copy()
+        null_meta, null_arrays = self._null_cal.to_state()
+        meta.update(null_meta)
+        out: dict = {"meta": json.dumps(meta), "shist": self._shist.copy(), **null_arrays}
         if self._pre is not None:
             for name, part in (("pre", self._pre.to_state()), ("hist", self._hist.to_state())):
                 for key, val in part.items():
@@ -838,20 +710,13 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         obj._since_reselect, obj._since_calib = int(meta["since_reselect"]), int(meta["since_calib"])
         obj._threshold = float(meta["threshold"])
         obj._score = float(meta["score"])
-        obj._perm_threshold = float(meta["perm_threshold"])
         obj._shist_n = int(meta["shist_n"])
-        obj._nullpool_i = int(meta["nullpool_i"])
         obj._guard, obj._guard_stale = float(meta["guard"]), bool(meta["guard_stale"])
-        obj._nullpool = np.asarray(state["nullpool"], dtype=np.float64).copy()
+        obj._null_cal.load_state(meta, state)
         obj._shist = np.asarray(state["shist"], dtype=np.float64).copy()
         obj._drift_detected = bool(meta["drift"])
         obj._corr_on = bool(meta.get("corr_on", False))
-        obj._cpool_i = int(meta.get("cpool_i", 0))
         obj._corr_ratio = float(meta.get("corr_ratio", math.nan))
-        if "cpool" in state:
-            obj._cpool = np.asarray(state["cpool"], dtype=np.float64).copy()
-        if "corr_thr" in state:
-            obj._corr_thr = np.asarray(state["corr_thr"], dtype=np.float64).copy()
         if meta["last_alarm"] is not None:
             la = dict(meta["last_alarm"])
             la.pop("delay", None)

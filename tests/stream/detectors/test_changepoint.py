@@ -185,9 +185,9 @@ def test_ar_null_threshold_is_the_tail_of_its_surrogate_pool():
     det = ChangePointDetector(n=20, window_frac=0.0, n_min=20)
     for v in np.random.default_rng(4).normal(size=200):
         det.step(v)
-    pool = det._nullpool
+    pool = det._null_cal.pool
     assert pool.shape == (8, 2 * det.n_perm) and np.isfinite(pool).all()
-    assert det._perm_threshold == exp_tail_threshold(pool.ravel(), det.false_alarm_rate / 2)
+    assert det._null_cal.threshold == exp_tail_threshold(pool.ravel(), det.false_alarm_rate / 2)
 
 
 def test_ulsif_method_runs():
@@ -306,12 +306,12 @@ def test_correlation_view_thresholds_and_rate_split():
     det = ChangePointDetector(n=20, window_frac=0.0, n_min=20)
     for row in _correlated(t_change=10_000, t_len=300):
         det.step(row)
-    pool, q = det._cpool, det.false_alarm_rate / 2 / 3  # half the rate, over 3 pairs
+    pool, q = det._null_cal.corr_pool, det.false_alarm_rate / 2 / 3  # half the rate, over 3 pairs
     assert pool.shape == (8, det.n_perm, 3) and np.isfinite(pool).all()
     rms = np.sqrt((pool**2).mean(axis=(0, 1)))
-    np.testing.assert_allclose(det._corr_thr, rms * -stdtrit(pool.shape[0] * pool.shape[1], q / 2), rtol=1e-12)
+    np.testing.assert_allclose(det._null_cal.corr_thresholds, rms * -stdtrit(pool.shape[0] * pool.shape[1], q / 2), rtol=1e-12)
     # the kernel score keeps the other half, each direction a quarter
-    assert det._perm_threshold == exp_tail_threshold(det._nullpool.ravel(), det.false_alarm_rate / 4)
+    assert det._null_cal.threshold == exp_tail_threshold(det._null_cal.pool.ravel(), det.false_alarm_rate / 4)
     # score_one reports the larger view, in units of its threshold
     assert det.score_one(np.zeros(3)) == pytest.approx(max(det.score / det.threshold, det._corr_ratio))
 
@@ -322,8 +322,8 @@ def test_correlation_view_is_silent_on_small_windows():
     det = ChangePointDetector(n=12, window_frac=0.0, n_min=12)  # below 20 subsequences
     for row in _correlated(t_change=10_000, t_len=300):
         det.step(row)
-    assert det._corr_thr is None and np.isnan(det._corr_ratio)
-    assert det._perm_threshold == exp_tail_threshold(det._nullpool.ravel(), det.false_alarm_rate / 2)
+    assert det._null_cal.corr_thresholds is None and np.isnan(det._corr_ratio)
+    assert det._null_cal.threshold == exp_tail_threshold(det._null_cal.pool.ravel(), det.false_alarm_rate / 2)
 
 
 @pytest.mark.parametrize("case", ["univariate", "permutation null"])
@@ -337,7 +337,7 @@ def test_correlation_view_leaves_univariate_input_and_the_permutation_null_alone
         assert on.step(v) == off.step(v)
         assert on.score == pytest.approx(off.score, abs=0, nan_ok=True)
         assert on.threshold == pytest.approx(off.threshold, abs=0, nan_ok=True)
-    assert on._cpool is None and on._corr_thr is None
+    assert on._null_cal.corr_pool is None and on._null_cal.corr_thresholds is None
 
 
 def test_restored_multichannel_detector_continues_identically():
