@@ -17,7 +17,7 @@ _EXPORTS = {
     "ChangePointDetector": "stream.detectors.changepoint",
     "detect": "stream.offline",  # not stream/detect.py: a submodule would shadow the function
     "DensityRatioOutlierDetector": "stream.detectors.outlier",
-    "StreamingOutlierDetector": "stream.detectors.outlier",
+    "StreamingOutlierDetector": "stream.detectors.outlier_stream",
     "TimeSeriesAnomalyDetector": "stream.detectors.anomaly",
     "OnlineWeightedSVR": "stream.learners.wsvm",
     "OnlineWeightedSVC": "stream.learners.wsvm",

@@ -4,7 +4,7 @@ Pipeline, one value at a time (no access to future points or labels):
 
 1. **subsequence embedding**: the newest ``k`` values ``[y(t-k+1), ..., y(t)]``;
 2. **streaming density-ratio novelty** of that subsequence against a long, self-cleaning reference
-   buffer of past subsequences (:class:`stream.detectors.outlier.StreamingOutlierDetector`),
+   buffer of past subsequences (:class:`stream.detectors.outlier_stream.StreamingOutlierDetector`),
    raw score ``-log r``; several *views* (embeddings and kernel widths) run side by side;
 3. **likelihood mapping**: the raw score's Gaussian tail probability against the series' own score
    history (:class:`stream.likelihood.TailProbability`), so one threshold serves every series;
@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from core.validation import as_samples
-from stream.detectors.outlier import StreamingOutlierDetector
+from stream.detectors.outlier_stream import StreamingOutlierDetector
 from stream.likelihood import TailProbability
 
 #: One view = one embedding and one streaming ratio detector: (k blocks, block width w, kernel scale
@@ -114,7 +114,7 @@ class TimeSeriesAnomalyDetector:
         width ``sigma_factor`` x the buffer's ``scale`` ("median" pairwise or "local" 10-NN distance).
     buffer_size, window_size, alpha, lam, refit_every, solve_every, warmup, contamination,
     max_reject_rate
-        Passed to every :class:`~stream.detectors.outlier.StreamingOutlierDetector` (the reference
+        Passed to every :class:`~stream.detectors.outlier_stream.StreamingOutlierDetector` (the reference
         buffer should span several periods of the series).
     ratio_floor : float
         Raw score = ``-log(max(r, ratio_floor))``: the log stretches the small ratios that matter;

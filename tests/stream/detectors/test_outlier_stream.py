@@ -9,7 +9,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from core.kernels import gauss_kernel
-from stream.detectors.outlier import StreamingOutlierDetector
+from stream.detectors.outlier_stream import StreamingOutlierDetector
 
 SMALL = dict(buffer_size=200, warmup=50, refit_every=64, n_centres=32, window_size=20)
 

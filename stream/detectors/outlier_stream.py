@@ -1,0 +1,512 @@
+"""Streaming inlier-based outlier detection: :class:`StreamingOutlierDetector`.
+
+A river anomaly detector (``learn_one`` / ``score_one``, higher = more anomalous, ``score_one``
+pure), the streaming counterpart of :class:`stream.detectors.outlier.DensityRatioOutlierDetector`
+(same ratio, same direction: a LOW ratio means an OUTLIER). It keeps a bounded ring buffer of
+recent normal points as numerator and the buffer plus a short window of the latest points as
+denominator. Kernel rows of
+the buffered points against fixed centres and the matrices ``H``, ``h`` are updated by rank-one
+add/remove in numba; ``theta`` is re-solved every ``solve_every`` points and the centres and kernel
+width are re-chosen every ``refit_every`` points. Points it flags are kept out of the reference,
+unless most recent points are flagged (a lasting change), so a new regime is eventually absorbed.
+The class docstring has a runnable example.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+from river.base import AnomalyDetector
+
+from core.kernels import gauss_kernel, gauss_row, median_distance
+from core.validation import as_samples, check_alpha, make_rng
+from stream.detectors.outlier import local_scale
+
+# ============================================================================================
+# numba kernels of the streaming state
+# ============================================================================================
+@njit(cache=True)
+def _ring_push(buf, phi_buf, count, pos, x, phi, s_mat, s_vec):
+    """Write (x, phi) at ``pos`` of a ring, removing the evicted row's rank-one term from (S, s)."""
+    cap = buf.shape[0]
+    b = phi.shape[0]
+    if count == cap:
+        for i in range(b):
+            oi = phi_buf[pos, i]
+            s_vec[i] -= oi
+            for j in range(b):
+                s_mat[i, j] -= oi * phi_buf[pos, j]
+    else:
+        count += 1
+    for k in range(x.shape[0]):
+        buf[pos, k] = x[k]
+    for i in range(b):
+        pi = phi[i]
+        phi_buf[pos, i] = pi
+        s_vec[i] += pi
+        for j in range(b):
+            s_mat[i, j] += pi * phi[j]
+    pos = (pos + 1) % cap
+    return count, pos
+
+
+@njit(cache=True)
+def _chol_solve_inplace(a, y):
+    """Solve ``a z = y`` for symmetric positive definite ``a`` (overwritten by its Cholesky factor).
+
+    Plain loops: for b ~ 64 this beats a LAPACK call from numba, whose fixed overhead dominates.
+    """
+    n = a.shape[0]
+    for j in range(n):
+        s = a[j, j]
+        for k in range(j):
+            s -= a[j, k] * a[j, k]
+        if s <= 0.0:
+            s = 1e-300  # only reachable for lam -> 0; lam > 0 keeps the matrix definite
+        d = math.sqrt(s)
+        a[j, j] = d
+        for i in range(j + 1, n):
+            t = a[i, j]
+            for k in range(j):
+                t -= a[i, k] * a[j, k]
+            a[i, j] = t / d
+    for i in range(n):  # forward: L w = y
+        t = y[i]
+        for k in range(i):
+            t -= a[i, k] * y[k]
+        y[i] = t / a[i, i]
+    for i in range(n - 1, -1, -1):  # backward: L' z = w
+        t = y[i]
+        for k in range(i + 1, n):
+            t -= a[k, i] * y[k]
+        y[i] = t / a[i, i]
+
+
+@njit(cache=True)
+def _solve_theta(s_ref, v_ref, n_ref, s_win, n_win, alpha, lam, theta):
+    """theta = max(0, (H + lam I)^-1 h), numerator = reference, denominator = reference + window."""
+    b = v_ref.shape[0]
+    h_mat = np.empty((b, b))
+    n_de = n_ref + n_win
+    ca = alpha / n_ref
+    cd = (1.0 - alpha) / n_de
+    for i in range(b):
+        for j in range(b):
+            h_mat[i, j] = ca * s_ref[i, j] + cd * (s_ref[i, j] + s_win[i, j])
+        h_mat[i, i] += lam
+    y = v_ref / n_ref
+    _chol_solve_inplace(h_mat, y)
+    for i in range(b):
+        theta[i] = y[i] if y[i] > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s_ref, v_ref,
+               win_buf, win_phi, win_state, s_win, v_win, learn, out):
+    """Score (then optionally learn) the rows of ``xs`` in order; scores written to ``out``.
+
+    params = [alpha, lam, flag threshold, reject-rate decay, max reject rate, solve_every,
+    reject rate (EWMA, updated in place)]; ref_state = [count, pos, steps since solve, learned];
+    win_state = [count, pos]. A point scoring above the threshold is kept out of the reference
+    unless the smoothed reject rate exceeds the maximum; every point joins the window.
+    """
+    alpha = params[0]
+    lam = params[1]
+    thr = params[2]
+    decay = params[3]
+    max_rate = params[4]
+    solve_every = int(params[5])
+    b = centres.shape[0]
+    phi = np.empty(b)
+    for t in range(xs.shape[0]):
+        x = xs[t]
+        gauss_row(x, centres, sigma, phi)
+        r = 0.0
+        for i in range(b):
+            r += phi[i] * theta[i]
+        score = 1.0 - r
+        out[t] = score
+        if not learn:
+            continue
+        flagged = 1.0 if score > thr else 0.0
+        params[6] = (1.0 - decay) * params[6] + decay * flagged  # reject rate (EWMA)
+        admit = flagged == 0.0 or params[6] > max_rate
+        if admit:
+            c, p = _ring_push(ref_buf, ref_phi, ref_state[0], ref_state[1], x, phi, s_ref, v_ref)
+            ref_state[0] = c
+            ref_state[1] = p
+        c, p = _ring_push(win_buf, win_phi, win_state[0], win_state[1], x, phi, s_win, v_win)
+        win_state[0] = c
+        win_state[1] = p
+        ref_state[2] += 1
+        ref_state[3] += 1
+        if ref_state[2] >= solve_every:
+            _solve_theta(s_ref, v_ref, float(ref_state[0]), s_win, float(win_state[0]), alpha, lam, theta)
+            ref_state[2] = 0
+
+
+@njit(cache=True)
+def _farthest_point(x, b, start):
+    """Greedy farthest-point (k-centre) subset of ``b`` rows, starting from row ``start``."""
+    n, d = x.shape
+    idx = np.empty(b, dtype=np.int64)
+    dmin = np.full(n, np.inf)
+    cur = start
+    for k in range(b):
+        idx[k] = cur
+        best = -1.0
+        nxt = 0
+        for i in range(n):
+            s = 0.0
+            for j in range(d):
+                diff = x[i, j] - x[cur, j]
+                s += diff * diff
+            if s < dmin[i]:
+                dmin[i] = s
+            if dmin[i] > best:
+                best = dmin[i]
+                nxt = i
+        cur = nxt
+    return idx
+
+
+# ============================================================================================
+# streaming detector
+# ============================================================================================
+class StreamingOutlierDetector(AnomalyDetector):
+    """Streaming density-ratio outlier detector with a bounded, self-cleaning reference buffer.
+
+    ``score_one(x)`` returns ``1 - r(x)`` where ``r`` is the alpha-relative ratio of the reference
+    buffer (numerator) against buffer + recent window (denominator): about 0 for typical points, up
+    to 1 for points far from everything in the buffer (higher = more anomalous). Before the first
+    fit (``warmup`` points) the score is 0.
+
+    Parameters
+    ----------
+    buffer_size : int
+        Capacity of the reference ring buffer (recent normal points).
+    window_size : int
+        Latest points (flagged or not) that join the denominator.
+    n_centres : int
+        Gaussian centres, re-chosen from the buffer at every refit.
+    alpha : float in [0, 1)
+        Relative-ratio weight; bounds the ratio by ``1/alpha``.
+    sigma_factor : float
+        Kernel width = ``sigma_factor`` x the buffer's scale (re-estimated at every refit).
+        Ignored when ``select`` is True.
+    scale : {"median", "local"}
+        The scale: median pairwise distance, or median distance to the 10th nearest neighbour
+        (:func:`local_scale`).
+    lam : float
+        Ridge strength. Ignored when ``select`` is True.
+    select : bool
+        Choose (sigma, lambda) by exact LOOCV (``core.rulsif.loocv_scores``) on a subsample at
+        every refit instead of the median rule.
+    centres : {"farthest", "random"}
+        Farthest-point centres cover the whole buffer (rare-but-normal modes keep a centre).
+    refit_every, solve_every : int
+        Points between refits of centres and width, and between re-solves of ``theta``.
+    warmup : int
+        Points learned before the first fit.
+    contamination : float
+        Points scoring above the (1 - contamination) quantile of the buffer's own scores are
+        flagged and kept out of the buffer ...
+    max_reject_rate : float
+        ... unless the smoothed fraction of flagged points exceeds this rate (a lasting change):
+        then points are admitted again, so the buffer follows the new regime.
+    seed : int
+        Drives the random centre choice and subsamples.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> det = StreamingOutlierDetector(warmup=100, refit_every=100)
+    >>> for v in rng.normal(size=(300, 2)):
+    ...     det.learn_one({"a": v[0], "b": v[1]})
+    >>> det.score_one({"a": 0.0, "b": 0.0}) < det.score_one({"a": 8.0, "b": 8.0})
+    True
+    """
+
+    def __init__(
+        self,
+        buffer_size: int = 500,
+        window_size: int = 50,
+        n_centres: int = 64,
+        alpha: float = 0.1,
+        sigma_factor: float = 1.0,
+        scale: str = "median",
+        lam: float = 0.1,
+        select: bool = False,
+        centres: str = "farthest",
+        refit_every: int = 500,
+        solve_every: int = 32,
+        warmup: int = 100,
+        contamination: float = 0.02,
+        max_reject_rate: float = 0.5,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.buffer_size = buffer_size
+        self.window_size = window_size
+        self.n_centres = n_centres
+        self.alpha = alpha
+        self.sigma_factor = sigma_factor
+        self.scale = scale
+        self.lam = lam
+        self.select = select
+        self.centres = centres
+        self.refit_every = refit_every
+        self.solve_every = solve_every
+        self.warmup = warmup
+        self.contamination = contamination
+        self.max_reject_rate = max_reject_rate
+        self.seed = seed
+        self._check_params()
+        self._features: list | None = None
+        self._dim = 0
+        self._fitted = False
+        self._n_learned = 0
+
+    @property
+    def _is_stochastic(self):
+        return True
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"warmup": 50, "refit_every": 64, "buffer_size": 200, "n_centres": 32}
+
+    # --- validation and allocation ------------------------------------------------------
+    def _check_params(self) -> None:
+        check_alpha(self.alpha)
+        for name in ("buffer_size", "window_size", "n_centres", "refit_every", "solve_every", "warmup"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be a positive integer; got {getattr(self, name)}")
+        if int(self.warmup) < 10:
+            raise ValueError(f"warmup must be >= 10 points; got {self.warmup}")
+        if int(self.warmup) > int(self.buffer_size):
+            raise ValueError(f"warmup ({self.warmup}) cannot exceed buffer_size ({self.buffer_size})")
+        if not (self.sigma_factor > 0 and self.lam > 0):
+            raise ValueError(f"sigma_factor and lam must be positive; got {self.sigma_factor}, {self.lam}")
+        if self.scale not in ("median", "local"):
+            raise ValueError(f"scale must be 'median' or 'local'; got {self.scale!r}")
+        if self.centres not in ("farthest", "random"):
+            raise ValueError(f"centres must be 'farthest' or 'random'; got {self.centres!r}")
+        if not (0.0 < self.contamination < 1.0) or not (0.0 < self.max_reject_rate <= 1.0):
+            raise ValueError("contamination must be in (0, 1) and max_reject_rate in (0, 1]")
+
+    def _allocate(self, dim: int) -> None:
+        self._dim = dim
+        cap, w, b = int(self.buffer_size), int(self.window_size), int(self.n_centres)
+        self._ref_buf = np.zeros((cap, dim))
+        self._ref_phi = np.zeros((cap, b))
+        self._ref_state = np.zeros(4, dtype=np.int64)  # count, pos, since_solve, learned
+        self._s_ref = np.zeros((b, b))
+        self._v_ref = np.zeros(b)
+        self._win_buf = np.zeros((w, dim))
+        self._win_phi = np.zeros((w, b))
+        self._win_state = np.zeros(2, dtype=np.int64)
+        self._s_win = np.zeros((b, b))
+        self._v_win = np.zeros(b)
+        self._centres = np.zeros((b, dim))
+        self._theta = np.zeros(b)
+        self._sigma = 1.0
+        self._lam = float(self.lam)
+        # alpha, lam, threshold, reject decay, max reject rate, solve_every, reject rate
+        self._params = np.array([float(self.alpha), float(self.lam), np.inf, 0.02,
+                                 float(self.max_reject_rate), float(self.solve_every), 0.0])
+        self._rng = make_rng(self.seed)
+        self._out1 = np.zeros(1)
+        self._phi1 = np.zeros(b)
+
+    # --- dict <-> vector -----------------------------------------------------------------
+    def _vector(self, x: dict) -> np.ndarray:
+        if self._features is None:
+            raise RuntimeError("no features yet")
+        try:
+            out = np.array([x[f] for f in self._features], dtype=np.float64)
+        except KeyError:  # a missing feature takes the buffer's mean: it does not push x outwards
+            fill = self._fill_values()
+            out = np.array([x[f] if f in x else fill[k] for k, f in enumerate(self._features)],
+                           dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"x must map feature names to numbers; got {x!r} ({exc})") from None
+        if not np.isfinite(out).all():
+            raise ValueError(f"x holds NaN or infinite values: {x!r}; clean or impute them first")
+        return out
+
+    def _fill_values(self) -> np.ndarray:
+        # a missing feature takes the buffer's mean, so it does not push the point outwards
+        n = int(self._ref_state[0])
+        return self._ref_buf[:n].mean(axis=0) if n else np.zeros(self._dim)
+
+    # --- refit -----------------------------------------------------------------------------
+    def _refit(self) -> None:
+        n = int(self._ref_state[0])
+        ref = np.ascontiguousarray(self._ref_buf[:n])
+        nw = int(self._win_state[0])
+        win = np.ascontiguousarray(self._win_buf[:nw])
+        b = int(self.n_centres)
+        if n <= b:
+            cidx = np.arange(n)
+            cidx = np.concatenate([cidx, self._rng.choice(n, size=b - n, replace=True)]) if n < b else cidx
+        elif self.centres == "farthest":
+            cidx = _farthest_point(ref, b, int(self._rng.integers(n)))
+        else:
+            cidx = self._rng.choice(n, size=b, replace=False)
+        self._centres = np.ascontiguousarray(ref[cidx])
+        if self.scale == "local":
+            med = local_scale(ref, max_query=300, seed=int(self._rng.integers(2**31)))
+        else:
+            med = median_distance(ref, max_points=300, seed=int(self._rng.integers(2**31)))
+        sigma, lam = float(self.sigma_factor) * med, float(self.lam)
+        if self.select:
+            sigma, lam = self._select(ref, win, med)
+        self._sigma, self._lam = sigma, lam
+        self._params[1] = lam
+        # full recompute of the kernel rows and sums bounds the rank-one drift
+        self._ref_phi[:n] = gauss_kernel(ref, self._centres, sigma)
+        self._s_ref[:] = self._ref_phi[:n].T @ self._ref_phi[:n]
+        self._v_ref[:] = self._ref_phi[:n].sum(axis=0)
+        if nw:
+            self._win_phi[:nw] = gauss_kernel(win, self._centres, sigma)
+        self._s_win[:] = self._win_phi[:nw].T @ self._win_phi[:nw]
+        self._v_win[:] = self._win_phi[:nw].sum(axis=0)
+        _solve_theta(self._s_ref, self._v_ref, float(n), self._s_win, float(nw),
+                     float(self.alpha), lam, self._theta)
+        ref_scores = 1.0 - self._ref_phi[:n] @ self._theta
+        self._params[2] = float(np.quantile(ref_scores, 1.0 - float(self.contamination)))
+        self._ref_state[2] = 0
+        self._fitted = True
+        self._since_refit = 0
+
+    def _select(self, ref: np.ndarray, win: np.ndarray, med: float) -> tuple[float, float]:
+        from core.rulsif import loocv_scores
+        from core.selection import LAMBDAS
+
+        m = min(200, ref.shape[0])
+        nu = ref[self._rng.choice(ref.shape[0], size=m, replace=False)]
+        pool = np.vstack([ref, win]) if win.shape[0] else ref
+        de = pool[self._rng.choice(pool.shape[0], size=m, replace=False)]
+        best = (np.inf, float(self.sigma_factor) * med, float(self.lam))
+        for f in (0.25, 0.5, 1.0, 2.0):
+            sc = loocv_scores(nu, de, self._centres, f * med, LAMBDAS, float(self.alpha))
+            j = int(np.argmin(sc))
+            if sc[j] < best[0]:
+                best = (float(sc[j]), f * med, float(LAMBDAS[j]))
+        return best[1], best[2]
+
+    # --- numpy fast path ---------------------------------------------------------------
+    def process(self, X, learn: bool = True) -> np.ndarray:
+        """Score every row of ``X`` in order (each before it is learned); learn it when ``learn``.
+
+        Equivalent to ``score_one`` then ``learn_one`` per row, without the per-row dict cost.
+        """
+        if self._dim == 0:
+            x0 = as_samples(X, "X", min_samples=1)
+            self._allocate(x0.shape[1])
+            if self._features is None:
+                self._features = list(range(x0.shape[1]))
+        xs = as_samples(X, "X", min_samples=1, dim=self._dim)
+        out = np.zeros(xs.shape[0])
+        t = 0
+        while t < xs.shape[0]:
+            if not self._fitted:
+                # warm-up: admit everything, score 0
+                take = min(xs.shape[0] - t, int(self.warmup) - int(self._ref_state[0]))
+                if learn:
+                    for row in xs[t : t + take]:
+                        self._push_raw(row)
+                    t += take
+                    if int(self._ref_state[0]) >= int(self.warmup):
+                        self._refit()
+                else:
+                    t = xs.shape[0]
+                continue
+            take = xs.shape[0] - t
+            if learn:
+                take = min(take, int(self.refit_every) - self._since_refit)
+            _run_chunk(xs[t : t + take], self._centres, self._sigma, self._theta, self._params,
+                       self._ref_buf, self._ref_phi, self._ref_state, self._s_ref, self._v_ref,
+                       self._win_buf, self._win_phi, self._win_state, self._s_win, self._v_win,
+                       learn, out[t : t + take])
+            t += take
+            if learn:
+                self._since_refit += take
+                if self._since_refit >= int(self.refit_every):
+                    self._refit()
+        if learn:
+            self._n_learned += xs.shape[0]
+        return out
+
+    def _push_raw(self, row: np.ndarray) -> None:
+        # before the first fit there are no centres: store the point only
+        for buf, state in ((self._ref_buf, self._ref_state), (self._win_buf, self._win_state)):
+            cap = buf.shape[0]
+            buf[state[1]] = row
+            state[0] = min(state[0] + 1, cap)
+            state[1] = (state[1] + 1) % cap
+
+    # --- river API -----------------------------------------------------------------------
+    def learn_one(self, x: dict) -> None:
+        if self._features is None:
+            self._features = sorted(x.keys(), key=str)
+            self._allocate(len(self._features))
+        v = self._vector(x)[None, :]
+        if self._fitted and self._since_refit + 1 < int(self.refit_every):
+            # hot path: one compiled call, no validation overhead (v is already clean)
+            _run_chunk(v, self._centres, self._sigma, self._theta, self._params,
+                       self._ref_buf, self._ref_phi, self._ref_state, self._s_ref, self._v_ref,
+                       self._win_buf, self._win_phi, self._win_state, self._s_win, self._v_win,
+                       True, self._out1)
+            self._since_refit += 1
+            self._n_learned += 1
+        else:
+            self.process(v, learn=True)
+
+    def score_one(self, x: dict) -> float:
+        if self._features is None or not self._fitted:
+            return 0.0
+        gauss_row(self._vector(x), self._centres, self._sigma, self._phi1)
+        return float(1.0 - self._phi1 @ self._theta)
+
+    @property
+    def threshold(self) -> float:
+        """Score above which a point is flagged (and kept out of the reference buffer)."""
+        return float(self._params[2]) if self._fitted else math.inf
+
+    # --- persistence: numpy .npz + JSON, never pickle --------------------------------------
+    _ARRAYS = ("_ref_buf", "_ref_phi", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_phi",
+               "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params")
+
+    def save(self, path) -> None:
+        """Write the state as ``<path>.npz`` (arrays) and ``<path>.json`` (parameters)."""
+        path = Path(path)
+        meta = {"params": self._get_params(), "features": self._features, "dim": self._dim,
+                "fitted": self._fitted, "sigma": getattr(self, "_sigma", 1.0),
+                "lam": getattr(self, "_lam", float(self.lam)), "n_learned": self._n_learned,
+                "since_refit": getattr(self, "_since_refit", 0),
+                "rng": self._rng.bit_generator.state if self._dim else None}
+        path.with_suffix(".json").write_text(json.dumps(meta))
+        if self._dim:
+            np.savez(path.with_suffix(".npz"), **{k: getattr(self, k) for k in self._ARRAYS})
+
+    @classmethod
+    def load(cls, path) -> "StreamingOutlierDetector":
+        """Restore a detector written by :meth:`save`."""
+        path = Path(path)
+        meta = json.loads(path.with_suffix(".json").read_text())
+        det = cls(**meta["params"])
+        det._features = meta["features"]
+        if meta["dim"]:
+            det._allocate(int(meta["dim"]))
+            with np.load(path.with_suffix(".npz")) as arrs:
+                for k in cls._ARRAYS:
+                    getattr(det, k)[...] = arrs[k]
+            det._rng.bit_generator.state = meta["rng"]
+        det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
+        det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]
+        return det
