@@ -29,62 +29,11 @@ import numpy as np
 
 from numba import njit
 
+from .gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
 from .kliep import EPS_SCHEDULE, LOG_FLOOR_VALUE, MAX_ITER, kliep_ascent
-from .lsdd_window import _sums
 from .window_base import SlidingWindowPair
 
 _STATE_VERSION = 1
-
-
-@njit(cache=True)
-def _fill_gram(ring, gram, sigma):
-    size = ring.shape[0]
-    g1 = -0.5 / (sigma * sigma)
-    for a in range(size):
-        gram[a, a] = 1.0
-        for b in range(a):
-            d2 = 0.0
-            for k in range(ring.shape[1]):
-                diff = ring[a, k] - ring[b, k]
-                d2 += diff * diff
-            v = np.exp(g1 * d2)
-            gram[a, b] = v
-            gram[b, a] = v
-
-
-@njit(cache=True)
-def _slide_gram(ring, gram, vec_p, vec_q, head, n, y, sigma):
-    """Overwrite the oldest slot ``head`` with ``y`` (full windows). Returns the new head."""
-    size = 2 * n
-    slot = head
-    mid = (head + n) % size
-    for a in range(size):
-        vec_p[a] += gram[mid, a] - gram[slot, a]
-        vec_q[a] -= gram[mid, a]
-    ring[slot] = y
-    g1 = -0.5 / (sigma * sigma)
-    for s in range(size):
-        if s == slot:
-            gram[s, s] = 1.0
-            continue
-        d2 = 0.0
-        for k in range(y.shape[0]):
-            diff = ring[s, k] - y[k]
-            d2 += diff * diff
-        v = np.exp(g1 * d2)
-        gram[slot, s] = v
-        gram[s, slot] = v
-    for a in range(size):
-        vec_q[a] += gram[slot, a]
-    new_head = (slot + 1) % size
-    sp = 0.0
-    sq = 0.0
-    for t in range(n):
-        sp += gram[(new_head + t) % size, slot]
-        sq += gram[(new_head + n + t) % size, slot]
-    vec_p[slot] = sp
-    vec_q[slot] = sq
-    return new_head
 
 
 @njit(cache=True)
@@ -180,6 +129,7 @@ class TwoWindowKLIEP(SlidingWindowPair):
         self._gram = np.zeros((size, size))
         self._vec_p = np.zeros(size)
         self._vec_q = np.zeros(size)
+        self._d2_row = np.empty(size)  # scratch of slide_gram
         self._alpha_p = np.ones(size)   # coefficients of KL(past || current), valid on past slots
         self._alpha_c = np.ones(size)   # coefficients of KL(current || past), valid on current slots
         self._fresh_p = np.ones(size, dtype=np.bool_)
@@ -199,14 +149,17 @@ class TwoWindowKLIEP(SlidingWindowPair):
         slot, mid = self._head, (self._head + self.n) % size
         self._fresh_p[mid] = True   # joins the past problem
         self._fresh_c[slot] = True  # the new sample joins the current problem
-        return _slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, self._head, self.n, y, self.sigma)
+        return slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, self._head, self.n, y, self.sigma,
+                          self._d2_row)
 
     def _refresh_sums(self) -> None:
-        _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
+        window_sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
 
     def _rebuild(self) -> None:
-        _fill_gram(self._ring, self._gram, self.sigma)
-        _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
+        d2 = np.empty_like(self._gram)
+        pair_sq_dists(self._ring, d2)
+        fill_gram(d2, self.sigma, self._gram)
+        window_sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
         self._since_refresh = 0
 
     def refresh(self) -> None:

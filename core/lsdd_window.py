@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
 from .lsdd import h_scale, lsdd_solve
 from .window_base import SlidingWindowPair
 
@@ -29,78 +30,25 @@ _STATE_VERSION = 1
 
 
 @njit(cache=True)
-def _fill_matrices(ring, gram, hmat, sigma, hconst):
-    size = ring.shape[0]
-    g1 = -0.5 / (sigma * sigma)
+def _fill_hmat(d2, hmat, sigma, hconst):
+    """``H = (pi sigma^2)^(d/2) exp(-d2 / (4 sigma^2))`` from the slots' squared distances."""
     g2 = -0.25 / (sigma * sigma)
-    for a in range(size):
-        gram[a, a] = 1.0
+    for a in range(d2.shape[0]):
         hmat[a, a] = hconst
         for b in range(a):
-            d2 = 0.0
-            for k in range(ring.shape[1]):
-                diff = ring[a, k] - ring[b, k]
-                d2 += diff * diff
-            v = np.exp(g1 * d2)
-            w = hconst * np.exp(g2 * d2)
-            gram[a, b] = v
-            gram[b, a] = v
+            w = hconst * np.exp(g2 * d2[a, b])
             hmat[a, b] = w
             hmat[b, a] = w
 
 
 @njit(cache=True)
-def _sums(gram, vec_p, vec_q, head, n):
-    size = 2 * n
-    vec_p[:] = 0.0
-    vec_q[:] = 0.0
-    for t in range(n):
-        i = (head + t) % size
-        j = (head + n + t) % size
-        for a in range(size):
-            vec_p[a] += gram[i, a]
-            vec_q[a] += gram[j, a]
-
-
-@njit(cache=True)
-def _slide(ring, gram, hmat, vec_p, vec_q, head, n, y, sigma, hconst):
-    """Overwrite the oldest slot ``head`` with ``y`` (full windows). Returns the new head."""
-    size = 2 * n
-    slot = head
-    mid = (head + n) % size  # oldest current sample: becomes past
-    for a in range(size):
-        vec_p[a] += gram[mid, a] - gram[slot, a]
-        vec_q[a] -= gram[mid, a]
-    ring[slot] = y
-    g1 = -0.5 / (sigma * sigma)
+def _slide_hmat(hmat, d2_row, slot, sigma, hconst):
+    """Row/column ``slot`` of ``H`` after a push, from the new sample's squared distances."""
     g2 = -0.25 / (sigma * sigma)
-    for s in range(size):
-        if s == slot:
-            gram[s, s] = 1.0
-            hmat[s, s] = hconst
-            continue
-        d2 = 0.0
-        for k in range(y.shape[0]):
-            diff = ring[s, k] - y[k]
-            d2 += diff * diff
-        v = np.exp(g1 * d2)
-        w = hconst * np.exp(g2 * d2)
-        gram[slot, s] = v
-        gram[s, slot] = v
+    for s in range(d2_row.shape[0]):
+        w = hconst if s == slot else hconst * np.exp(g2 * d2_row[s])
         hmat[slot, s] = w
         hmat[s, slot] = w
-    for a in range(size):
-        vec_q[a] += gram[slot, a]  # the new sample is current
-    # column ``slot`` changed for every member: recompute its two sums
-    new_head = (slot + 1) % size
-    sp = 0.0
-    sq = 0.0
-    for t in range(n):
-        sp += gram[(new_head + t) % size, slot]
-        sq += gram[(new_head + n + t) % size, slot]
-    vec_p[slot] = sp
-    vec_q[slot] = sq
-    return new_head
 
 
 class TwoWindowLSDD(SlidingWindowPair):
@@ -147,6 +95,7 @@ class TwoWindowLSDD(SlidingWindowPair):
         self._hmat = np.zeros((size, size))
         self._vec_p = np.zeros(size)
         self._vec_q = np.zeros(size)
+        self._d2_row = np.empty(size)  # scratch of slide_gram
         self._head = 0
         self._count = 0
         self._since_refresh = 0
@@ -165,15 +114,21 @@ class TwoWindowLSDD(SlidingWindowPair):
         return h_scale(self.sigma, self.dim)
 
     def _slide(self, y: np.ndarray) -> int:
-        return _slide(self._ring, self._gram, self._hmat, self._vec_p, self._vec_q, self._head, self.n, y,
-                      self.sigma, self._hconst)
+        slot = self._head
+        head = slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, slot, self.n, y, self.sigma,
+                          self._d2_row)
+        _slide_hmat(self._hmat, self._d2_row, slot, self.sigma, self._hconst)
+        return head
 
     def _refresh_sums(self) -> None:
-        _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
+        window_sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
 
     def _rebuild(self) -> None:
-        _fill_matrices(self._ring, self._gram, self._hmat, self.sigma, self._hconst)
-        _sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
+        d2 = np.empty_like(self._gram)
+        pair_sq_dists(self._ring, d2)
+        fill_gram(d2, self.sigma, self._gram)
+        _fill_hmat(d2, self._hmat, self.sigma, self._hconst)
+        window_sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
         self._since_refresh = 0
 
     def refresh(self) -> None:
