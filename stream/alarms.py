@@ -17,7 +17,8 @@ Peak picking (causal, documented delay)
     current peak, whichever comes first; later steps of the same run raise no second alarm. The
     alarm carries the estimated change index (the window boundary at the peak, not the alarm time),
     the alarm index and the delay between them. Alarms whose change index is closer than
-    ``min_spacing`` to the previous alarm's are dropped (one event, one alarm).
+    ``min_spacing`` to the previous alarm's are dropped (one event, one alarm). "Above" means by
+    more than rounding (:func:`exceeds`).
 
 Examples
 --------
@@ -38,6 +39,25 @@ from numba import njit
 from scipy import special, stats  # noqa: F401  (stats is used by the doctest)
 
 from core.linalg import cholesky_scaled_solve, cholesky_solve
+
+#: relative margin by which a score must exceed its threshold (see :func:`exceeds`)
+ROUNDING_MARGIN = 1e-9
+
+
+def exceeds(score: float, threshold: float) -> bool:
+    """Whether ``score`` is above ``threshold`` by more than rounding (both finite).
+
+    On a constant stream (a stuck sensor) the score and every null draw are one number up to a few
+    ulps, so a plain ``score > threshold`` decided alarms by rounding noise: the streaming detector
+    raised one at every re-selection, every n steps, forever. The margin, ``ROUNDING_MARGIN x
+    max(1, |threshold|)``, is far above that noise (~1e-15) and far below any score difference that
+    means something.
+
+    >>> exceeds(1.0 + 1e-15, 1.0), exceeds(1.001, 1.0), exceeds(float("nan"), 1.0)
+    (False, True, False)
+    """
+    return (math.isfinite(score) and math.isfinite(threshold)
+            and score > threshold + ROUNDING_MARGIN * max(1.0, abs(threshold)))
 
 
 @dataclass(frozen=True)
@@ -355,7 +375,7 @@ class PeakPicker:
 
     def update(self, t: int, score: float, threshold: float, boundary: int) -> Alarm | None:
         """Feed step ``t``; ``boundary`` is the change index this step's windows would imply."""
-        above = math.isfinite(score) and math.isfinite(threshold) and score > threshold
+        above = exceeds(score, threshold)
         if above:
             self._below = 0
             # the peak is located on the score itself: the per-window threshold rises while a change

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stream.alarms import Alarm, PeakPicker, exp_tail_threshold
+from stream.alarms import Alarm, PeakPicker, exceeds, exp_tail_threshold
 from stream.detectors.changepoint import ChangePointDetector
 from stream.period import MIN_ACF, aggregate, block_centre, block_end, estimate_period
 from stream.preprocess import fill_missing
@@ -174,7 +174,7 @@ def _history_alarms(scores: np.ndarray, n: int, k: int, false_alarm_rate: float,
             continue
         if seen >= HISTORY_WINDOWS * n:
             thr[t] = exp_tail_threshold(hist[max(0, seen - HISTORY_MAX): seen], false_alarm_rate)
-        if np.isfinite(thr[t]) and s > thr[t]:
+        if exceeds(s, thr[t]):
             held.append(float(s))
             if len(held) > 2 * n + k:  # a lasting level, not one change: absorb it
                 hist[seen: seen + len(held)] = held
