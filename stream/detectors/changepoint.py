@@ -68,7 +68,7 @@ from stream.embedding import History, embed
 from stream.preprocess import Differencer, robust_scale
 
 METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
-NULLS = ("auto", "ar", "permutation")
+NULLS = ("auto", "ar", "permutation", "ar_or_permutation")
 _STATE_VERSION = 1
 _SCORE_HISTORY = 1000  # scores kept for the history guard
 AUTO_DIFF_ACF = 0.8  # lag-1 autocorrelation above which difference="auto" differences
@@ -192,15 +192,19 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         windows can be as small as 6 subsequences.
     refresh_every : int
         Pushes between full rebuilds of the window accumulators (bounds rounding drift).
-    null : {"auto", "ar", "permutation"}
+    null : {"auto", "ar", "permutation", "ar_or_permutation"}
         Null distribution of the score. ``"ar"``: AR surrogates (Burg's method, order by AIC up to 5,
         fitted to the retained values before the current window, residual bootstrap), scored with
         the windows' sigma and lambda; they keep the serial dependence a permutation destroys. On
         stationary AR(2) it brought the false alarms from 28 to 2 over seeds 4-9 (10,000 samples
         each) with every jumping-mean / scaling-variance change still found within 2n.
-        ``"permutation"``: block permutations of the pooled windows (the offline replay's null:
-        on TCPD's short series it scores F1 0.732 against 0.654 for the AR null). ``"auto"``
-        (default): ``"permutation"`` when ``perm_block`` is set, ``"ar"`` otherwise.
+        ``"permutation"``: block permutations of the pooled windows (exact for exchangeable
+        subsequences only: on autocorrelated data it is too narrow, see the README).
+        ``"ar_or_permutation"`` (the offline replay's null): the permutation null while fewer than
+        50 values exist before the current window to fit the AR model (short series, the start of
+        a long one), the AR null from the first calibration that can fit it, recalibrated at
+        least every ``n_eff`` steps; the switch restarts the score history, as a new window size
+        does. ``"auto"`` (default): ``"permutation"`` when ``perm_block`` is set, ``"ar"`` otherwise.
     corr_view : bool
         With m >= 2 channels and the AR null: also test the channels' contemporaneous correlations
         (default True; see the module docstring). Each step computes the Fisher-z difference of
@@ -301,8 +305,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._score = math.nan
         self._picker: PeakPicker | None = None
         self._last_alarm: Alarm | None = None
-        self._null_cal = NullCalibrator(self._null, self.method, self.alpha, self.symmetric, self.n_perm,
-                                        self.false_alarm_rate, self.k)
+        # the null in force: "ar_or_permutation" starts with permutations (see _calibrate)
+        self._null_mode = "permutation" if self._null == "ar_or_permutation" else self._null
+        self._null_cal = self._new_calibrator()
         self._guard = math.nan
         self._guard_stale = True
         self._shist = np.full(_SCORE_HISTORY, np.nan)  # ring of past scores (history guard)
@@ -360,7 +365,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             # levels: the 2n + k the windows need (one extra for a difference) and, for the AR
             # null, AR_MIN_VALUES more to fit the surrogate model on
             self._hist = History(self._span + AR_MIN_VALUES, self._dim)
-            self._corr_on = self.corr_view and self._null == "ar" and self._dim > 1
+            self._corr_on = self.corr_view and self._null_mode == "ar" and self._dim > 1
         d = self._pre.step(v)
         if d is None:
             return None
@@ -385,7 +390,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         s1, s2 = scores if scores is not None else self._win.scores()
         if not self.symmetric:
             self._score = s1
-        elif self._null == "ar":
+        elif self._null_mode == "ar":
             self._score = s1 if s1 >= s2 else s2  # max of the directions, see _calibrate
         else:
             self._score = s1 + s2
@@ -457,7 +462,25 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         return max(fits)
 
     def _calib_period(self) -> int:
+        if self._null == "ar_or_permutation" and self._null_mode == "ar":
+            return max(self.calibrate_every, self._n_eff, 1)  # surrogates are costly; n_eff as streaming
         return self.calibrate_every if self.calibrate_every > 0 else max(1, self._n_eff)
+
+    def _new_calibrator(self) -> NullCalibrator:
+        return NullCalibrator(self._null_mode, self.method, self.alpha, self.symmetric, self.n_perm,
+                              self.false_alarm_rate, self.k)
+
+    def _switch_to_ar(self) -> None:
+        """``null="ar_or_permutation"``: the AR model can now be fitted; the AR null takes over.
+
+        The score changes definition with the null (sum of the directions -> their maximum), so the
+        score history restarts as it does for a new window size.
+        """
+        self._null_mode = "ar"
+        self._null_cal = self._new_calibrator()
+        self._shist_n = 0
+        self._corr_on = self.corr_view and self._dim > 1
+        self._corr_ratio = math.nan
 
     def _make_state(self, n: int, sigma: float, lam: float):
         cls = _state_class(self.method)
@@ -559,7 +582,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
         sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)  # KLIEP has no ridge
-        if self._null == "ar":
+        if self._null_mode == "permutation" and self._null == "ar_or_permutation" \
+                and self._ar_values(n).shape[0] >= AR_MIN_VALUES:
+            self._switch_to_ar()
+        if self._null_mode == "ar":
             self._null_cal.calibrate_ar(self._ar_values(n), n, sigma, lam, rng,
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on)
         else:
@@ -675,6 +701,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "since_calib": self._since_calib, "threshold": self._threshold, "score": self._score,
                 "shist_n": self._shist_n, "guard": self._guard, "guard_stale": self._guard_stale,
                 "drift": self._drift_detected, "corr_on": self._corr_on, "corr_ratio": self._corr_ratio,
+                "null_mode": self._null_mode,
                 "last_alarm": None if self._last_alarm is None else self._last_alarm.to_dict()}
         if self._keys is not None:
             meta["keys"] = [str(k) for k in self._keys]
@@ -712,6 +739,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         obj._score = float(meta["score"])
         obj._shist_n = int(meta["shist_n"])
         obj._guard, obj._guard_stale = float(meta["guard"]), bool(meta["guard_stale"])
+        obj._null_mode = meta.get("null_mode", obj._null_mode)  # older checkpoints: the configured null
+        obj._null_cal = obj._new_calibrator()
         obj._null_cal.load_state(meta, state)
         obj._shist = np.asarray(state["shist"], dtype=np.float64).copy()
         obj._drift_detected = bool(meta["drift"])

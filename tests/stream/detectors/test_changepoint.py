@@ -232,7 +232,8 @@ def _continue_after_restore(ref, x, split=437, check_score_one=False):
 
 
 @pytest.mark.parametrize("params", [SMALL, {"n": 20}, {"n": 12, "difference": True, "k": 4},
-                                    {"n": 20, "null": "permutation"}, {"n": 12, "symmetric": False}])
+                                    {"n": 20, "null": "permutation"}, {"n": 12, "symmetric": False},
+                                    {"n": 20, "null": "ar_or_permutation"}])
 def test_restored_detector_continues_identically(params):
     rng = np.random.default_rng(9)
     x = np.r_[rng.normal(0, 1, 500), rng.normal(2, 3, 500)]
@@ -368,3 +369,31 @@ def test_checkpoint_from_before_the_correlation_view_restores_without_it():
 def test_corr_view_must_be_a_bool():
     with pytest.raises(ValueError, match="corr_view"):
         ChangePointDetector(corr_view="yes")
+
+
+def test_ar_or_permutation_null_starts_with_permutations_and_switches_once_an_ar_fit_is_possible():
+    det = ChangePointDetector(n=20, n_min=20, window_frac=0.0, null="ar_or_permutation", seed=1)
+    x = np.random.default_rng(12).normal(size=300)
+    modes = []
+    for t, v in enumerate(x):
+        det.step(v)
+        if det._win is None or not det._win.ready:
+            continue
+        s1, s2 = det._win.scores()
+        modes.append(det._null_mode)
+        if det._null_mode == "permutation":  # sum of the directions, a threshold from the first window on
+            assert det.score == s1 + s2 and np.isfinite(det.threshold)
+        else:
+            assert det.score == max(s1, s2) and det._null_cal.pool.shape == (8, 2 * det.n_perm)
+    # windows fill at t = 2n + k - 1 = 42 with 23 values before the current window; the AR model
+    # needs 50: permutations for the first calibrations, then AR surrogates for good
+    first_ar = modes.index("ar")
+    assert 0 < first_ar and set(modes[first_ar:]) == {"ar"}
+
+
+@pytest.mark.parametrize("split", [60, 200])  # before and after the switch to the AR null
+def test_restored_ar_or_permutation_detector_continues_identically(split):
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 300)]
+    a_ref, a_res = _continue_after_restore(ChangePointDetector(n=20, null="ar_or_permutation"), x, split=split)
+    assert a_ref == a_res
