@@ -85,17 +85,22 @@ class Differencer:
 def robust_scale(x: np.ndarray) -> np.ndarray:
     """Per-column scale: 1.4826 x MAD, falling back to the std, then to 1 for constant columns.
 
+    "Constant" is relative to the column's level (a spread below 1e-12 x |median| is rounding
+    noise), never absolute: data measured in small units (1e-13, say) keep their own scale.
+
     Examples
     --------
     >>> robust_scale(np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0]])).tolist()
     [1.4826, 1.0]
+    >>> robust_scale(np.array([[0.0], [1e-13], [2e-13]])).tolist()
+    [1.4826e-13]
     """
     x = np.asarray(x, dtype=np.float64)
     med = np.median(x, axis=0)
+    floor = np.maximum(1e-12 * np.abs(med), np.finfo(np.float64).tiny)
     scale = 1.4826 * np.median(np.abs(x - med), axis=0)
-    std = x.std(axis=0)
-    scale = np.where(scale > 1e-12 * (1 + np.abs(med)), scale, std)
-    return np.where(scale > 1e-12 * (1 + np.abs(med)), scale, 1.0)
+    scale = np.where(scale > floor, scale, x.std(axis=0))
+    return np.where(scale > floor, scale, 1.0)
 
 
 def fill_missing(x: np.ndarray) -> np.ndarray:
