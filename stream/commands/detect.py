@@ -108,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png", help="write a PNG plot")
     parser.add_argument("--json", action="store_true", help="print change points and alarms as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
+                        help="sensitivity: target probability that a step of a change-free series "
+                             "raises an alarm (default 1e-4; larger finds more, smaller fewer)")
 
 
 def run(args) -> int:
@@ -118,8 +121,15 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"ratiowatch detect: {exc}", file=sys.stderr)
         return 2
+    params = {}
+    if args.false_alarm_rate is not None:
+        if not 0.0 < args.false_alarm_rate < 1.0:
+            print(f"ratiowatch detect: --false-alarm-rate must be in (0, 1), e.g. 1e-4; got {args.false_alarm_rate}",
+                  file=sys.stderr)
+            return 2
+        params["false_alarm_rate"] = args.false_alarm_rate
     progress = None if (args.no_progress or len(x) < 5000) else _Progress()
-    rep = replay(x, progress=progress)
+    rep = replay(x, progress=progress, **params)
     if args.plot is not None:
         from stream.plot import plot_detection
 

@@ -77,3 +77,16 @@ def test_detect_default_uses_numeric_columns_and_reports_errors(tmp_path, capsys
     assert main(["detect", str(path), "--column", "label"]) == 2
     assert "not numeric" in capsys.readouterr().err
     assert main(["detect", str(tmp_path / "missing.csv")]) == 2
+
+
+def test_detect_false_alarm_rate_sets_the_sensitivity(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    y = np.r_[rng.normal(0, 1, 300), rng.normal(4, 1, 300)]
+    path = tmp_path / "s.csv"
+    _write_csv(path, y)
+    assert main(["detect", str(path), "--column", "value", "--json", "--false-alarm-rate", "1e-3"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["config"]["false_alarm_rate"] == 1e-3
+    assert any(abs(c - 300) <= 5 for c in res["change_points"])
+    assert main(["detect", str(path), "--false-alarm-rate", "2"]) == 2
+    assert "--false-alarm-rate must be in (0, 1)" in capsys.readouterr().err
