@@ -93,3 +93,37 @@ def test_stationary_false_alarm_rate_bivariate(seed, rho):
     y = np.column_stack([ar2(z[:, 0]), ar2(rho * z[:, 0] + np.sqrt(1 - rho**2) * z[:, 1])])
     _, alarms = run(y)
     assert len(alarms) <= 1, f"{len(alarms)} false alarms in 10,000 stationary samples: {alarms}"
+
+
+def _other_noise(kind: str, seed: int, t_len: int = 10_000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "student_t3":
+        return rng.standard_t(3, size=t_len)
+    if kind == "random_walk":
+        return rng.normal(size=t_len).cumsum()
+    if kind == "sine_period_24":
+        return 2.0 * np.sin(2 * np.pi * np.arange(t_len) / 24) + 0.5 * rng.normal(size=t_len)
+    if kind == "poisson_counts":
+        return rng.poisson(3.0, size=t_len).astype(float)
+    # AR(1) 0.5 driven by heavy-tailed t(3) innovations
+    e = rng.standard_t(3, size=t_len)
+    y = np.zeros(t_len)
+    for t in range(1, t_len):
+        y[t] = 0.5 * y[t - 1] + e[t]
+    return y
+
+
+@pytest.mark.parametrize("kind", ["student_t3", "random_walk", "sine_period_24", "poisson_counts",
+                                  pytest.param("t3_ar1", marks=pytest.mark.xfail(
+                                      strict=True, reason="known gap: 1.4 per 10,000 (heavy tails + serial dependence)"))])
+def test_other_stationary_noise_raises_at_most_one_false_alarm_per_10k_on_average(kind):
+    # beyond the AR(2) of the specification: five 10,000-sample series per kind (seeds 0-4)
+    alarms = [len(run(_other_noise(kind, seed))[1]) for seed in range(5)]
+    assert np.mean(alarms) <= 1.0, alarms
+
+
+def test_a_stuck_sensor_raises_no_alarm_and_a_jump_after_it_is_found():
+    det, alarms = run(np.ones(1500))
+    assert alarms == []
+    det, alarms = run(np.r_[np.ones(2000), np.full(1000, 5.0)])
+    assert [abs(a.change_index - 2000) <= 5 for a in alarms] == [True], alarms
