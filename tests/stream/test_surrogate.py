@@ -265,5 +265,63 @@ def test_scores_do_not_depend_on_the_chunking_of_the_gram_matrices(monkeypatch):
     vals = ar_series([0.6, -0.5], 200, seed=12)
     args = (vals, 15, 3, 1.3, 0.1, 0.1, True, 7)
     whole = surrogate_null_rulsif(*args, np.random.default_rng(13))
-    monkeypatch.setattr(surrogate, "_GRAM_CHUNK_ENTRIES", 4 * 15 * 15 * 3)  # three surrogates per chunk
+    monkeypatch.setattr(surrogate, "_GRAM_CHUNK_ENTRIES", 3 * 30 * 31 // 2)  # three surrogates per chunk
     np.testing.assert_array_equal(surrogate_null_rulsif(*args, np.random.default_rng(13)), whole)
+
+
+# ---------------------------------------------------------------- the compiled calibration kernels
+# (issue 3, stream speed: the packed-triangle Gram and the block-copy directions must compute what
+# the definition says, to rounding)
+
+def _upper(mat):
+    return mat[np.triu_indices(mat.shape[0])]
+
+
+@pytest.mark.parametrize("dim, k, sigma", [(1, 10, 3.0), (1, 1, 0.7), (3, 4, 2.0), (2, 3, 0.04)])
+def test_packed_gram_equals_the_direct_gram_of_the_embedded_surrogates(dim, k, sigma):
+    from core.kernels import FLUSH_EXPONENT, sq_dist
+    from stream.surrogate import _packed_size, _surrogate_grams
+
+    n, count = 12, 3
+    sims = np.random.default_rng(20).normal(size=(count, 2 * n + k - 1, dim)).cumsum(axis=1) * 0.4
+    packed = _surrogate_grams(sims, n, k, sigma)
+    assert packed.shape == (count, _packed_size(2 * n))
+    for s in range(count):
+        rows = embed(sims[s], k)
+        direct = _upper(gauss_kernel(rows, rows, sigma))
+        np.testing.assert_allclose(packed[s], direct, rtol=1e-12, atol=0.0)
+        # the diagonal is exactly 1 and flushed entries are exactly 0 (core.kernels' rule)
+        diag = np.cumsum(np.r_[0, np.arange(2 * n, 1, -1)])
+        assert np.all(packed[s][diag] == 1.0)
+        flushed = _upper(-sq_dist(rows, rows) / (2 * sigma * sigma)) <= FLUSH_EXPONENT - 1e-6
+        assert np.all(packed[s][flushed] == 0.0)
+        if sigma < 0.1:
+            assert flushed.any()  # the case is exercised
+
+
+@pytest.mark.parametrize("dim, n, k, sigma, lam, alpha, symmetric", [
+    (1, 50, 10, 3.0, 0.1, 0.1, True),     # the detector's benchmark configuration
+    (2, 20, 3, 1.7, 0.1, 0.1, True),
+    (1, 15, 1, 0.3, 0.01, 0.0, False),    # uLSIF (alpha = 0), one direction
+    (3, 30, 5, 50.0, 1e-3, 0.5, True),    # a near-constant Gram (large sigma, small lambda)
+    (1, 40, 8, 0.05, 0.1, 0.1, True),     # most entries flushed to 0
+])
+def test_surrogate_null_equals_the_rulsif_definition_on_the_surrogate_halves(dim, n, k, sigma, lam, alpha,
+                                                                               symmetric):
+    # the definition: core.rulsif's fit with the given sigma and lambda and every numerator sample a
+    # centre, on the embedded past / current halves of the same surrogate draws
+    from core.rulsif import fit_rulsif
+
+    rng = np.random.default_rng(21)
+    vals = rng.normal(size=(90, dim)).cumsum(axis=0) * 0.3
+    count = 4
+    null = surrogate_null_rulsif(vals, n, k, sigma, lam, alpha, symmetric, count, np.random.default_rng(22))
+    sims = simulate_ar([fit_ar(vals[:, j]) for j in range(dim)], 2 * n + k - 1, count, np.random.default_rng(22))
+    for i in range(count):
+        rows = embed(sims[i], k)
+        past, cur = rows[:n], rows[n:]
+        fwd = fit_rulsif(past, cur, alpha=alpha, sigma=sigma, lam=lam, n_centres=n).pe
+        assert null[i, 0] == pytest.approx(fwd, rel=1e-9, abs=1e-12)
+        if symmetric:
+            bwd = fit_rulsif(cur, past, alpha=alpha, sigma=sigma, lam=lam, n_centres=n).pe
+            assert null[i, 1] == pytest.approx(bwd, rel=1e-9, abs=1e-12)

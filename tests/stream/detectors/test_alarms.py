@@ -204,3 +204,42 @@ def test_exp_tail_threshold_handles_degenerate_and_bad_input():
         exp_tail_threshold([1.0, np.nan], 1e-4)
     with pytest.raises(ValueError, match="false_alarm_rate"):
         exp_tail_threshold(np.arange(10.0), 1.0)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_permutation_null_equals_the_rulsif_definition_on_each_split(symmetric):
+    # the definition: core.rulsif's fit at the given sigma and lambda, every numerator sample a centre
+    from core.rulsif import fit_rulsif
+
+    rng = np.random.default_rng(3)
+    pooled = embed(rng.normal(size=109).cumsum() * 0.3, 10)  # the benchmark's shape: 2n = 100, k = 10
+    n, sigma, lam, alpha = 50, 2.5, 0.1, 0.1
+    null = permutation_null_rulsif(pooled, n, sigma, lam, alpha, symmetric, 3, np.random.default_rng(4), block=5)
+    for s, p in zip(null, block_permutations(2 * n, 5, 3, np.random.default_rng(4))):
+        a, b = pooled[p[:n]], pooled[p[n:]]
+        want = fit_rulsif(a, b, alpha=alpha, sigma=sigma, lam=lam, n_centres=n).pe
+        if symmetric:
+            want += fit_rulsif(b, a, alpha=alpha, sigma=sigma, lam=lam, n_centres=n).pe
+        assert s == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 7, 50])
+def test_row_dot_products_are_summed_in_index_order(rows):
+    # four rows at a time must not change any row's order of additions: equal to the plain loop to the bit
+    from stream.alarms import _rows_dot
+
+    rng = np.random.default_rng(5)
+    mat, x = rng.normal(size=(rows, 13)), rng.normal(size=13)
+    out = _rows_dot(mat, x, np.empty(rows))
+    for i in range(rows):
+        acc = 0.0
+        for a in range(13):
+            acc += mat[i, a] * x[a]
+        assert out[i] == acc
+
+
+def test_block_permutations_of_single_indices_are_plain_shuffles_of_the_same_draws():
+    # block = 1 moves every index on its own: the permutation is the shuffle order of the draws
+    perms = block_permutations(23, 1, 6, np.random.default_rng(8))
+    np.testing.assert_array_equal(perms, np.argsort(np.random.default_rng(8).random((6, 23)), axis=1))
+    assert all(sorted(p) == list(range(23)) for p in perms.tolist())
