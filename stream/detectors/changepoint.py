@@ -22,8 +22,10 @@ Alarms: the threshold is the upper ``false_alarm_rate`` quantile of the score's 
 every ``calibrate_every`` steps (the last 8 calibrations pooled), and at least a robust quantile of
 the score's own history. The null is, by default, that of AR surrogates of the values behind the
 windows (:mod:`stream.surrogate`; exponential tail, each direction at half the rate), and with an
-explicit ``perm_block`` (the offline replay) that of block permutations of the pooled windows
-(:mod:`stream.alarms`; moment-matched gamma tail); runs
+explicit ``perm_block`` that of block permutations of the pooled windows (:mod:`stream.alarms`;
+moment-matched gamma tail); the offline replay uses permutations only until the AR model can be
+fitted (``null="ar_or_permutation"``). The calibration itself lives in
+:mod:`stream.detectors.calibration`; runs
 above it become one :class:`~stream.alarms.Alarm` each, raised at most ``delay`` steps after the
 run's peak, with the change index at the window boundary of the peak (``t - n_eff + 1 -
 (k - 1) // 2`` for a peak at step ``t``) and at least ``min_spacing`` between change indices.
@@ -223,7 +225,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         correlation goes 0 -> 0.95 -> 0 it finds 12 of 12 changes (seeds 3-8; 56 of 56 over
         seeds 3-30), where the kernel score alone finds 1 (at most 3 with any sigma factor in
         0.18-0.5 and lambda in 0.01-0.1, none with LOOCV selection). Univariate input and the
-        permutation null (the offline replay) are unaffected.
+        permutation null are unaffected (the offline replay gets the view once its null is AR).
     seed : int
         Seeds the permutations (a generator keyed by ``(seed, step)``), so replays are exact.
     """
