@@ -9,20 +9,24 @@ clipped to ``[1, len(series) - 1]``.
 
 Periodic series (period rule, :func:`period_plan`): a univariate series whose warm-up prefix (the
 first quarter, at least 64 values) has a clear period P >= 16 samples (autocorrelation peak >= 0.5,
-:func:`stream.period.estimate_period`) is block-averaged to about 8 values per period
-(s = round(P / 8) samples per block) and replayed with windows of 4 periods (n = 4 round(P / s)
-subsequences of k = 3 aggregated values), so both windows hold whole periods and the score follows
-the distribution, not the phase. Its threshold comes from the score's own history, not from the
-permutation null: on smooth periodic data a contiguous split of whole periods varies *less* than a
-random re-split, so the permutation null is far too wide there (TSSB: alarms on 2 of 17 periodic
-series; the AR-surrogate null: 1 of 17). The threshold is the upper quantile, at
-``s x false_alarm_rate`` per aggregated step (the same rate per input sample), of an exponential
-tail fitted above the median of the last 1,000 scores, once 2n exist; the scores of a run above it
-are kept out of that history (see :func:`_history_alarms`). Change indices map back to the centre
-of their aggregated block; alarms are raised when their block is complete, and not before the
-prefix has been seen (the prefix is buffered: causal, with a delay, given the length T). Every
-other series (no clear period, P < 16, multivariate, or ``k`` / ``n`` given explicitly) is replayed
-exactly as before.
+:func:`stream.period.estimate_period`) is averaged over phase-locked blocks, exactly 8 per estimated
+period (:func:`stream.period.aggregate_periods`; about P / 8 samples each), and replayed with windows
+of 4 periods (n = 32 subsequences of k = 3 aggregated values), so both windows hold whole periods
+and the score follows the distribution, not the phase. Its threshold comes from a *whole-period*
+permutation null: the 8 periods of the pooled windows are re-split by exchanging whole periods
+(``perm_block`` = 8 aggregated steps), so every random split is made of whole periods as the real one
+is, recalibrated once per period from the current windows alone, at ``(P / 8) x false_alarm_rate``
+per aggregated step (the same rate per input sample). Shuffling single subsequences instead mixes
+phases and that null was far too wide (alarms on 2 of TSSB's 17 periodic series); a threshold
+learned from the score's own history (the rule before) learned from the first 8 periods, which often
+hold a change, and then stayed above later changes' peaks. Because this null is computed from
+windows that already hold a change, it rises with the score, and the run above it covers only the
+change's entry into the current window: the change index is therefore the peak of the score from
+the run's peak to one window length (4 periods) after its alarm, where the change sits at the
+window boundary, and the alarm is raised then. Change indices map back to the centre of their
+block; alarms are not raised before the prefix has been seen (the prefix is buffered: causal, with
+a delay, given the length T). Every other series (no clear period, P < 16, multivariate, or ``k`` /
+``n`` given explicitly) is replayed exactly as before.
 
 Examples
 --------
@@ -36,7 +40,7 @@ True
 >>> wave = np.where(t < 2000, np.sin(2 * np.pi * t / 50), np.sign(np.sin(2 * np.pi * t / 50)))
 >>> plan = period_plan(wave + rng.normal(0, 0.1, 4000))
 >>> (plan.period, plan.block, plan.k, plan.n)
-(50, 6, 3, 32)
+(50, 6.25, 3, 32)
 """
 
 from __future__ import annotations
@@ -46,9 +50,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stream.alarms import Alarm, PeakPicker, exceeds, exp_tail_threshold
+from stream.alarms import Alarm, PeakPicker
 from stream.detectors.changepoint import ChangePointDetector
-from stream.period import MIN_ACF, aggregate, block_centre, block_end, estimate_period
+from stream.period import MIN_ACF, aggregate_periods, block_centre, block_end, estimate_period
 from stream.preprocess import fill_missing
 
 
@@ -106,19 +110,16 @@ def default_window(t_len: int) -> int:
 #: PREFIX_MIN values; periodic when the period is >= PERIOD_MIN samples (two or more samples per
 #: block at POINTS_PER_PERIOD blocks per period; shorter periods already fit several times in the
 #: default window); windows of WINDOW_PERIODS periods (several periods so that each window's
-#: distribution is stable, few enough that a segment of ~5 periods still fills the current window);
-#: the history threshold needs HISTORY_WINDOWS x n scores (two windows' worth, 8 periods) and
-#: uses at most HISTORY_MAX of them (as the streaming detector's history guard).
+#: distribution is stable, few enough that a segment of ~5 periods still fills the current window).
 PREFIX_FRAC, PREFIX_MIN, PERIOD_MIN, POINTS_PER_PERIOD, WINDOW_PERIODS = 0.25, 64, 16, 8, 4
-HISTORY_WINDOWS, HISTORY_MAX = 2, 1000
 
 
 @dataclass(frozen=True)
 class PeriodPlan:
-    """How a periodic series is replayed: period and block size (samples), k and n (aggregated)."""
+    """How a periodic series is replayed: period and mean block size (samples), k and n (aggregated)."""
 
     period: int
-    block: int
+    block: float
     k: int
     n: int
     prefix: int
@@ -144,90 +145,57 @@ def period_plan(series, min_acf: float = MIN_ACF) -> PeriodPlan | None:
     p = estimate_period(head, min_acf=min_acf)
     if p < PERIOD_MIN:
         return None
-    s = max(2, int(round(p / POINTS_PER_PERIOD)))
-    per_agg = max(2, int(round(p / s)))
-    return PeriodPlan(period=p, block=s, k=int(DEFAULTS["k"]), n=WINDOW_PERIODS * per_agg, prefix=prefix)
-
-
-def _history_alarms(scores: np.ndarray, n: int, k: int, false_alarm_rate: float,
-                    merge_gap: int = 1) -> tuple[list[Alarm], np.ndarray]:
-    """Causal alarms from a score trace, thresholded by an exponential tail fitted to the past scores.
-
-    The threshold at step t is the upper ``false_alarm_rate`` quantile of an exponential tail above
-    the median of the scores before t (:func:`~stream.alarms.exp_tail_threshold`, the AR null's tail
-    model; at most the last ``HISTORY_MAX`` scores, from ``HISTORY_WINDOWS * n`` on). Not
-    median + z MAD: the score is skewed (a divergence near 0 with rare large values), and a
-    normal tail put the threshold inside the noise of stationary periodic data (alarms every few
-    periods on a clean sine wave). Scores of a run above the threshold are kept out of the history
-    (a change must not raise its own threshold: with them in, the run of a change closed before its
-    peak), unless the run outlasts the ``2n + k`` steps one change can keep the windows apart: then
-    the raised level is the new normal and its scores join the history. Runs are picked as in the
-    detector (peak, delay n, change indices at least n apart, change index = window boundary of the
-    peak), except that a run survives dips below the threshold shorter than ``merge_gap`` steps.
-    """
-    picker = PeakPicker(n, n, merge_gap=merge_gap)
-    thr = np.full(scores.shape[0], np.nan)
-    alarms: list[Alarm] = []
-    hist = np.empty(scores.shape[0])  # accepted past scores, in time order
-    seen = 0
-    held: list[float] = []  # scores of the current run above threshold
-    for t, s in enumerate(scores):
-        if not np.isfinite(s):
-            continue
-        if seen >= HISTORY_WINDOWS * n:
-            thr[t] = exp_tail_threshold(hist[max(0, seen - HISTORY_MAX): seen], false_alarm_rate)
-        if exceeds(s, thr[t]):
-            held.append(float(s))
-            if len(held) > 2 * n + k:  # a lasting level, not one change: absorb it
-                hist[seen: seen + len(held)] = held
-                seen += len(held)
-                held = []
-        else:
-            held = []  # a closed run was a change: its scores stay out
-            hist[seen] = s
-            seen += 1
-        a = picker.update(t, float(s), float(thr[t]), t - n + 1 - (k - 1) // 2)
-        if a is not None:
-            alarms.append(a)
-    a = picker.flush(scores.shape[0] - 1)
-    if a is not None:
-        alarms.append(a)
-    return alarms, thr
+    return PeriodPlan(period=p, block=p / POINTS_PER_PERIOD, k=int(DEFAULTS["k"]),
+                      n=WINDOW_PERIODS * POINTS_PER_PERIOD, prefix=prefix)
 
 
 def _replay_periodic(x: np.ndarray, plan: PeriodPlan, progress, params: dict) -> Replay:
-    """Replay of the block-averaged series with the history threshold, mapped back to the time axis."""
-    t_len, s = x.shape[0], plan.block
-    xa = aggregate(fill_missing(x)[:, 0], s)
-    # the detector supplies the scores; its own (permutation) threshold is not used, so it is
-    # calibrated rarely (once per window length) to save time
-    cfg = {**DEFAULTS, **params, "k": plan.k, "n": plan.n, "n_min": plan.n, "window_frac": 0.0,
-           "calibrate_every": plan.n, "null": "permutation"}  # the score: the sum of both directions
+    """Replay of the phase-locked block means with the whole-period permutation null, on the time axis."""
+    t_len = x.shape[0]
+    xa, edges = aggregate_periods(fill_missing(x)[:, 0], plan.period, POINTS_PER_PERIOD)
+    n, per_period = plan.n, POINTS_PER_PERIOD
+    cfg = {**DEFAULTS, **params}
+    # false_alarm_rate is per input sample; one aggregated step stands for P / 8 of them
+    cfg.update({"k": plan.k, "n": n, "n_min": n, "window_frac": 0.0, "null": "permutation",
+                "perm_block": per_period, "calibrate_every": per_period,
+                "false_alarm_rate": min(0.25, plan.block * cfg["false_alarm_rate"])})
     det = ChangePointDetector(**cfg)
     m = xa.shape[0]
-    sc = np.full(m, np.nan)
+    sc, thr_a = np.full(m, np.nan), np.full(m, np.nan)
     for j in range(m):
         det.step(float(xa[j]))
-        sc[j] = det.score
+        sc[j], thr_a[j] = det.score, det.threshold
         if progress is not None and (j % 1000 == 0 or j == m - 1):
-            progress(min(t_len, (j + 1) * s), t_len)
-    # false_alarm_rate is per input sample; one aggregated step stands for s of them
+            progress(min(t_len, int(edges[j + 1])), t_len)
+    shift = n - 1 + (plan.k - 1) // 2  # a peak at step j puts the change at block j - shift
     # the score of a periodic series wavers within a period: a dip shorter than one period does not
     # end a run (it split the rising edge of changes, with alarms up to 3 periods early)
-    per_period = max(1, int(round(plan.period / s)))
-    agg_alarms, thr_a = _history_alarms(sc, plan.n, plan.k, min(0.25, s * cfg["false_alarm_rate"]),
-                                        merge_gap=per_period)
-    alarms = [Alarm(change_index=int(block_centre(a.change_index, s)),
-                    alarm_index=int(max(block_end(a.alarm_index, s), plan.prefix - 1)),
+    picker = PeakPicker(n, n, merge_gap=per_period)
+    runs = [a for a in (picker.update(j, sc[j], thr_a[j], j - shift) for j in range(m)) if a is not None]
+    last = picker.flush(m - 1)
+    if last is not None:
+        runs.append(last)
+    agg_alarms: list[Alarm] = []
+    for run in runs:
+        # the null rose with the change: the score's own peak (change at the window boundary) comes
+        # after the run; look for it up to one window after the run's alarm, and alarm then
+        lo, hi = run.change_index + shift, min(m - 1, run.alarm_index + n)
+        peak = lo + int(np.argmax(np.where(np.isfinite(sc[lo: hi + 1]), sc[lo: hi + 1], -np.inf)))
+        if agg_alarms and peak - shift - agg_alarms[-1].change_index < n:
+            continue  # one event, one alarm (the streaming detector's minimum spacing)
+        agg_alarms.append(Alarm(change_index=peak - shift, alarm_index=hi, score=float(sc[peak]),
+                                threshold=float(run.threshold)))
+    alarms = [Alarm(change_index=block_centre(a.change_index, edges),
+                    alarm_index=max(block_end(a.alarm_index, edges), plan.prefix - 1),
                     score=a.score, threshold=a.threshold) for a in agg_alarms]
     # traces on the original axis: a block's value holds from the sample completing it on
     scores, thr = np.full(t_len, np.nan), np.full(t_len, np.nan)
-    for trace, src in ((scores, sc), (thr, thr_a)):
-        held = np.repeat(src, s)
-        trace[s - 1: s - 1 + held.size] = held[: t_len - s + 1]
+    for j in range(m):
+        end = edges[j + 2] - 1 if j + 2 < edges.size else t_len
+        scores[edges[j + 1] - 1: end], thr[edges[j + 1] - 1: end] = sc[j], thr_a[j]
     cps = sorted({min(max(a.change_index, 1), t_len - 1) for a in alarms})
-    config = {**det._params(), "period": plan.period, "block": s, "prefix": plan.prefix,
-              "threshold": "exponential tail of the score history"}
+    config = {**det._params(), "period": plan.period, "block": plan.block, "prefix": plan.prefix,
+              "threshold": "permutation null exchanging whole periods between the windows"}
     return Replay(cps, alarms, scores, thr, config)
 
 
@@ -242,8 +210,9 @@ def describe_config(params: dict | None = None) -> dict:
     cfg = {**DEFAULTS, "n": f"round({WINDOW_FRAC} x T) clipped to [{N_MIN}, {N_MAX}]",
            "period_rule": (f"P from the autocorrelation of the first {PREFIX_FRAC:g} of the series (at least "
                            f"{PREFIX_MIN} values, peak >= {MIN_ACF:g}); if P >= {PERIOD_MIN}: blocks of "
-                           f"round(P/{POINTS_PER_PERIOD}), k = {DEFAULTS['k']}, n = {WINDOW_PERIODS} periods, "
-                           "exponential-tail threshold on the score history at block x false_alarm_rate")}
+                           f"P/{POINTS_PER_PERIOD} samples (phase-locked), k = {DEFAULTS['k']}, n = {WINDOW_PERIODS} "
+                           "periods, permutation null exchanging whole periods at block x false_alarm_rate, "
+                           "change index at the score's peak up to one window after the run")}
     cfg.update(params or {})
     return cfg
 

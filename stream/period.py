@@ -1,15 +1,22 @@
-"""Period estimation and block aggregation (PAA) for scale-aware offline change detection.
+"""Period estimation and phase-locked block aggregation (PAA) for scale-aware offline change detection.
 
 Why: a two-window detector whose windows hold a fraction of one period scores the *phase* of a
 periodic series, not its distribution, so it fires on every cycle or never. TSSB-style series
 (periodic shapes, periods of ~10-300 points) need windows of several periods; the offline replay
 (:mod:`stream.offline`) therefore estimates the period from a warm-up prefix and block-averages the
-series so that one period is about ``points_per_period`` aggregated values.
+series into exactly ``points`` values per estimated period.
 
 The period is the lag of the highest autocorrelation peak after the autocorrelation's first zero
 crossing (as ClaSP's window-size heuristics do), accepted only when that peak is a real local
 maximum (not the edge of the searched lags) and at least ``min_acf``. White noise, random walks
 and trends give no period (0).
+
+Blocks are *phase-locked*: block ``j`` covers samples ``round(j P / points)`` up to (not including)
+``round((j + 1) P / points)``, so ``points`` consecutive blocks always span exactly one period
+and a window of whole periods in blocks is a window of whole periods in samples. Blocks of one
+fixed size ``s`` drift against the period when ``s`` does not divide it (P = 50, s = 6: eight blocks
+are 48 samples), the windows then hold a phase that moves from cycle to cycle, and a null that
+exchanges whole periods between the windows raised false alarms on a clean sine.
 
 Examples
 --------
@@ -18,10 +25,9 @@ Examples
 40
 >>> estimate_period(np.random.default_rng(0).normal(size=600))
 0
->>> aggregate(np.arange(10.0), 3)
-array([1., 4., 7.])
->>> block_centre(np.array([0, 1, 2]), 3)
-array([1, 4, 7])
+>>> values, edges = aggregate_periods(np.arange(12.0), period=5, points=2)
+>>> edges.tolist(), values.tolist()
+([0, 3, 5, 8, 10], [1.0, 3.5, 6.0, 8.5])
 """
 
 from __future__ import annotations
@@ -102,32 +108,48 @@ def estimate_period(x: np.ndarray, min_acf: float = MIN_ACF, max_lag: int | None
     return lag
 
 
-def aggregate(x: np.ndarray, s: int) -> np.ndarray:
-    """Means of consecutive complete blocks of ``s`` samples (PAA); a partial last block is dropped.
+def block_edges(t_len: int, period: int, points: int) -> np.ndarray:
+    """Phase-locked block boundaries: ``round(j period / points)`` for every complete block, from 0.
 
-    Causal: block ``j`` (samples ``j s .. j s + s - 1``) is available once its last sample is seen.
-    Rows of a 2-d ``x`` are aggregated per column.
+    Block ``j`` covers samples ``edges[j] .. edges[j + 1] - 1``; the last edge is at most ``t_len``
+    (a partial last block is dropped). Needs ``period >= points`` so that no block is empty.
 
     Examples
     --------
-    >>> aggregate(np.array([1.0, 3.0, 5.0, 7.0, 9.0]), 2)
-    array([2., 6.])
+    >>> block_edges(20, 16, 8).tolist()
+    [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
     """
-    s = int(s)
-    if s < 1:
-        raise ValueError(f"block size must be an integer >= 1; got {s}")
+    if int(points) < 1 or int(period) < int(points):
+        raise ValueError(f"need period >= points >= 1 (blocks of at least one sample); got period={period}, "
+                         f"points={points}")
+    count = int(t_len) * int(points) // int(period) + 2
+    edges = np.floor(np.arange(count) * (float(period) / int(points)) + 0.5).astype(np.int64)
+    edges = edges[edges <= int(t_len)]
+    if edges.size < 2:
+        raise ValueError(f"series of {t_len} samples is shorter than one block of a period of {period}")
+    return edges
+
+
+def aggregate_periods(x: np.ndarray, period: int, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means of the phase-locked blocks of ``x`` (1-d) and their edges (see :func:`block_edges`).
+
+    Causal: block ``j`` is available once its last sample ``edges[j + 1] - 1`` is seen.
+    """
     x = np.asarray(x, dtype=np.float64)
-    m = x.shape[0] // s
-    if m == 0:
-        raise ValueError(f"series of {x.shape[0]} samples is shorter than one block of {s}")
-    return x[: m * s].reshape(m, s, *x.shape[1:]).mean(axis=1)
+    if x.ndim != 1:
+        raise ValueError(f"aggregate_periods takes a 1-d series; got shape {x.shape}")
+    edges = block_edges(x.shape[0], period, points)
+    cum = np.concatenate([[0.0], np.cumsum(x[: edges[-1]])])
+    return (cum[edges[1:]] - cum[edges[:-1]]) / np.diff(edges), edges
 
 
-def block_centre(j: np.ndarray | int, s: int) -> np.ndarray | int:
-    """Original index of the centre of aggregated block ``j`` (``j s + s // 2``)."""
-    return np.asarray(j) * int(s) + int(s) // 2 if isinstance(j, np.ndarray) else int(j) * int(s) + int(s) // 2
+def block_centre(j: int, edges: np.ndarray) -> int:
+    """Original index of the centre of block ``j`` (clipped to the blocks that exist)."""
+    j = min(max(int(j), 0), edges.size - 2)
+    return int((edges[j] + edges[j + 1] - 1) // 2)
 
 
-def block_end(j: np.ndarray | int, s: int) -> np.ndarray | int:
+def block_end(j: int, edges: np.ndarray) -> int:
     """Original index of the last sample of block ``j``: when that block becomes available."""
-    return (np.asarray(j) + 1) * int(s) - 1 if isinstance(j, np.ndarray) else (int(j) + 1) * int(s) - 1
+    j = min(max(int(j), 0), edges.size - 2)
+    return int(edges[j + 1] - 1)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stream.period import aggregate, autocorrelation, block_centre, block_end, estimate_period
+from stream.period import aggregate_periods, autocorrelation, block_centre, block_edges, block_end, estimate_period
 
 
 @pytest.mark.parametrize("period", [12, 25, 40, 97, 250])
@@ -66,34 +66,29 @@ def test_bad_input_is_rejected_with_a_reason():
         estimate_period(np.r_[np.ones(50), np.nan])
     with pytest.raises(ValueError, match="min_acf"):
         estimate_period(np.ones(50), min_acf=1.5)
-    with pytest.raises(ValueError, match="block size"):
-        aggregate(np.ones(10), 0)
+    with pytest.raises(ValueError, match="period >= points"):
+        block_edges(100, 4, 8)
     with pytest.raises(ValueError, match="shorter than one block"):
-        aggregate(np.ones(3), 4)
+        aggregate_periods(np.ones(3), 40, 8)
 
 
-def test_aggregate_is_the_mean_of_complete_blocks():
-    x = np.arange(23.0)
-    a = aggregate(x, 5)
-    np.testing.assert_array_equal(a, [2.0, 7.0, 12.0, 17.0])  # the partial block 20..22 is dropped
-    np.testing.assert_array_equal(aggregate(x, 1), x)
-    two = np.c_[x, -2 * x]
-    np.testing.assert_array_equal(aggregate(two, 5), np.c_[a, -2 * a])
+@pytest.mark.parametrize("period", [16, 23, 50, 61, 120])
+def test_blocks_are_phase_locked_to_the_period(period):
+    edges = block_edges(20 * period + 7, period, 8)
+    assert edges[0] == 0 and np.all(np.diff(edges) >= 1) and edges[-1] <= 20 * period + 7
+    # every 8 consecutive blocks span exactly one period, whatever the period is
+    np.testing.assert_array_equal(edges[8:] - edges[:-8], period)
+    # block sizes differ by at most one sample
+    assert np.ptp(np.diff(edges)) <= 1
 
 
-@pytest.mark.parametrize("s", [1, 2, 3, 8, 13])
-def test_block_index_mapping_is_exact(s):
-    idx = np.arange(10 * s)
-    blocks = idx // s
-    centre, end = block_centre(blocks, s), block_end(blocks, s)
-    # every sample lies in its block: start <= i <= end, and the centre is inside the block
-    assert np.all((blocks * s <= idx) & (idx <= end))
-    assert np.all((blocks * s <= centre) & (centre <= end))
-    assert np.all(end - blocks * s == s - 1)
-    assert np.all(centre == blocks * s + s // 2)
-    # the aggregated value of block j is the mean of exactly the samples mapped to it
-    x = np.random.default_rng(s).normal(size=idx.size)
-    for j, v in enumerate(aggregate(x, s)):
-        assert v == pytest.approx(x[j * s: block_end(j, s) + 1].mean())
-    assert block_centre(4, s) == int(block_centre(np.array([4]), s)[0])
-    assert block_end(4, s) == int(block_end(np.array([4]), s)[0])
+@pytest.mark.parametrize("period", [16, 23, 50])
+def test_aggregated_values_and_index_mapping_are_exact(period):
+    x = np.random.default_rng(period).normal(size=10 * period + 3)
+    values, edges = aggregate_periods(x, period, 8)
+    assert values.size == edges.size - 1
+    for j, v in enumerate(values):
+        # the value of block j is the mean of exactly the samples from its start to its end
+        assert v == pytest.approx(x[edges[j]: block_end(j, edges) + 1].mean(), rel=1e-12)
+        assert edges[j] <= block_centre(j, edges) <= block_end(j, edges) == edges[j + 1] - 1
+    assert block_end(values.size + 5, edges) == edges[-1] - 1  # clipped to the last block
