@@ -348,6 +348,24 @@ def _store_exponents(d2, scale, out):
         out[j] = x if x > FLUSH_EXPONENT else -np.inf
 
 
+@njit(cache=True, inline="always")
+def _fill_diagonal_block(p, rows, first, n, out):
+    """``out`` (n x n) = the symmetric block of rows / columns ``first .. first + n - 1`` of the packed
+    upper triangle ``p`` of a ``rows x rows`` matrix (row i of the block starts at its diagonal).
+
+    (Loops run over views from index 0 so that numba drops its negative-index checks.)
+    """
+    for i in range(n):
+        start = _row_offset(first + i, rows)
+        upper = p[start:start + n - i]
+        kr = out[i, i:]
+        kc = out[i:, i]
+        for a in range(upper.size):
+            v = upper[a]
+            kr[a] = v
+            kc[a] = v
+
+
 @njit(cache=True)
 def _surrogate_scores_kernel(packed, n, alpha, lam, both):
     """Both directions' clipped PE-hat of each surrogate's past / current split.
@@ -367,32 +385,18 @@ def _surrogate_scores_kernel(packed, n, alpha, lam, both):
         p = packed[s]
         # PE(past || current): numerator = past (rows 0..n-1), centres = past. Row i of the packed
         # triangle is entries (i, i..2n-1): (past, past) from the diagonal on, then (past, current).
-        # (Loops run over views from index 0 so that numba drops its negative-index checks.)
+        _fill_diagonal_block(p, rows, 0, n, k_nn)
         for i in range(n):
-            start = _row_offset(i, rows)
-            upper = p[start:start + n - i]
-            kr = k_nn[i, i:]
-            kc = k_nn[i:, i]
-            for a in range(upper.size):
-                v = upper[a]
-                kr[a] = v
-                kc[a] = v
-            pc = p[start + n - i:start + rows - i]
+            start = _row_offset(i, rows) + n - i
+            pc = p[start:start + n]
             gc = g[n:, i]  # (current j, past i) = (past i, current j)
             for j in range(n):
                 gc[j] = pc[j]
         out[s, 0] = _direction_from_blocks(k_nn, g, alpha, lam, chol, theta)
         if both:
             # PE(current || past): numerator = current, centres = current
+            _fill_diagonal_block(p, rows, n, n, k_nn)
             for i in range(n):
-                start = _row_offset(n + i, rows)
-                upper = p[start:start + n - i]
-                kr = k_nn[i, i:]
-                kc = k_nn[i:, i]
-                for a in range(upper.size):
-                    v = upper[a]
-                    kr[a] = v
-                    kc[a] = v
                 start = _row_offset(i, rows) + n - i
                 pc = p[start:start + n]
                 gr = g[n + i]
