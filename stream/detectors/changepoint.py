@@ -204,9 +204,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         subsequences only: on autocorrelated data it is too narrow, see the README).
         ``"ar_or_permutation"`` (the offline replay's null): the permutation null while fewer than
         50 values exist before the current window to fit the AR model (short series, the start of
-        a long one), the AR null from the first calibration that can fit it, recalibrated at
-        least every ``n_eff`` steps; the switch restarts the score history, as a new window size
-        does. ``"auto"`` (default): ``"permutation"`` when ``perm_block`` is set, ``"ar"`` otherwise.
+        a long one), the AR null from the first calibration that can fit it, recalibrated every
+        ``max(calibrate_every, n_eff)`` steps (surrogates cost ~0.5 ms; re-selections recalibrate
+        too); the switch restarts the score history, as a new window size does. ``"auto"`` (default): ``"permutation"`` when ``perm_block`` is set, ``"ar"`` otherwise.
     corr_view : bool
         With m >= 2 channels and the AR null: also test the channels' contemporaneous correlations
         (default True; see the module docstring). Each step computes the Fisher-z difference of
@@ -584,11 +584,12 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
         sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)  # KLIEP has no ridge
-        if self._null_mode == "permutation" and self._null == "ar_or_permutation" \
-                and self._ar_values(n).shape[0] >= AR_MIN_VALUES:
-            self._switch_to_ar()
+        uses_ar = self._null_mode == "ar" or self._null == "ar_or_permutation"
+        ar_values = self._ar_values(n) if uses_ar else None  # once: it is also the switch's test
+        if self._null_mode == "permutation" and ar_values is not None and ar_values.shape[0] >= AR_MIN_VALUES:
+            self._switch_to_ar()  # null="ar_or_permutation": the AR model can be fitted now
         if self._null_mode == "ar":
-            self._null_cal.calibrate_ar(self._ar_values(n), n, sigma, lam, rng,
+            self._null_cal.calibrate_ar(ar_values, n, sigma, lam, rng,
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on)
         else:
             self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
