@@ -241,12 +241,16 @@ def block_permutations(size: int, block: int, count: int, rng: np.random.Generat
 
 def permutation_null_rulsif(pooled: np.ndarray, n: int, sigma: float, lam: float, alpha: float,
                             symmetric: bool, n_perm: int, rng: np.random.Generator,
-                            block: int = 1, gram: np.ndarray | None = None) -> np.ndarray:
+                            block: int = 1, gram: np.ndarray | None = None,
+                            directions: bool = False) -> np.ndarray:
     """Scores of ``n_perm`` random re-splits of ``pooled`` (2n rows) with fixed sigma and lambda.
 
     One Gram matrix serves every permutation, so a calibration costs ``n_perm`` small solves
     (compiled: :func:`_perm_scores_kernel`). ``gram``, when given, is the kernel matrix of
-    ``pooled`` at ``sigma`` (the window state keeps one), which saves recomputing it.
+    ``pooled`` at ``sigma`` (the window state keeps one), which saves recomputing it. Returns the
+    score of each re-split, shape ``(n_perm,)`` (the sum of the two directions when ``symmetric``),
+    or with ``directions=True`` each direction apart, shape ``(n_perm, 2)`` (``(n_perm, 1)`` when
+    not ``symmetric``).
     """
     from core.kernels import gauss_kernel
 
@@ -254,8 +258,13 @@ def permutation_null_rulsif(pooled: np.ndarray, n: int, sigma: float, lam: float
         pooled = np.ascontiguousarray(pooled, dtype=np.float64)
         gram = gauss_kernel(pooled, pooled, float(sigma))
     perms = block_permutations(2 * int(n), block, n_perm, rng)
-    return _perm_scores_kernel(np.ascontiguousarray(gram), perms, int(n), float(alpha), float(lam),
+    both = _perm_scores_kernel(np.ascontiguousarray(gram), perms, int(n), float(alpha), float(lam),
                                bool(symmetric))
+    if not symmetric:
+        both = both[:, :1]
+    if directions:
+        return both
+    return both[:, 0] + both[:, 1] if symmetric else both[:, 0]
 
 
 @njit(cache=True)
@@ -379,31 +388,34 @@ def _rows_dot(mat, x, out):
 
 @njit(cache=True)
 def _perm_scores_kernel(gram, perms, n, alpha, lam, symmetric):
-    out = np.empty(perms.shape[0])
+    """Both directions' scores of each re-split (the reverse one 0 unless ``symmetric``)."""
+    out = np.zeros((perms.shape[0], 2))
     m = perms.shape[1] - n
     g, k_nn, chol, theta = np.empty((n + m, n)), np.empty((n, n)), np.zeros((n, n)), np.empty(n)
     g2, k_mm, chol2, theta2 = np.empty((n + m, m)), np.empty((m, m)), np.zeros((m, m)), np.empty(m)
     for i in range(perms.shape[0]):
         a = perms[i, :n].copy()
         b = perms[i, n:].copy()
-        s = _direction_from_gram(gram, a, b, alpha, lam, g, k_nn, chol, theta)
+        out[i, 0] = _direction_from_gram(gram, a, b, alpha, lam, g, k_nn, chol, theta)
         if symmetric:
-            s += _direction_from_gram(gram, b, a, alpha, lam, g2, k_mm, chol2, theta2)
-        out[i] = s
+            out[i, 1] = _direction_from_gram(gram, b, a, alpha, lam, g2, k_mm, chol2, theta2)
     return out
 
 
 def permutation_null_generic(pooled: np.ndarray, n: int, make_state, symmetric: bool, n_perm: int,
-                             rng: np.random.Generator, block: int = 1) -> np.ndarray:
-    """Permutation null for any two-window state class: push each shuffled pool into a fresh state."""
-    out = np.empty(n_perm)
+                             rng: np.random.Generator, block: int = 1, directions: bool = False) -> np.ndarray:
+    """Permutation null for any two-window state class: push each shuffled pool into a fresh state.
+
+    Returns what :func:`permutation_null_rulsif` returns (``directions`` as there)."""
+    out = np.empty((n_perm, 2))
     for i in range(n_perm):
         st = make_state()
         for row in pooled[block_permutation(pooled.shape[0], block, rng)]:
             st.push(row)
-        s1, s2 = st.scores()
-        out[i] = s1 + s2 if symmetric else s1
-    return out
+        out[i] = st.scores()
+    if directions:
+        return out if symmetric else out[:, :1]
+    return out[:, 0] + out[:, 1] if symmetric else out[:, 0]
 
 
 class PeakPicker:

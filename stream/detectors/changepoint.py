@@ -63,7 +63,7 @@ from collections.abc import Mapping
 import numpy as np
 from river import base
 
-from stream.alarms import Alarm, PeakPicker, median_mad
+from stream.alarms import Alarm, PeakPicker, exceeds, median_mad
 from stream.correlation import corr_ratio
 from stream.detectors.calibration import AR_MIN_VALUES, NullCalibrator
 from stream.embedding import History, embed
@@ -400,6 +400,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._guard = self._history_guard()
             self._guard_stale = False
         null_thr = self._null_cal.threshold
+        if self._null_cal.degenerate and exceeds(self._score, null_thr):
+            null_thr = self._recalibrate_from_constant()
         self._threshold = max(null_thr, self._guard) if math.isfinite(self._guard) else null_thr
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
@@ -575,8 +577,11 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         fit = fit_kliep(past, cur, seed=self.seed)
         return fit.sigma, 0.1  # lambda unused by KLIEP
 
-    def _calibrate(self) -> None:
-        """Re-estimate the null of the score from the current windows (see :mod:`.calibration`)."""
+    def _calibrate(self, floor: bool = False) -> None:
+        """Re-estimate the null of the score from the current windows (see :mod:`.calibration`).
+
+        ``floor``: the AR null also takes the windows' permutation floor (see
+        :meth:`_recalibrate_from_constant`)."""
         self._since_calib = 0
         if not self._win.ready:
             self._threshold = math.nan
@@ -590,11 +595,25 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._switch_to_ar()  # null="ar_or_permutation": the AR model can be fitted now
         if self._null_mode == "ar":
             self._null_cal.calibrate_ar(ar_values, n, sigma, lam, rng,
-                                        make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on)
+                                        make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on,
+                                        win=self._win if floor else None, block=self._block())
         else:
             self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
                                                  make_state=lambda: self._make_state(n, sigma, lam))
         self._guard_stale = True
+
+    def _recalibrate_from_constant(self) -> float:
+        """The null in force was drawn from constant values and the windows have just left them.
+
+        Such a null says that any departure is a change: 50 zeros of an event count made every
+        isolated event an alarm (9 per 10,000 samples of Poisson(0.002) counts, nearly one per
+        event). Whether the departure is one is decided now, from fresh pools over the windows as
+        they are (the AR null's permutation floor sees the current window; see
+        :meth:`~stream.detectors.calibration.NullCalibrator.calibrate_ar`).
+        """
+        self._null_cal.restart()
+        self._calibrate(floor=True)
+        return self._null_cal.threshold
 
     def _ar_values(self, n: int) -> np.ndarray:
         """What the AR-surrogate null is fitted to: the newest ``max(n + k, AR_MIN_VALUES)``

@@ -8,6 +8,7 @@ import pytest
 from core.window import TwoWindowRuLSIF
 from stream.alarms import exp_tail_threshold, gamma_threshold
 from stream.detectors.calibration import AR_MIN_VALUES, NULL_POOL, NullCalibrator
+from stream.embedding import embed
 
 
 def _ar_values(t_len: int, seed: int = 0, channels: int = 1) -> np.ndarray:
@@ -78,6 +79,36 @@ def test_permutation_threshold_uses_only_the_calibrations_made_so_far():
     assert cal.threshold == gamma_threshold(cal.pool[:3].ravel(), 1e-4)
 
 
+def _sparse_windows(n: int = 20, k: int = 3) -> TwoWindowRuLSIF:
+    """Windows over an event count: zeros, and one event in the current window."""
+    counts = np.zeros(2 * n + k - 1)
+    counts[n + k + 5] = 1.0
+    win = TwoWindowRuLSIF(k, n, 0.5, 0.1, alpha=0.1)
+    for row in embed(counts[:, None], k):
+        win.push(row)
+    return win
+
+
+def test_a_null_drawn_from_constant_values_is_flagged_degenerate():
+    cal = _calibrator()
+    cal.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1))
+    assert cal.degenerate
+    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
+    assert not cal.degenerate  # one row of the pool is no longer constant
+
+
+def test_the_permutation_floor_decides_when_the_values_behind_the_windows_are_constant():
+    win = _sparse_windows()
+    score = max(win.scores())
+    bare, floored = _calibrator(), _calibrator()
+    bare.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1))
+    floored.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1), win=win, block=3)
+    assert score > bare.threshold + 1e-3  # the constant surrogates: one event looks like a change
+    assert floored.threshold == floored.floor_threshold == exp_tail_threshold(floored.floor_pool.ravel(), 1e-4 / 2)
+    assert floored.threshold > score and not floored.degenerate  # re-splits hold the event either side
+    assert floored.floor_count == NULL_POOL and floored.ar_threshold == bare.threshold
+
+
 def test_state_round_trip_restores_pools_and_thresholds():
     cal = _calibrator()
     cal.calibrate_ar(_ar_values(80, channels=2), 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True)
@@ -88,6 +119,19 @@ def test_state_round_trip_restores_pools_and_thresholds():
     np.testing.assert_array_equal(back.pool, cal.pool)
     np.testing.assert_array_equal(back.corr_pool, cal.corr_pool)
     np.testing.assert_array_equal(back.corr_thresholds, cal.corr_thresholds)
+
+
+def test_state_round_trip_keeps_the_permutation_floor_and_the_degenerate_flag():
+    cal = _calibrator()
+    cal.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1), win=_sparse_windows(), block=3)
+    meta, arrays = cal.to_state()
+    back = _calibrator()
+    back.load_state(meta, arrays)
+    np.testing.assert_array_equal(back.floor_pool, cal.floor_pool)
+    assert back.floor_count == cal.floor_count and back.degenerate == cal.degenerate
+    old = {k: v for k, v in arrays.items() if k != "fpool"}  # a checkpoint from before the floor
+    back.load_state(meta, old)
+    assert back.floor_count == 0
 
 
 def test_unknown_null_is_rejected_with_the_choices():
