@@ -120,12 +120,7 @@ class NullCalibrator:
         self.floor_count = 0
 
     def _add_to_pool(self, null: np.ndarray) -> None:
-        if self.pool_count == 0:  # a new window size: the whole pool at once
-            self.pool[:] = null.reshape(self.pool.shape)
-            self.pool_count = NULL_POOL
-        else:
-            self.pool[self.pool_count % NULL_POOL] = null.ravel()
-            self.pool_count += 1
+        self.pool_count = _pool_in(self.pool, self.pool_count, null)
 
     # ------------------------------------------------------------------ permutation null
     def calibrate_permutation(self, win, n: int, block: int, rng: np.random.Generator,
@@ -229,12 +224,7 @@ class NullCalibrator:
             pooled = np.vstack([win.past(), win.current()])
             null = permutation_null_generic(pooled, n, make_state, self.symmetric, count, rng, block=block,
                                             directions=True)
-        if self.floor_count == 0:
-            self.floor_pool[:] = null.reshape(self.floor_pool.shape)
-            self.floor_count = NULL_POOL
-        else:
-            self.floor_pool[self.floor_count % NULL_POOL] = null.ravel()
-            self.floor_count += 1
+        self.floor_count = _pool_in(self.floor_pool, self.floor_count, null)
         return exp_tail_threshold(self.floor_pool.ravel(), rate)
 
     def _calibrate_corr(self, values: np.ndarray, n: int, rng: np.random.Generator) -> None:
@@ -259,11 +249,8 @@ class NullCalibrator:
         sims = simulate_ar(fit_ar_channels(values), 2 * n, count, rng)
         null = surrogate_zdiff(np.ascontiguousarray(sims), n)  # (count, pairs), = fisher_z_diff of the halves
         if fresh:
-            self.corr_pool = null.reshape(NULL_POOL, self.n_perm, pairs)
-            self.corr_count = NULL_POOL
-        else:
-            self.corr_pool[self.corr_count % NULL_POOL] = null
-            self.corr_count += 1
+            self.corr_pool, self.corr_count = np.empty((NULL_POOL, self.n_perm, pairs)), 0
+        self.corr_count = _pool_in(self.corr_pool, self.corr_count, null)
         draws = self.corr_pool.shape[0] * self.corr_pool.shape[1]
         rms = np.sqrt((self.corr_pool * self.corr_pool).mean(axis=(0, 1)))
         q = self.false_alarm_rate * CORR_SHARE / pairs
@@ -301,6 +288,18 @@ class NullCalibrator:
             self.corr_pool = np.asarray(arrays["cpool"], dtype=np.float64).copy()
         if "corr_thr" in arrays:
             self.corr_thresholds = np.asarray(arrays["corr_thr"], dtype=np.float64).copy()
+
+
+def _pool_in(pool: np.ndarray, count: int, null: np.ndarray) -> int:
+    """Put one calibration's draws into ``pool`` (NULL_POOL rows), return the new count.
+
+    An empty pool (count 0: a new window size) is filled whole from ``NULL_POOL`` rows' worth of
+    draws; otherwise they replace the oldest row."""
+    if count == 0:
+        pool[:] = null.reshape(pool.shape)
+        return NULL_POOL
+    pool[count % NULL_POOL] = null.reshape(pool.shape[1:])
+    return count + 1
 
 
 def _constant(null: np.ndarray) -> bool:
