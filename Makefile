@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
-# small matrices: one BLAS thread per process is faster (see stream/cli.py single_threaded_blas)
+# small matrices: one BLAS thread per process is faster (see stream/commands/cli.py single_threaded_blas)
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 

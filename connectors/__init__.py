@@ -1,23 +1,23 @@
 """ratiowatch connectors: the outside world (sources, sinks, metrics).
 
-Connectors know only :mod:`stream.records` (``Record``, ``BadRecord``, ``Alert``); the daemon
-(:mod:`stream.daemon`) wires them together from the TOML config.
+Connectors know only :mod:`ratiowatch.connectors.records` (``Record``, ``BadRecord``, ``Alert``); the daemon
+(:mod:`ratiowatch.stream.engine.daemon`) wires them together from the TOML config.
 
 Modules
 -------
-- :mod:`connectors.sources` -- ``FileSource`` (CSV/JSONL, follow mode), ``StdinSource``, ``KafkaSource``.
-- :mod:`connectors.sinks` -- ``JsonlFileSink``, ``StreamSink`` (stdout/stderr), ``KafkaSink``, ``WebhookSink``;
+- :mod:`ratiowatch.connectors.sources` -- ``FileSource`` (CSV/JSONL, follow mode), ``StdinSource``, ``KafkaSource``.
+- :mod:`ratiowatch.connectors.sinks` -- ``JsonlFileSink``, ``StreamSink`` (stdout/stderr), ``KafkaSink``, ``WebhookSink``;
   the same classes serve as the dead-letter sink.
-- :mod:`connectors.metrics` -- ``Metrics``: Prometheus registry and /metrics, /healthz, /readyz server.
+- :mod:`ratiowatch.connectors.metrics` -- ``Metrics``: Prometheus registry and /metrics, /healthz, /readyz server.
 
 Adding a source
 ---------------
 Write a class with ``poll(max_records, timeout_s) -> list[Record | BadRecord]`` (every item with
 ``ref=(partition, offset)``; turn unparsable input into a ``BadRecord`` via
-``stream.records.parse_record`` / ``bad_record``, never raise), an ``exhausted`` attribute (True
+``ratiowatch.connectors.records.parse_record`` / ``bad_record``, never raise), an ``exhausted`` attribute (True
 when a finite input is done), ``commit(positions: dict[partition, next_offset])`` that makes the
 positions durable, and ``close()``. Then add its options to ``_SOURCE`` in ``stream/config.py``
-and a branch in ``stream.daemon.build_source``.
+and a branch in ``ratiowatch.stream.engine.daemon.build_source``.
 
 Adding a sink
 -------------
@@ -25,5 +25,5 @@ Write a class with ``name``, ``deliver(items) -> list[(item, reason)]`` (items h
 and ``key``; return what you gave up on instead of raising), ``flush() -> list[(item, reason)]``
 that returns only once everything delivered is acknowledged (the daemon commits offsets right
 after), and ``close()``. Then add its options to ``_SINK`` in ``stream/config.py`` and a branch
-in ``stream.daemon.build_sink``.
+in ``ratiowatch.stream.engine.daemon.build_sink``.
 """

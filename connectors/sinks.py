@@ -10,7 +10,7 @@ other sinks a failure means the backend is down and the daemon waits and retries
 Examples
 --------
 >>> import io
->>> from stream.records import Alert
+>>> from ratiowatch.connectors.records import Alert
 >>> out = io.StringIO()
 >>> sink = StreamSink(out)
 >>> a = Alert.from_alarm(key="k", detector="d", change_index=1, alarm_index=2, timestamp=0.0,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from stream.records import (BadRecord, BatchParser, FieldSpec, Record, RecordBatch, RecordError, bad_record,
+from ratiowatch.connectors.records import (BadRecord, BatchParser, FieldSpec, Record, RecordBatch, RecordError, bad_record,
                             parse_record, record_from_mapping)
 
 log = logging.getLogger("ratiowatch.sources")
@@ -262,7 +262,7 @@ class KafkaSource:
             return {}
 
     def poll_batch(self, max_records: int = 1000, timeout_s: float = 0.5) -> RecordBatch | list[Item]:
-        """Like :meth:`poll`, in columns (:class:`~stream.records.RecordBatch`): the daemon's fast path.
+        """Like :meth:`poll`, in columns (:class:`~ratiowatch.connectors.records.RecordBatch`): the daemon's fast path.
 
         Rows of more than one dimension in one poll come back in the list form instead.
         """

@@ -1,7 +1,7 @@
 """The Gram ring behind the KLIEP and LSDD two-window states.
 
 Both states keep the ``2n`` window samples in a ring of slots (oldest ``n`` = past window, newest
-``n`` = current window, see :mod:`core.window_base`), the Gaussian Gram matrix ``G`` over the slots,
+``n`` = current window, see :mod:`ratiowatch.core.window_base`), the Gaussian Gram matrix ``G`` over the slots,
 and each slot's kernel sums over the two windows::
 
     p[a] = sum_{i in past} G[i, a],   q[a] = sum_{j in current} G[j, a]

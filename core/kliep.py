@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from .kernels import gauss_kernel, median_distance
-from .lsdd import canonical_order, check_folds, cv_folds, int_seed, pick_rows, set_rng
+from .sampling import canonical_order, check_folds, cv_folds, int_seed, pick_rows, set_rng
 from .selection import SIGMA_FACTORS
 from .validation import as_samples, check_pair, positive_grid
 

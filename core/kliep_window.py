@@ -1,6 +1,6 @@
 """Incremental two-window KLIEP state for change-point scoring.
 
-Same ring as :mod:`core.lsdd_window`: the last ``2n`` samples in ``2n`` slots, the oldest ``n`` are
+Same ring as :mod:`ratiowatch.core.lsdd_window`: the last ``2n`` samples in ``2n`` slots, the oldest ``n`` are
 the *past* window, the newest ``n`` the *current* one, with the Gram matrix ``G`` over all slots and
 the kernel sums ``p[a] = sum_{i in past} G[i, a]``, ``q[a] = sum_{j in current} G[j, a]`` maintained
 per push in O(n d). Two KLIEP problems share them (centres follow the windows: the numerator window's
@@ -9,11 +9,11 @@ samples are the centres, as in the batch fit with ``b = n``)::
     KL(past || current):  A = G[past, past],       b = q[past] / n
     KL(current || past):  A = G[current, current], b = p[current] / n
 
-:meth:`TwoWindowKLIEP.scores` runs the projected gradient ascent of :func:`core.kliep.kliep_ascent`
+:meth:`TwoWindowKLIEP.scores` runs the projected gradient ascent of :func:`ratiowatch.core.kliep.kliep_ascent`
 warm-started from the previous coefficients (a slot that joined a problem since the last solve
 starts at the mean of the others), with ``warm_iter`` steps per step size; the first solve after the
 windows fill (and every solve after :meth:`set_params`, or every solve with ``warm_start=False``) is a
-cold start with the batch settings, so it reproduces :func:`core.kliep.fit_kliep` on the same windows.
+cold start with the batch settings, so it reproduces :func:`ratiowatch.core.kliep.fit_kliep` on the same windows.
 Each score is ``mean log r`` over the numerator window (floored logs).
 
 The ascent stops short of the optimum (accept-if-improving steps on a fixed step schedule, as in the
@@ -86,7 +86,7 @@ class TwoWindowKLIEP(SlidingWindowPair):
         incremental state is the batch fit of its windows. True: each solve continues from the previous coefficients with ``warm_iter`` steps per step
         size (about 1.2x cheaper; differs from the batch fit by the iteration's stopping error, below
         0.001 in KL at n = 50, d = 10). False: a cold start with the batch settings, so the scores
-        equal :func:`core.kliep.fit_kliep` on the same windows.
+        equal :func:`ratiowatch.core.kliep.fit_kliep` on the same windows.
     warm_iter : int
         Steps per step size of a warm-started solve (the cold start uses the batch ``MAX_ITER``).
     refresh_every : int

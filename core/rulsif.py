@@ -239,7 +239,7 @@ def _solve_theta(k_nu, k_de, alpha, lam, clip):
     h /= n_nu
     for k in range(b):
         h_mat[k, k] += lam
-    # hand Cholesky (core.linalg): LAPACK's per-call overhead dominates at b ~ 50-100
+    # hand Cholesky (ratiowatch.core.linalg): LAPACK's per-call overhead dominates at b ~ 50-100
     theta = cholesky_solve(h_mat, h)
     if clip:
         for k in range(b):

@@ -22,7 +22,7 @@ A push (leaving sample o, moving sample m, new sample y at the same position ``p
 row of ``y`` (2n evaluations), a fused rank-3 update of each matrix on the positions that keep
 their centre (``M1 += -a u_o u_o' + (2a-1) u_m u_m' + (1-a) u_y u_y'``, the mirror image for
 ``M2``), and the recomputation of row/column ``p0`` of each (2n x n each, from ``G``): O(n^2), no
-allocation. The scores are two Cholesky solves of size ``n`` (``core.linalg``), computed lazily and
+allocation. The scores are two Cholesky solves of size ``n`` (``ratiowatch.core.linalg``), computed lazily and
 cached until the next push. The matrices are rebuilt from ``G`` every ``refresh_every`` pushes so
 rounding drift stays bounded. :meth:`TwoWindowRuLSIF.push_many` runs a whole batch of samples (and
 the scores after each) in one compiled loop.
@@ -386,7 +386,7 @@ class TwoWindowRuLSIF(SlidingWindowPair):
     refresh_every : int
         Rebuild the accumulated systems from the Gram matrix after this many pushes.
     clip : bool
-        Clip negative coefficients to zero (uLSIF's rule, as :func:`core.rulsif.fit_rulsif`).
+        Clip negative coefficients to zero (uLSIF's rule, as :func:`ratiowatch.core.rulsif.fit_rulsif`).
 
     Examples
     --------

@@ -1,8 +1,8 @@
 """The ring of ``2n`` samples behind every two-window estimator state.
 
 The oldest ``n`` samples form the *past* window and the newest ``n`` the *current* one. Subclasses
-(:class:`core.window.TwoWindowRuLSIF`, :class:`core.kliep_window.TwoWindowKLIEP`,
-:class:`core.lsdd_window.TwoWindowLSDD`) own ``_ring`` (shape (2n, dim)), ``_head`` (slot of the
+(:class:`ratiowatch.core.window.TwoWindowRuLSIF`, :class:`ratiowatch.core.kliep_window.TwoWindowKLIEP`,
+:class:`ratiowatch.core.lsdd_window.TwoWindowLSDD`) own ``_ring`` (shape (2n, dim)), ``_head`` (slot of the
 oldest sample once full) and ``_count``, and maintain their estimator's sums incrementally; this
 class holds what they share: sample validation, readiness and access to the windows in time order.
 """

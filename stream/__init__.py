@@ -1,34 +1,13 @@
-"""ratiowatch streaming engine: detectors, alarm calibration, evaluation, daemon and CLI.
+"""The engine: series preparation, calibration, detectors, learners, the daemon's engine,
+evaluation, benchmarks and the command line.
 
-Public names are imported lazily so ``import stream`` stays cheap (no numba compile, no kafka).
+Subpackages (dependencies point down this list, never up):
 
-Examples
---------
->>> import stream
->>> callable(stream.detect)
-True
+- :mod:`.commands`, :mod:`.evaluate`, :mod:`.bench` -- what the ``ratiowatch`` command runs;
+- :mod:`.engine` -- the daemon: config, per-key pipeline, checkpoints, wiring of connectors;
+- :mod:`.detectors`, :mod:`.learners` -- the public detector and learner classes;
+- :mod:`.calibration` -- from a score to a threshold to an alarm;
+- :mod:`.series` -- from samples to the rows a detector compares.
+
+The public API is exported by :mod:`ratiowatch` itself.
 """
-
-from __future__ import annotations
-
-import importlib
-
-_EXPORTS = {
-    "ChangePointDetector": "stream.detectors.changepoint",
-    "detect": "stream.offline",  # not stream/detect.py: a submodule would shadow the function
-    "DensityRatioOutlierDetector": "stream.detectors.outlier",
-    "StreamingOutlierDetector": "stream.detectors.outlier_stream",
-    "TimeSeriesAnomalyDetector": "stream.detectors.anomaly",
-    "OnlineWeightedSVR": "stream.learners.wsvm",
-    "OnlineWeightedSVC": "stream.learners.wsvm",
-    "ForecastResidualDetector": "stream.learners.forecast",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stream' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

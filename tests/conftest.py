@@ -15,16 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-import sys
-
 import pytest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-# pytest's default "prepend" import mode put this file's directory (tests/) at the front of
-# sys.path; tests/stream/ would then shadow the real `stream` package as a namespace package
-# (`import stream.detectors.changepoint` fails). Take it out again: nothing imports from tests/.
-_here = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p.rstrip("/") != _here]
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba_cache"))
 # one BLAS thread, as the CLI and Makefile do: the engine's matrices are small, and a multi-threaded

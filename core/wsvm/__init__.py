@@ -1,6 +1,6 @@
 """Instance-weighted SVMs whose solution follows weight changes exactly (reference 002).
 
->>> from core.wsvm import WeightedSVC, WeightedSVR
+>>> from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR
 """
 
 from .kernels import gamma_from_sigma, kernel_matrix

@@ -1,4 +1,4 @@
-"""Compiled inner loops of the weight-path follower (see :mod:`core.wsvm.path` for the maths).
+"""Compiled inner loops of the weight-path follower (see :mod:`ratiowatch.core.wsvm.path` for the maths).
 
 State lives in flat arrays so one call can run many events without returning to Python:
 
@@ -17,7 +17,7 @@ is applied inside the next event's sweep, and ``a_I = c_I(theta)`` is written on
 sees a consistent state. The sweep is branch-free and vectorised (an integer minimum over the
 IEEE bits of the non-negative ratios finds the step), which matters because the ratio tests are
 data-dependent branches that mispredict about half the time. Variables are usually tiled over the
-point slots (variable ``k * cap + slot``, see :mod:`core.wsvm.base`); any other layout takes a
+point slots (variable ``k * cap + slot``, see :mod:`ratiowatch.core.wsvm.base`); any other layout takes a
 gathering path.
 """
 

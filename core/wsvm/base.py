@@ -1,4 +1,4 @@
-"""Shared machinery of :class:`~core.wsvm.svc.WeightedSVC` and :class:`~core.wsvm.svr.WeightedSVR`.
+"""Shared machinery of :class:`~ratiowatch.core.wsvm.svc.WeightedSVC` and :class:`~ratiowatch.core.wsvm.svr.WeightedSVR`.
 
 Points live in slots of a growing buffer; the kernel matrix over slots is kept, so adding a point
 costs one kernel row and removing one is bookkeeping once its weight has been driven to 0 by the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.validation import as_samples
+from ratiowatch.core.validation import as_samples
 
 from . import _engine as E
 from .kernels import check_kernel, kernel_matrix

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.kernels import gauss_kernel
+from ratiowatch.core.kernels import gauss_kernel
 
 KERNELS = ("rbf", "linear")
 

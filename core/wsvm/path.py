@@ -1,6 +1,6 @@
 """Multi-parametric solution path of the instance-weighted SVM dual (Karasuyama et al., ref. 002).
 
-The dual (see :mod:`core.wsvm.solver`) depends on the weights only through the box
+The dual (see :mod:`ratiowatch.core.wsvm.solver`) depends on the weights only through the box
 ``0 <= a_v <= C_v``, so along ``c(theta) = c_old + theta (c_new - c_old)`` the optimum is
 piecewise affine in theta. Inside a region with margin set M::
 
@@ -10,10 +10,10 @@ piecewise affine in theta. Inside a region with margin set M::
 and the step is the smallest of four sign-filtered ratio tests (a_M hits 0, a_M hits its moving
 bound, an O point or an I point reaches the margin), or the end of the segment. The inverse of
 the bordered matrix is updated per event in O(|M|^2); the whole loop is compiled
-(:mod:`core.wsvm._engine`). The empty-margin case follows section 2.6 of the reference (with the
+(:mod:`ratiowatch.core.wsvm._engine`). The empty-margin case follows section 2.6 of the reference (with the
 max/min of eq. 23 corrected). Degenerate breakpoints (ties that make zero-length events repeat)
 and numerically singular margin systems are resolved by jumping a little ahead with an exact
-warm-started solve (:func:`core.wsvm.solver.solve`) and continuing from there.
+warm-started solve (:func:`ratiowatch.core.wsvm.solver.solve`) and continuing from there.
 
 Adding a point is raising its weight from 0; removing is lowering it to 0. A variable whose
 weight is 0 at the start of a segment is re-labelled O or I from its current margin (pitfall P6);

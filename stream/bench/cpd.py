@@ -4,10 +4,10 @@ Workload (fixed): a univariate stream of 100,000 points (AR(1) noise with a mean
 10,000 points), subsequences of k = 10, windows of n = 50, symmetric RuLSIF (alpha = 0.1), one
 score per step. Measured in one run on the same data:
 
-* ``incremental_state``: ``core.window.TwoWindowRuLSIF`` push + scores per point (the O(n^2) update);
-* ``detector``: :class:`~stream.detectors.changepoint.ChangePointDetector` with its streaming
+* ``incremental_state``: ``ratiowatch.core.window.TwoWindowRuLSIF`` push + scores per point (the O(n^2) update);
+* ``detector``: :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` with its streaming
   defaults (AR-surrogate threshold recalibrated and sigma re-selected every n = 50 steps);
-* ``detector_offline_settings``: the offline replay's settings (``stream.offline.DEFAULTS``: a
+* ``detector_offline_settings``: the offline replay's settings (``ratiowatch.stream.detectors.offline.DEFAULTS``: a
   permutation null every step until 50 values precede the current window, then the AR null every
   n steps, sigma re-selected every 10 steps), on a prefix, to show its cost honestly;
 * ``densratio_fixed``: a sliding-window loop refitting ``densratio`` (RuLSIF, the same fixed sigma and
@@ -59,8 +59,8 @@ def _summary(lat_ns: np.ndarray, seconds: float, points: int) -> dict:
 
 
 def bench_state(y: np.ndarray, sigma: float) -> dict:
-    from core.window import TwoWindowRuLSIF
-    from stream.embedding import embed
+    from ratiowatch.core.window import TwoWindowRuLSIF
+    from ratiowatch.stream.series.embedding import embed
 
     rows = embed(y, K)
     st = TwoWindowRuLSIF(K, N, sigma, LAM, alpha=ALPHA)
@@ -78,11 +78,11 @@ def bench_state(y: np.ndarray, sigma: float) -> dict:
 
 
 def _detector(offline: bool):
-    from stream.detectors.changepoint import ChangePointDetector
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     # streaming: the detector's defaults (calibration and re-selection every n steps, AR null);
-    # offline: the offline replay's settings (stream.offline.DEFAULTS)
-    from stream.offline import DEFAULTS
+    # offline: the offline replay's settings (ratiowatch.stream.detectors.offline.DEFAULTS)
+    from ratiowatch.stream.detectors.offline import DEFAULTS
 
     extra = {k: DEFAULTS[k] for k in ("calibrate_every", "reselect_every", "perm_block", "null")} if offline else {}
     return ChangePointDetector(k=K, n=N, n_min=N, window_frac=0.0, alpha=ALPHA, symmetric=True, **extra)
@@ -107,7 +107,7 @@ def bench_detector(y: np.ndarray, offline: bool) -> tuple[dict, int]:
 def bench_densratio(y: np.ndarray, sigma: float, steps: int) -> dict:
     from densratio import densratio
 
-    from stream.embedding import embed
+    from ratiowatch.stream.series.embedding import embed
 
     rows = embed(y[: 2 * N + K - 1 + steps], K)
     lat = np.empty(steps, dtype=np.int64)
@@ -146,8 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from core.kernels import median_distance
-    from stream.embedding import embed
+    from ratiowatch.core.kernels import median_distance
+    from ratiowatch.stream.series.embedding import embed
 
     length = 10_000 if args.quick else 100_000
     y = make_stream(length)

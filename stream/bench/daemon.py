@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from stream.bench.common import environment, rss_mb
+from ratiowatch.stream.bench.common import environment, rss_mb
 
 SEGMENT = 250          # each key's series changes regime every SEGMENT of its records
 MAX_POLL_RECORDS = 5000
@@ -156,7 +156,7 @@ def _poll_size(timed: int) -> int:
 
 def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: int, group: str,
                    max_poll: int = MAX_POLL_RECORDS):
-    from stream.config import parse_config
+    from ratiowatch.stream.engine.config import parse_config
 
     return parse_config({
         "source": {"type": "kafka", "bootstrap_servers": [bootstrap], "topics": [topic], "group_id": group,
@@ -174,8 +174,8 @@ def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: i
 def _run_daemon(cfg, factory, warm: int, timed: int) -> tuple[float, float, Any]:
     """Warm-up records untimed, then the timed ones, through one daemon;
     (timed wall seconds, timed CPU seconds of this process, daemon)."""
-    from connectors.metrics import Metrics
-    from stream.daemon import Daemon
+    from ratiowatch.connectors.metrics import Metrics
+    from ratiowatch.stream.engine.daemon import Daemon
 
     d = Daemon(cfg, factory=factory, metrics=Metrics())  # metrics updated (not served): realistic cost
     try:
@@ -206,7 +206,7 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
     also fed per key in poll-sized blocks (as the daemon does) on fresh warmed-up detectors, and
     the faster of the two counts.
     """
-    from stream.detectors.changepoint import ChangePointDetector
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     def warmed() -> tuple[dict[str, Any], int]:
         dets: dict[str, Any] = {}
@@ -248,7 +248,7 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream.pipeline import ChangePointFactory
+    from ratiowatch.stream.engine.pipeline import ChangePointFactory
 
     if args.records < args.keys:
         raise SystemExit("bench daemon: --records must be at least --keys")
@@ -340,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _has_step_many() -> bool:
-    from stream.detectors.changepoint import ChangePointDetector
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     return hasattr(ChangePointDetector, "step_many")
 
@@ -361,10 +361,10 @@ def _produce_chunks(bootstrap: str, topic: str, total: int, chunk: int, keys: in
 def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Stream ``args.soak`` records through one daemon while a producer process writes them; RSS
     (of the daemon's process) after every twentieth of them."""
-    from connectors.metrics import Metrics
+    from ratiowatch.connectors.metrics import Metrics
     from kafka.admin import KafkaAdminClient, NewTopic
-    from stream.daemon import Daemon
-    from stream.pipeline import ChangePointFactory
+    from ratiowatch.stream.engine.daemon import Daemon
+    from ratiowatch.stream.engine.pipeline import ChangePointFactory
 
     topic = f"soak-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)

@@ -5,7 +5,7 @@ Setup of the issue: windows of n = 50 subsequences of length k = 10 (d = 10), b 
   selection divided by ours with our full selection (9 sigmas x 9 lambdas, exact clipped LOOCV);
   both single-threaded, same windows, same run. Reported for uLSIF and RuLSIF (alpha = 0.1).
 - KLIEP (likelihood CV, densratio's KLIEP as baseline) and LSDD (5-fold CV, no baseline) rows.
-- ``incremental_step_us``: one slide of :class:`core.window.TwoWindowRuLSIF` plus the re-solve of
+- ``incremental_step_us``: one slide of :class:`ratiowatch.core.window.TwoWindowRuLSIF` plus the re-solve of
   both directions (the symmetric change score), median over a long stream, one Python call each
   (``push`` then ``scores``); ``push_only_us`` the slide alone.
 - ``push_many_step_us``: the same work per sample through ``push_many`` (one compiled loop over a
@@ -20,12 +20,12 @@ import time
 
 import numpy as np
 
-from core.kliep import fit_kliep
-from core.kliep_window import TwoWindowKLIEP
-from core.lsdd import fit_lsdd
-from core.lsdd_window import TwoWindowLSDD
-from core.rulsif import fit_rulsif
-from core.window import TwoWindowRuLSIF
+from ratiowatch.core.kliep import fit_kliep
+from ratiowatch.core.kliep_window import TwoWindowKLIEP
+from ratiowatch.core.lsdd import fit_lsdd
+from ratiowatch.core.lsdd_window import TwoWindowLSDD
+from ratiowatch.core.rulsif import fit_rulsif
+from ratiowatch.core.window import TwoWindowRuLSIF
 
 from .common import environment, quiet, time_call
 

@@ -3,7 +3,7 @@
 A d = 10 stream (Gaussian inliers with 1% shifted outliers) is replayed point by point through
 ``score_one`` then ``learn_one`` (river's dict API) for:
 
-- ours: :class:`stream.detectors.outlier_stream.StreamingOutlierDetector` with a reference buffer of 500
+- ours: :class:`ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector` with a reference buffer of 500
   (default configuration: 64 centres, rank-one kernel updates in numba, theta re-solved every 32
   points, centres and width refitted every 500 points);
 - river's ``anomaly.HalfSpaceTrees`` and ``anomaly.LocalOutlierFactor`` on the same points.
@@ -64,7 +64,7 @@ def _auc(y, s) -> float | None:
 def run_bench(n: int, n_lof: int, seed: int = 0) -> dict:
     from river import anomaly, compose, preprocessing
 
-    from stream.detectors.outlier_stream import StreamingOutlierDetector
+    from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
 
     x, y = make_stream(n, seed=seed)
     dicts = [{f"x{j}": float(v) for j, v in enumerate(row)} for row in x]

@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
-from core.validation import make_rng
+from ratiowatch.core.validation import make_rng
 
-# core.wsvm (numba) and scikit-learn are imported inside the functions: `ratiowatch --help`
+# ratiowatch.core.wsvm (numba) and scikit-learn are imported inside the functions: `ratiowatch --help`
 # imports every command module to build its parser and must stay fast.
 
 
@@ -65,7 +65,7 @@ def toy_table1(n: int, rng: np.random.Generator):
 def _toy(n: int, seed: int, n_refits: int, all_bp: bool, repeats: int) -> dict:
     from sklearn.svm import SVC
 
-    from core.wsvm import WeightedSVC
+    from ratiowatch.core.wsvm import WeightedSVC
 
     X, y, d1 = toy_table1(n, make_rng(seed))
     C, gamma = 10.0, 0.5  # paper: exp(-(gamma/p) ||x - x'||^2), gamma = 1, p = 2
@@ -118,7 +118,7 @@ def _series(n: int, rng: np.random.Generator) -> np.ndarray:
 def _stream(window: int, steps: int, seed: int, repeats: int) -> dict:
     from sklearn.svm import SVR
 
-    from stream.learners.wsvm import OnlineWeightedSVR, cao_tay_weights
+    from ratiowatch.stream.learners.wsvm import OnlineWeightedSVR, cao_tay_weights
 
     k, batch = 5, 5
     rng = make_rng(seed)
@@ -169,7 +169,7 @@ def _stream(window: int, steps: int, seed: int, repeats: int) -> dict:
 
 def _warm_up() -> None:
     """Compile the numba kernels outside the timed region."""
-    from core.wsvm import WeightedSVC, WeightedSVR
+    from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR
 
     X, y, d1 = toy_table1(40, make_rng(123))
     WeightedSVC(C=10.0, gamma=0.5).fit(X, y, np.where(d1, 0.0, 1.0)).path(np.ones(40))

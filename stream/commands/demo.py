@@ -2,7 +2,7 @@
 
 The stream has four segments of 400 samples: a quiet start, a jump in the mean of channel 0, a
 tripled variance of channel 1 and a correlation change between channels 0 and 2. The streaming
-:class:`~stream.detectors.changepoint.ChangePointDetector` reads it one sample at a time; each
+:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` reads it one sample at a time; each
 alarm is printed the moment it is raised with its estimated change index and delay. The plot
 (series, score, threshold, true and detected change points) goes to ``ratiowatch_demo.png``.
 
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from stream.detectors.changepoint import ChangePointDetector
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     x, truth = make_stream(args.seed)
     det = ChangePointDetector(n=40)
@@ -69,7 +69,7 @@ def run(args) -> int:
     elapsed = time.perf_counter() - t0
     detected = [a.change_index for a in alarms]
     if not args.no_plot:
-        from stream.plot import plot_detection
+        from ratiowatch.stream.commands.plot import plot_detection
 
         plot_detection(args.out, x, scores, thr, detected, truth, title="ratiowatch demo",
                        columns=["mean jump", "variance", "correlated"],

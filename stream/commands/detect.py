@@ -3,7 +3,7 @@
 The CSV needs a header row. By default every numeric column is used (a multivariate series),
 except columns named like a time axis or index (``time``, ``timestamp``, ``date``, ``index``...);
 ``--column NAME`` (repeatable) selects columns. Empty cells, ``NA``, ``NaN`` and ``null`` are missing
-values (carried forward, see :mod:`stream.preprocess`); a column with any other non-numeric text is
+values (carried forward, see :mod:`ratiowatch.stream.series.preprocess`); a column with any other non-numeric text is
 not numeric and is skipped (or an error when selected). A progress bar goes to stderr for long files.
 
 Examples
@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from stream.offline import replay
+    from ratiowatch.stream.detectors.offline import replay
 
     try:
         names, x = read_csv(args.file, args.column)
@@ -131,7 +131,7 @@ def run(args) -> int:
     progress = None if (args.no_progress or len(x) < 5000) else _Progress()
     rep = replay(x, progress=progress, **params)
     if args.plot is not None:
-        from stream.plot import plot_detection
+        from ratiowatch.stream.commands.plot import plot_detection
 
         plot_detection(args.plot, x, rep.scores, rep.thresholds, rep.change_points, (),
                        title=f"{args.file.name}: {', '.join(names)}", columns=names)

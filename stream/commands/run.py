@@ -19,9 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream.config import load_config
-    from stream.daemon import Daemon
-    from stream.logs import setup_logging
+    from ratiowatch.stream.engine.config import load_config
+    from ratiowatch.stream.engine.daemon import Daemon
+    from ratiowatch.stream.engine.logs import setup_logging
 
     try:
         cfg = load_config(args.config)

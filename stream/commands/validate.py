@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from stream.config import config_reference_markdown, load_config
+    from ratiowatch.stream.engine.config import config_reference_markdown, load_config
 
     if args.reference:
         print(config_reference_markdown())
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config)
         if args.check_detector:
-            from stream.pipeline import ChangePointFactory
+            from ratiowatch.stream.engine.pipeline import ChangePointFactory
 
             try:
                 ChangePointFactory(cfg.detector_kwargs()).create("validate", cfg.detector["dim"] or 1)

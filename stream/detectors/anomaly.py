@@ -4,10 +4,10 @@ Pipeline, one value at a time (no access to future points or labels):
 
 1. **subsequence embedding**: the newest ``k`` values ``[y(t-k+1), ..., y(t)]``;
 2. **streaming density-ratio novelty** of that subsequence against a long, self-cleaning reference
-   buffer of past subsequences (:class:`stream.detectors.outlier_stream.StreamingOutlierDetector`),
+   buffer of past subsequences (:class:`ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector`),
    raw score ``-log r``; several *views* (embeddings and kernel widths) run side by side;
 3. **likelihood mapping**: the raw score's Gaussian tail probability against the series' own score
-   history (:class:`stream.likelihood.TailProbability`), so one threshold serves every series;
+   history (:class:`ratiowatch.stream.calibration.likelihood.TailProbability`), so one threshold serves every series;
    the views' mapped scores are combined by their maximum. The history holds only real scores:
    the placeholders of the ratio detectors' warm-up (before their first fit) never enter it: a run
    of zeros, above the typical real score (``r > 1`` where the reference is dense), would bias the
@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from core.validation import as_samples
-from stream.detectors.outlier_stream import StreamingOutlierDetector
-from stream.likelihood import TailProbability
+from ratiowatch.core.validation import as_samples
+from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
+from ratiowatch.stream.calibration.likelihood import TailProbability
 
 #: One view = one embedding and one streaming ratio detector: (k blocks, block width w, kernel scale
 #: rule, sigma factor, centres). Short raw subsequences catch spikes and level shifts; a local kernel
@@ -114,13 +114,13 @@ class TimeSeriesAnomalyDetector:
         width ``sigma_factor`` x the buffer's ``scale`` ("median" pairwise or "local" 10-NN distance).
     buffer_size, window_size, alpha, lam, refit_every, solve_every, warmup, contamination,
     max_reject_rate
-        Passed to every :class:`~stream.detectors.outlier_stream.StreamingOutlierDetector` (the reference
+        Passed to every :class:`~ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector` (the reference
         buffer should span several periods of the series).
     ratio_floor : float
         Raw score = ``-log(max(r, ratio_floor))``: the log stretches the small ratios that matter;
         a low floor keeps big and small departures apart (a spike of 10 sigma outranks one of 3).
     history, min_history
-        Passed to :class:`~stream.likelihood.TailProbability` (one per view).
+        Passed to :class:`~ratiowatch.stream.calibration.likelihood.TailProbability` (one per view).
     combine : {"max", "mean"}
         How the views' mapped scores are combined.
     debounce : int

@@ -2,7 +2,7 @@
 
 Each new sample is preprocessed (missing values carried forward, first difference, robust scale),
 embedded as the subsequence of its last ``k`` values, and pushed into an incremental two-window
-state (``core.window``): a *past* and a *current* window of ``n`` subsequences each. One push is one
+state (``ratiowatch.core.window``): a *past* and a *current* window of ``n`` subsequences each. One push is one
 O(n^2) update; the change score is ``PE_alpha(past || current)`` for RuLSIF / uLSIF, the L2 distance
 for LSDD, KL for KLIEP; when ``symmetric``, both directions count: their maximum under the AR null
 (the streaming default), their sum under the permutation null (see ``null``).
@@ -10,7 +10,7 @@ for LSDD, KL for KLIEP; when ``symmetric``, both directions count: their maximum
 Hyperparameters are chosen when the windows are built and every ``reselect_every`` steps (the
 windows are then rebuilt from the history), never on every step. ``select="median"`` (default):
 sigma = 0.5 x the median distance of the pooled windows, lambda = 0.1 -- on the TCPD sample the
-estimator's own criterion (``select="loocv"``: exact LOOCV of ``core.rulsif.fit_rulsif`` on the
+estimator's own criterion (``select="loocv"``: exact LOOCV of ``ratiowatch.core.rulsif.fit_rulsif`` on the
 current windows) scored 0.64 F1 against 0.71, see the README table.
 
 Window sizes adapt to the length seen so far: the window holds ``n_eff`` subsequences with
@@ -21,12 +21,12 @@ Window sizes adapt to the length seen so far: the window holds ``n_eff`` subsequ
 Alarms: the threshold is the upper ``false_alarm_rate`` quantile of the score's null, re-estimated
 every ``calibrate_every`` steps (the last 8 calibrations pooled), and at least a robust quantile of
 the score's own history. The null is, by default, that of AR surrogates of the values behind the
-windows (:mod:`stream.surrogate`; exponential tail, each direction at half the rate), and with an
-explicit ``perm_block`` that of block permutations of the pooled windows (:mod:`stream.alarms`;
+windows (:mod:`ratiowatch.stream.calibration.surrogate`; exponential tail, each direction at half the rate), and with an
+explicit ``perm_block`` that of block permutations of the pooled windows (:mod:`ratiowatch.stream.calibration.permutation`;
 moment-matched gamma tail); the offline replay uses permutations only until the AR model can be
 fitted (``null="ar_or_permutation"``). The calibration itself lives in
-:mod:`stream.detectors.calibration`; runs
-above it become one :class:`~stream.alarms.Alarm` each, raised at most ``delay`` steps after the
+:mod:`ratiowatch.stream.calibration.null`; runs
+above it become one :class:`~ratiowatch.stream.calibration.peaks.Alarm` each, raised at most ``delay`` steps after the
 run's peak, with the change index at the window boundary of the peak (``t - n_eff + 1 -
 (k - 1) // 2`` for a peak at step ``t``) and at least ``min_spacing`` between change indices.
 
@@ -35,11 +35,11 @@ of the k x m embedding does not see a change of the channels' correlation alone 
 k = 3, n = 50: the PE-hat of a clean split 0 -> 0.95 has its median below the stationary null's
 99.9 % quantile for every sigma in 0.12-1 x the median distance and lambda in 0.01-1), so each
 step also compares the contemporaneous correlations of the two windows: the Fisher-z difference
-``atanh r_past - atanh r_current`` of every channel pair (:func:`stream.correlation.fisher_z_diff`), calibrated on
+``atanh r_past - atanh r_current`` of every channel pair (:func:`ratiowatch.stream.calibration.correlation.fisher_z_diff`), calibrated on
 the same AR surrogates. It takes half the false-alarm rate (the kernel score keeps the other
 half), and alarms then carry the larger of the two views' scores in units of their thresholds.
 
-Missing values and gaps: see :mod:`stream.preprocess` (carry forward; held until every channel was
+Missing values and gaps: see :mod:`ratiowatch.stream.series.preprocess` (carry forward; held until every channel was
 seen once; infinities are rejected).
 
 Examples
@@ -63,11 +63,12 @@ from collections.abc import Mapping
 import numpy as np
 from river import base
 
-from stream.alarms import Alarm, PeakPicker, exceeds, median_mad
-from stream.correlation import corr_ratio
-from stream.detectors.calibration import AR_MIN_VALUES, NullCalibrator
-from stream.embedding import History, embed
-from stream.preprocess import Differencer, robust_scale
+from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
+from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
+from ratiowatch.stream.calibration.correlation import corr_ratio
+from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NullCalibrator
+from ratiowatch.stream.series.embedding import History, embed
+from ratiowatch.stream.series.preprocess import Differencer, robust_scale
 
 METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
 NULLS = ("auto", "ar", "permutation", "ar_or_permutation")
@@ -89,10 +90,10 @@ def _lag1_autocorr(x: np.ndarray) -> float:
 
 # where the incremental two-window states live
 _STATE_CLASSES = {
-    "rulsif": [("core.window", "TwoWindowRuLSIF")],
-    "ulsif": [("core.window", "TwoWindowRuLSIF")],
-    "lsdd": [("core.lsdd_window", "TwoWindowLSDD")],
-    "kliep": [("core.kliep_window", "TwoWindowKLIEP")],
+    "rulsif": [("ratiowatch.core.window", "TwoWindowRuLSIF")],
+    "ulsif": [("ratiowatch.core.window", "TwoWindowRuLSIF")],
+    "lsdd": [("ratiowatch.core.lsdd_window", "TwoWindowLSDD")],
+    "kliep": [("ratiowatch.core.kliep_window", "TwoWindowKLIEP")],
 }
 
 
@@ -153,7 +154,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         means every ``n_eff`` steps, once per window length: sigma and the robust scale must follow
         the data (with a stale sigma a variance increase makes every new subsequence look isolated
         and the score *drops*), and a rebuild costs about one calibration. The offline replay
-        (:mod:`stream.offline`) uses 10.
+        (:mod:`ratiowatch.stream.detectors.offline`) uses 10.
     false_alarm_rate : float
         Target probability that a step's score exceeds the threshold under no change.
     n_perm : int
@@ -211,7 +212,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         With m >= 2 channels and the AR null: also test the channels' contemporaneous correlations
         (default True; see the module docstring). Each step computes the Fisher-z difference of
         every channel pair between the windows (the newest sample of each subsequence); each
-        calibration scores the same AR surrogates (:func:`~stream.surrogate.simulate_ar`, residual
+        calibration scores the same AR surrogates (:func:`~ratiowatch.stream.calibration.surrogate.simulate_ar`, residual
         rows resampled jointly, so the surrogates keep the fitted stretch's correlation), and the
         pair's threshold is ``s * t_N^{-1}(1 - q / 2)`` with ``s`` the RMS of its ``N`` pooled
         surrogate differences (a Student-t predictive quantile: the differences are close to
@@ -557,22 +558,22 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._picker.delay, self._picker.min_spacing = delay, spacing
 
     def _select_params(self, past: np.ndarray, cur: np.ndarray) -> tuple[float, float]:
-        from core.kernels import median_distance
+        from ratiowatch.core.kernels import median_distance
 
         if self.select == "median":
             return self.sigma_factor * median_distance(np.vstack([past, cur])), self.lam
         if self.method in ("rulsif", "ulsif"):
-            from core.rulsif import fit_rulsif
+            from ratiowatch.core.rulsif import fit_rulsif
 
             alpha = self.alpha if self.method == "rulsif" else 0.0
             fit = fit_rulsif(past, cur, alpha=alpha, n_centres=past.shape[0], seed=self.seed)
             return fit.sigma, fit.lam
         if self.method == "lsdd":
-            from core.lsdd import fit_lsdd
+            from ratiowatch.core.lsdd import fit_lsdd
 
             fit = fit_lsdd(past, cur, seed=self.seed)
             return fit.sigma, fit.lam
-        from core.kliep import fit_kliep
+        from ratiowatch.core.kliep import fit_kliep
 
         fit = fit_kliep(past, cur, seed=self.seed)
         return fit.sigma, 0.1  # lambda unused by KLIEP
@@ -609,7 +610,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         isolated event an alarm (9 per 10,000 samples of Poisson(0.002) counts, nearly one per
         event). Whether the departure is one is decided now, from fresh pools over the windows as
         they are (the AR null's permutation floor sees the current window; see
-        :meth:`~stream.detectors.calibration.NullCalibrator.calibrate_ar`).
+        :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.calibrate_ar`).
         """
         self._null_cal.restart()
         self._calibrate(floor=True)

@@ -14,7 +14,7 @@ Two detectors share this idea:
   defined even for a batch of one point), and returns the ratio at the rows of ``X``: higher = more
   normal. ``decision_function`` subtracts the threshold learned at fit time (the ``contamination``
   quantile of cross-validated reference scores), ``predict`` returns +1 (inlier) / -1 (outlier).
-* :class:`~stream.detectors.outlier_stream.StreamingOutlierDetector` (its own module): the
+* :class:`~ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector` (its own module): the
   streaming counterpart, a river anomaly detector over a bounded, self-cleaning reference buffer.
 
 Examples
@@ -32,8 +32,8 @@ import math
 
 import numpy as np
 
-from core.kernels import median_distance, sq_dist
-from core.validation import as_samples, check_alpha, make_rng
+from ratiowatch.core.kernels import median_distance, sq_dist
+from ratiowatch.core.validation import as_samples, check_alpha, make_rng
 
 METHODS = ("rulsif", "ulsif", "kliep")
 
@@ -165,10 +165,10 @@ class DensityRatioOutlierDetector:
         rng = make_rng(seed)
         b = int(self.n_centres)
         if self.method == "kliep":
-            from core.kliep import fit_kliep
+            from ratiowatch.core.kliep import fit_kliep
 
             return fit_kliep(x_nu, x_de, sigma=sigma, n_centres=b, seed=seed)
-        from core.rulsif import fit_rulsif
+        from ratiowatch.core.rulsif import fit_rulsif
 
         alpha = 0.0 if self.method == "ulsif" else float(self.alpha)
         lam = float(self.lam)

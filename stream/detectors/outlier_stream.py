@@ -1,7 +1,7 @@
 """Streaming inlier-based outlier detection: :class:`StreamingOutlierDetector`.
 
 A river anomaly detector (``learn_one`` / ``score_one``, higher = more anomalous, ``score_one``
-pure), the streaming counterpart of :class:`stream.detectors.outlier.DensityRatioOutlierDetector`
+pure), the streaming counterpart of :class:`ratiowatch.stream.detectors.outlier.DensityRatioOutlierDetector`
 (same ratio, same direction: a LOW ratio means an OUTLIER). It keeps a bounded ring buffer of
 recent normal points as numerator and the buffer plus a short window of the latest points as
 denominator. Kernel rows of
@@ -22,9 +22,9 @@ import numpy as np
 from numba import njit
 from river.base import AnomalyDetector
 
-from core.kernels import gauss_kernel, gauss_row, median_distance
-from core.validation import as_samples, check_alpha, make_rng
-from stream.detectors.outlier import local_scale
+from ratiowatch.core.kernels import gauss_kernel, gauss_row, median_distance
+from ratiowatch.core.validation import as_samples, check_alpha, make_rng
+from ratiowatch.stream.detectors.outlier import local_scale
 
 # ============================================================================================
 # numba kernels of the streaming state
@@ -204,7 +204,7 @@ class StreamingOutlierDetector(AnomalyDetector):
     lam : float
         Ridge strength. Ignored when ``select`` is True.
     select : bool
-        Choose (sigma, lambda) by exact LOOCV (``core.rulsif.loocv_scores``) on a subsample at
+        Choose (sigma, lambda) by exact LOOCV (``ratiowatch.core.rulsif.loocv_scores``) on a subsample at
         every refit instead of the median rule.
     centres : {"farthest", "random"}
         Farthest-point centres cover the whole buffer (rare-but-normal modes keep a centre).
@@ -384,8 +384,8 @@ class StreamingOutlierDetector(AnomalyDetector):
         self._since_refit = 0
 
     def _select(self, ref: np.ndarray, win: np.ndarray, med: float) -> tuple[float, float]:
-        from core.rulsif import loocv_scores
-        from core.selection import LAMBDAS
+        from ratiowatch.core.rulsif import loocv_scores
+        from ratiowatch.core.selection import LAMBDAS
 
         m = min(200, ref.shape[0])
         nu = ref[self._rng.choice(ref.shape[0], size=m, replace=False)]

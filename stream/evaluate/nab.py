@@ -2,7 +2,7 @@
 
 ``ratiowatch eval nab DIR --json`` reads ``DIR/data/<category>/<file>.csv`` (``timestamp,value``),
 ``DIR/labels/combined_windows.json`` and ``DIR/config/profiles.json``, runs
-:class:`stream.detectors.anomaly.TimeSeriesAnomalyDetector` (default configuration, fixed in code)
+:class:`ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector` (default configuration, fixed in code)
 causally over every file, optionally writes NAB-format result files (``timestamp,anomaly_score``),
 and scores them with :func:`score_corpus`, a re-implementation of the NAB v1.1 scoring rules:
 
@@ -51,7 +51,7 @@ PROFILE_NAMES = ("standard", "reward_low_FP_rate", "reward_low_FN_rate")
 # --------------------------------------------------------------------------------------------
 def default_bench_dir() -> Path | None:
     """``../shared/bench/nab`` next to the repository (``$RATIOWATCH_BENCH/nab`` when set), or None."""
-    from stream.evaluate.datasets import bench_dir
+    from ratiowatch.stream.evaluate.datasets import bench_dir
 
     return bench_dir("nab")
 
@@ -311,7 +311,7 @@ def write_result(path: Path, f: NabFile, scores: np.ndarray) -> None:
 def run_detector(values: np.ndarray, factory=None) -> np.ndarray:
     """Causal pass of a fresh default detector over one series; returns scores in [0, 1]."""
     if factory is None:
-        from stream.detectors.anomaly import TimeSeriesAnomalyDetector
+        from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
 
         factory = TimeSeriesAnomalyDetector
     det = factory()

@@ -9,7 +9,7 @@ and, per seed ``s`` in 0..9 (bench README):
 3. fit on those training inliers only; score the whole test part;
 4. ROC-AUC with outliers as positives.
 
-Our detector is :class:`stream.detectors.outlier.DensityRatioOutlierDetector` with its default
+Our detector is :class:`ratiowatch.stream.detectors.outlier.DensityRatioOutlierDetector` with its default
 configuration (fixed in code); the outlier score is ``-score_samples`` (a low ratio means an
 outlier). The baselines run on the identical splits: ``OneClassSVM(gamma="scale", nu=0.1)``,
 ``IsolationForest(random_state=s)``, ``LocalOutlierFactor(n_neighbors=20, novelty=True)``, each
@@ -66,7 +66,7 @@ def _baseline(name: str, seed: int):
 
 def ours_scores(ref: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
     """Outlier scores (higher = more anomalous) of the default density-ratio detector."""
-    from stream.detectors.outlier import DensityRatioOutlierDetector
+    from ratiowatch.stream.detectors.outlier import DensityRatioOutlierDetector
 
     det = DensityRatioOutlierDetector(seed=seed).fit(ref)
     return -det.score_samples(test)
@@ -145,7 +145,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     root = args.dir
     if root is None:
-        from stream.evaluate.datasets import bench_dir
+        from ratiowatch.stream.evaluate.datasets import bench_dir
 
         root = bench_dir("odds")
         if root is None:

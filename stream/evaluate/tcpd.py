@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stream.evaluate.datasets import add_eval_arguments, run_eval
+from ratiowatch.stream.evaluate.datasets import add_eval_arguments, run_eval
 
 EXCLUDED_PREFIX = ("quality_control_",)
 EXCLUDED = ("uk_coal_employ",)
@@ -51,14 +51,14 @@ def is_univariate_default(name: str, x: np.ndarray) -> bool:
 
 def _config(params: dict) -> dict:
     """The configuration actually used: the detect() defaults, the window and period rules, any overrides."""
-    from stream.offline import describe_config
+    from ratiowatch.stream.detectors.offline import describe_config
 
     return describe_config(params)
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
-    from stream.offline import replay
-    from stream.evaluate.metrics import covering, f1_score
+    from ratiowatch.stream.detectors.offline import replay
+    from ratiowatch.stream.evaluate.metrics import covering, f1_score
 
     data, ann = load_dir(root)
     results: dict[str, dict] = {}
@@ -72,7 +72,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
             res = {"f1": f1_score(ann[name], cps), "cover": covering(ann[name], cps, x.shape[0]),
                    "change_points": cps}
             if plot_dir is not None:
-                from stream.plot import plot_detection
+                from ratiowatch.stream.commands.plot import plot_detection
 
                 truth = sorted({c for v in ann[name].values() for c in v})
                 plot_detection(Path(plot_dir) / f"{name}.png", x, rep.scores, rep.thresholds, cps, truth,

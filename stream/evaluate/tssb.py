@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stream.evaluate.datasets import add_eval_arguments, run_eval
+from ratiowatch.stream.evaluate.datasets import add_eval_arguments, run_eval
 
 
 def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
@@ -37,14 +37,14 @@ def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
 
 def _config(params: dict) -> dict:
     """The configuration actually used: the detect() defaults, the window and period rules, any overrides."""
-    from stream.offline import describe_config
+    from ratiowatch.stream.detectors.offline import describe_config
 
     return describe_config(params)
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, **params) -> dict:
-    from stream.offline import replay
-    from stream.evaluate.metrics import covering, tssb_f1
+    from ratiowatch.stream.detectors.offline import replay
+    from ratiowatch.stream.evaluate.metrics import covering, tssb_f1
 
     results: dict[str, dict] = {}
     config = None
@@ -59,7 +59,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
             res = {"cover": covering([truth], cps, len(x)), "f1": tssb_f1(truth, cps, len(x)),
                    "change_points": cps}
             if plot_dir is not None:
-                from stream.plot import plot_detection
+                from ratiowatch.stream.commands.plot import plot_detection
 
                 plot_detection(Path(plot_dir) / f"{name}.png", x, rep.scores, rep.thresholds, cps, truth,
                                title=f"TSSB {name}")

@@ -1,7 +1,7 @@
 """Forecast-residual anomaly detector on the online weighted SVR.
 
 The detector forecasts the next value of a univariate stream from its last ``k`` values with
-:class:`~stream.learners.wsvm.OnlineWeightedSVR` (sliding window, Cao-Tay time-decay weights, one
+:class:`~ratiowatch.stream.learners.wsvm.OnlineWeightedSVR` (sliding window, Cao-Tay time-decay weights, one
 path update per sample) and scores a new value by its standardised forecast residual
 ``|r - mean(r)| / std(r)``, the residual statistics coming from the last ``resid_window``
 prequential residuals (each residual is taken before the model learns that value).

@@ -2,7 +2,7 @@
 
 After the input distribution moves (for example after a detected change point), the training
 points are re-weighted by the importance ``w(x) = p_new(x) / p_train(x)`` estimated directly by
-uLSIF (``core.rulsif.fit_ulsif(x_new, x_train).ratio(x_train)``, numerator = new inputs), and the
+uLSIF (``ratiowatch.core.rulsif.fit_ulsif(x_new, x_train).ratio(x_train)``, numerator = new inputs), and the
 SVM follows the exact solution path from its current weights to ``base * w`` instead of being
 refitted (reference 002, Sec. 4.3). ``flatten`` in [0, 1] picks a point on that segment,
 ``base * ((1 - flatten) + flatten * w)``: the linear flattening whose intermediate solutions the
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.rulsif import RatioFit, fit_ulsif
-from core.validation import as_samples
-from core.wsvm import PathStats
-from core.wsvm.base import WeightedSVMBase
+from ratiowatch.core.rulsif import RatioFit, fit_ulsif
+from ratiowatch.core.validation import as_samples
+from ratiowatch.core.wsvm import PathStats
+from ratiowatch.core.wsvm.base import WeightedSVMBase
 
 
 @dataclass
@@ -61,11 +61,11 @@ def adapt(model: WeightedSVMBase, x_new, *, flatten: float = 1.0, **ratio_kwargs
     flatten : float in [0, 1]
         0 keeps the weights, 1 applies the full importance.
     ratio_kwargs
-        Passed to :func:`core.rulsif.fit_ulsif` (``sigma``, ``lam``, ``n_centres``, ``seed``...).
+        Passed to :func:`ratiowatch.core.rulsif.fit_ulsif` (``sigma``, ``lam``, ``n_centres``, ``seed``...).
 
     Examples
     --------
-    >>> from core.wsvm import WeightedSVR
+    >>> from ratiowatch.core.wsvm import WeightedSVR
     >>> rng = np.random.default_rng(0)
     >>> x = rng.normal(size=(80, 1)); y = np.sin(x[:, 0])
     >>> svr = WeightedSVR(C=1.0, epsilon=0.05, gamma=0.5).fit(x, y)

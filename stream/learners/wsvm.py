@@ -8,7 +8,7 @@ Cao and Tay (2003), reference 002 eq. (28)::
 so with ``decay = 3`` the oldest point weighs about 0.095 C and the newest about 1.905 C.
 When points arrive, each retained point moves down by the number of arrivals, the arrivals
 enter at the top (their weight rises from 0) and the points pushed out go to 0: a single
-segment ``c_old -> c_new`` that :meth:`core.wsvm.WeightedSVR.path` follows exactly instead of
+segment ``c_old -> c_new`` that :meth:`ratiowatch.core.wsvm.WeightedSVR.path` follows exactly instead of
 refitting. Features are read from the dict keys seen in the first sample (missing keys read as
 0, keys never seen before are ignored): the kernel needs a fixed input space, and the scale of
 the inputs must be fixed too, so standardise upstream with frozen statistics (reference 002, P9).
@@ -22,7 +22,7 @@ import math
 import numpy as np
 from river import base
 
-from core.wsvm import PathStats, WeightedSVC, WeightedSVR
+from ratiowatch.core.wsvm import PathStats, WeightedSVC, WeightedSVR
 
 
 def cao_tay_weights(n_points: int, window: int, decay: float) -> np.ndarray:

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from connectors.sources import FileSource, KafkaSource, StdinSource
-from stream.checkpoint import CheckpointStore
-from stream.records import BadRecord, FieldSpec, Record
+from ratiowatch.connectors.sources import FileSource, KafkaSource, StdinSource
+from ratiowatch.stream.engine.checkpoint import CheckpointStore
+from ratiowatch.connectors.records import BadRecord, FieldSpec, Record
 
 SPEC = FieldSpec(key="k", timestamp="t", values=("v",))
 

@@ -7,9 +7,9 @@ import urllib.request
 
 import pytest
 
-from connectors.metrics import Metrics
-from connectors.sinks import WebhookSink
-from stream.records import Alert
+from ratiowatch.connectors.metrics import Metrics
+from ratiowatch.connectors.sinks import WebhookSink
+from ratiowatch.connectors.records import Alert
 
 
 def alert(i: int = 0) -> Alert:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from core.gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
+from ratiowatch.core.gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
 
 
 def _rebuilt(ring, head, n, sigma):

@@ -1,4 +1,4 @@
-"""KLIEP (core.kliep): projected gradient ascent, likelihood CV without centre leak, log-0 floor.
+"""KLIEP (ratiowatch.core.kliep): projected gradient ascent, likelihood CV without centre leak, log-0 floor.
 
 Direction: numerator samples carry the centres and the log-likelihood, denominator samples the
 normalisation ``mean_de r = 1``; ``kl = mean_nu log r``.
@@ -12,8 +12,8 @@ from densratio.KLIEP import KLIEP as densratio_kliep
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.kernels import gauss_kernel
-from core.kliep import LOG_FLOOR_VALUE, fit_kliep, kliep_lcv_scores, kliep_solve, lcv_folds
+from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.core.kliep import LOG_FLOOR_VALUE, fit_kliep, kliep_lcv_scores, kliep_solve, lcv_folds
 
 
 @pytest.mark.parametrize("case", range(6))

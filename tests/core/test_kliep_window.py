@@ -1,4 +1,4 @@
-"""Incremental two-window KLIEP (core.kliep_window).
+"""Incremental two-window KLIEP (ratiowatch.core.kliep_window).
 
 A cold solve on the maintained state equals a fresh batch fit on the final windows (centres = the
 numerator window); a warm-started solve stays within the optimisation error of it.
@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from core.kernels import gauss_kernel
-from core.kliep import fit_kliep
-from core.kliep_window import TwoWindowKLIEP
+from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.core.kliep import fit_kliep
+from ratiowatch.core.kliep_window import TwoWindowKLIEP
 
 
 def _stream(rng, steps, dim):
@@ -75,7 +75,7 @@ def test_first_solve_equals_batch_and_warm_solves_track_it():
             gaps.append(np.subtract(kl, _batch(st.past(), st.current(), sigma)))
     gaps = np.abs(np.array(gaps))
     # the optimisation error of an early-stopped ascent, not rounding: measured max 0.011 for
-    # n = 20, d = 5 (module docstring of core.kliep_window)
+    # n = 20, d = 5 (module docstring of ratiowatch.core.kliep_window)
     assert gaps.max() < 0.02, gaps.max()
 
 

@@ -1,9 +1,9 @@
-"""core.linalg: the hand-written Cholesky kernels agree with LAPACK and fail loudly, never with NaN."""
+"""ratiowatch.core.linalg: the hand-written Cholesky kernels agree with LAPACK and fail loudly, never with NaN."""
 
 import numpy as np
 import pytest
 
-from core.linalg import cholesky_factor_solve, cholesky_factor_solve_into, cholesky_inplace, cholesky_solve
+from ratiowatch.core.linalg import cholesky_factor_solve, cholesky_factor_solve_into, cholesky_inplace, cholesky_solve
 
 
 def spd(n, seed, ridge=0.1):
@@ -60,7 +60,7 @@ def test_indefinite_system_falls_back_to_lu_not_nan():
 
 @pytest.mark.parametrize("n", [1, 2, 5, 50])
 def test_tridiagonal_reduction_reconstructs_the_matrix(n):
-    from core.linalg import sym_tridiagonal
+    from ratiowatch.core.linalg import sym_tridiagonal
 
     a = spd(n, 200 + n, ridge=0.0)
     qt, d, e = sym_tridiagonal(a)
@@ -71,7 +71,7 @@ def test_tridiagonal_reduction_reconstructs_the_matrix(n):
 
 @pytest.mark.parametrize("shift", [1e-3, 0.1, 10.0])
 def test_shifted_tridiagonal_solves_equal_dense_solves(shift):
-    from core.linalg import sym_tridiagonal, tridiagonal_solve_rows
+    from ratiowatch.core.linalg import sym_tridiagonal, tridiagonal_solve_rows
 
     a = spd(30, 7, ridge=0.0)
     qt, d, e = sym_tridiagonal(a)
@@ -83,7 +83,7 @@ def test_shifted_tridiagonal_solves_equal_dense_solves(shift):
 
 @pytest.mark.parametrize("n", [1, 4, 6, 50])
 def test_fused_scaled_solve_equals_a_dense_solve(n):
-    from core.linalg import cholesky_scaled_into, cholesky_scaled_solve
+    from ratiowatch.core.linalg import cholesky_scaled_into, cholesky_scaled_solve
 
     m = spd(n, 300 + n, ridge=0.0) * 7.0
     b = np.random.default_rng(n).normal(size=n)

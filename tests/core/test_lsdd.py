@@ -1,4 +1,4 @@
-"""LSDD (core.lsdd): density-difference fit, bias-corrected L2 estimate, T-fold CV.
+"""LSDD (ratiowatch.core.lsdd): density-difference fit, bias-corrected L2 estimate, T-fold CV.
 
 Spec numbers from reference 001: on p = N(mu e1, (4 pi)^-1 I), p' = N(0, (4 pi)^-1 I) the true
 L2-distance is 2 (1 - exp(-pi mu^2)); with n = n' = 200, d = 1 the mean over 20 runs is within 0.1.
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.kernels import gauss_kernel
-from core.lsdd import (
+from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.core.lsdd import (
     LSDD_SIGMA_FACTORS,
     cv_folds,
     fit_lsdd,

@@ -1,4 +1,4 @@
-"""Incremental two-window LSDD (core.lsdd_window): equals a fresh batch fit on the final windows."""
+"""Incremental two-window LSDD (ratiowatch.core.lsdd_window): equals a fresh batch fit on the final windows."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from core.lsdd import fit_lsdd
-from core.lsdd_window import TwoWindowLSDD
+from ratiowatch.core.lsdd import fit_lsdd
+from ratiowatch.core.lsdd_window import TwoWindowLSDD
 
 
 def _stream(rng, steps, dim):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from core.kernels import gauss_kernel
-from core.rulsif import _solve_theta, fit_rulsif, fit_ulsif, loocv_scores
+from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.core.rulsif import _solve_theta, fit_rulsif, fit_ulsif, loocv_scores
 
 
 def brute_force_loocv(x_nu, x_de, centres, sigma, lam, alpha):
@@ -226,9 +226,9 @@ def test_closed_form_loocv_without_clipping_equals_brute_force(alpha):
 def test_default_grid_reuses_squared_kernels_exactly():
     """The default sigma grid halves sigma^2 per step, so the grid path squares kernel matrices;
     every row must equal the direct computation at that sigma."""
-    from core.kernels import sq_dist
-    from core.rulsif import _loocv_grid
-    from core.selection import lambda_grid, sigma_grid
+    from ratiowatch.core.kernels import sq_dist
+    from ratiowatch.core.rulsif import _loocv_grid
+    from ratiowatch.core.selection import lambda_grid, sigma_grid
 
     rng = np.random.default_rng(12)
     x_nu, x_de = rng.normal(size=(40, 3)), rng.normal(0.3, 1.0, size=(40, 3))

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from core.rulsif import fit_rulsif
-from core.window import TwoWindowRuLSIF
+from ratiowatch.core.rulsif import fit_rulsif
+from ratiowatch.core.window import TwoWindowRuLSIF
 
 
 def batch_scores(st):
@@ -172,8 +172,8 @@ def test_push_many_equals_push_then_scores_each_step(clip):
 
 @pytest.mark.parametrize("make", ["rulsif", "kliep", "lsdd"])
 def test_push_scores_equals_push_then_scores(make):
-    from core.kliep_window import TwoWindowKLIEP
-    from core.lsdd_window import TwoWindowLSDD
+    from ratiowatch.core.kliep_window import TwoWindowKLIEP
+    from ratiowatch.core.lsdd_window import TwoWindowLSDD
 
     build = {"rulsif": lambda: TwoWindowRuLSIF(3, 6, sigma=1.2, lam=0.05, alpha=0.2, refresh_every=11),
              "kliep": lambda: TwoWindowKLIEP(3, 6, sigma=1.2, refresh_every=11),
@@ -267,7 +267,7 @@ def test_duplicated_constant_and_strided_samples_still_equal_the_batch_fit():
 
 
 def test_gram_in_time_order_equals_the_kernel_of_the_windows():
-    from core.kernels import gauss_kernel
+    from ratiowatch.core.kernels import gauss_kernel
 
     rng = np.random.default_rng(3)
     st = TwoWindowRuLSIF(3, 15, 0.8, 0.1)

@@ -81,7 +81,7 @@ def k8s_objects() -> dict[str, dict]:
 
 
 def load_container_config(tmp_path: Path, text: str | None = None):
-    from stream.config import load_config
+    from ratiowatch.stream.engine.config import load_config
 
     p = tmp_path / "ratiowatch.toml"
     p.write_text(text if text is not None else CONTAINER_CONFIG.read_text())
@@ -94,7 +94,7 @@ def is_under(path: str, mounts: list[str]) -> bool:
 
 # --- container config ---------------------------------------------------------------------------
 def test_daemon_default_metrics_bind_stays_loopback():
-    from stream.config import parse_config
+    from ratiowatch.stream.engine.config import parse_config
 
     assert parse_config({"source": {"type": "stdin"}}).metrics["host"] == "127.0.0.1"
 
@@ -109,7 +109,7 @@ def test_container_config_validates_and_binds_all_interfaces_explicitly(tmp_path
 
 
 def test_ratiowatch_validate_accepts_the_container_config():
-    res = subprocess.run([sys.executable, "-m", "stream.cli", "validate", str(CONTAINER_CONFIG)],
+    res = subprocess.run([sys.executable, "-m", "ratiowatch.stream.commands.cli", "validate", str(CONTAINER_CONFIG)],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().endswith(": ok")
@@ -149,7 +149,7 @@ def test_dockerfile_copies_only_existing_paths_that_the_dockerignore_lets_throug
 
 
 def test_dockerfile_healthcheck_command_probes_healthz(tmp_path):
-    from connectors.metrics import Metrics
+    from ratiowatch.connectors.metrics import Metrics
 
     stage = final_stage(dockerfile_instructions())
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for w, a in stage if w == "ENV")))
@@ -319,7 +319,7 @@ def test_grafana_dashboard_is_well_formed():
 
 
 def test_grafana_queries_use_only_metrics_the_daemon_exports():
-    from connectors.metrics import Metrics
+    from ratiowatch.connectors.metrics import Metrics
 
     exported = exported_metric_names(Metrics(score_keys=["k"]).exposition().decode())
     dash = dashboard()

@@ -29,7 +29,7 @@ def run_promtool(*args: str) -> subprocess.CompletedProcess:
 
 
 def registry_names() -> set[str]:
-    from connectors.metrics import Metrics
+    from ratiowatch.connectors.metrics import Metrics
 
     return exported_metric_names(Metrics().exposition().decode())
 
@@ -112,7 +112,7 @@ def test_scrape_config_has_the_ratiowatch_job_on_the_default_metrics_port():
 
 
 def test_promtool_lints_the_daemons_metric_exposition_clean():
-    from connectors.metrics import Metrics
+    from ratiowatch.connectors.metrics import Metrics
 
     m = Metrics(score_keys=["host-a"])
     # every family with at least one sample, so the linter sees every name and label set

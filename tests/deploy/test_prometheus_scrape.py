@@ -178,7 +178,7 @@ score_keys = ["host-a"]
 """)
     err = tmp_path / "daemon.stderr"
     script = Path(sys.executable).parent / "ratiowatch"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "stream.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "ratiowatch.stream.commands.cli"]
     env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(REPO / ".numba_cache"))}
     with open(err, "wb") as err_fh:
         proc = subprocess.Popen([*cmd, "run", str(cfg)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err_fh,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from sklearn.svm import SVC, SVR
 
-from core.wsvm import PathFollower, WeightedSVC, WeightedSVR
-from core.wsvm.solver import I_SET, M_SET, gradient
-from stream.learners.wsvm import OnlineWeightedSVR, cao_tay_weights
+from ratiowatch.core.wsvm import PathFollower, WeightedSVC, WeightedSVR
+from ratiowatch.core.wsvm.solver import I_SET, M_SET, gradient
+from ratiowatch.stream.learners.wsvm import OnlineWeightedSVR, cao_tay_weights
 
 
 def _stream_problem(n, rng):

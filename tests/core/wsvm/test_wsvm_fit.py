@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.svm import SVC, SVR
 
-from core.wsvm import WeightedSVC, WeightedSVR, gamma_from_sigma, kernel_matrix
+from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR, gamma_from_sigma, kernel_matrix
 
 
 def _clf_data(seed, n=120, d=2):

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.svm import SVC, SVR
 
-from core.wsvm import WeightedSVC, WeightedSVR
-from core.wsvm.solver import M_SET, solve
+from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR
+from ratiowatch.core.wsvm.solver import M_SET, solve
 
 
 def toy_table1(n, rng):

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from stream.cli import main
+from ratiowatch.stream.commands.cli import main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -20,7 +20,7 @@ def png_size(path):
 
 def test_plot_detection_writes_png_of_expected_size(tmp_path):
     pytest.importorskip("matplotlib")
-    from stream.plot import plot_detection
+    from ratiowatch.stream.commands.plot import plot_detection
 
     x = np.r_[np.zeros(50), np.ones(50)]
     out = plot_detection(tmp_path / "p.png", x, np.linspace(0, 1, 100), np.full(100, 0.5), [50], [48],

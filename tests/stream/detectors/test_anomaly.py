@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stream.detectors.anomaly import TimeSeriesAnomalyDetector, block_embed
-from stream.likelihood import TailProbability
+from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector, block_embed
+from ratiowatch.stream.calibration.likelihood import TailProbability
 
 
 def seasonal(n=3000, seed=0):

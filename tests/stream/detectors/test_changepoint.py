@@ -8,8 +8,8 @@ import pytest
 from river import checks
 from river.checks import common
 
-from stream.offline import detect, replay
-from stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.offline import detect, replay
+from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
 SMALL = {"n": 8, "n_min": 4, "k": 2}
 
@@ -180,7 +180,7 @@ def test_symmetric_score_combines_the_directions_as_its_null_calibrates_them(nul
 
 
 def test_ar_null_threshold_is_the_tail_of_its_surrogate_pool():
-    from stream.alarms import exp_tail_threshold
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold
 
     det = ChangePointDetector(n=20, window_frac=0.0, n_min=20)
     for v in np.random.default_rng(4).normal(size=200):
@@ -302,7 +302,7 @@ def test_correlation_view_finds_a_change_of_one_pair_among_three_channels():
 def test_correlation_view_thresholds_and_rate_split():
     from scipy.special import stdtrit
 
-    from stream.alarms import exp_tail_threshold
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold
 
     det = ChangePointDetector(n=20, window_frac=0.0, n_min=20)
     for row in _correlated(t_change=10_000, t_len=300):
@@ -318,7 +318,7 @@ def test_correlation_view_thresholds_and_rate_split():
 
 
 def test_correlation_view_is_silent_on_small_windows():
-    from stream.alarms import exp_tail_threshold
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold
 
     det = ChangePointDetector(n=12, window_frac=0.0, n_min=12)  # below 20 subsequences
     for row in _correlated(t_change=10_000, t_len=300):

@@ -8,7 +8,7 @@ stationary stream of 10,000 samples raises at most one false alarm.
 import numpy as np
 import pytest
 
-from stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
 SEG = 1000
 

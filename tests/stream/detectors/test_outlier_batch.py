@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from stream.detectors.outlier import DensityRatioOutlierDetector, local_scale
+from ratiowatch.stream.detectors.outlier import DensityRatioOutlierDetector, local_scale
 
 
 def toy(d: int, seed: int, n: int = 100):

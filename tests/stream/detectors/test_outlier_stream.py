@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from core.kernels import gauss_kernel
-from stream.detectors.outlier_stream import StreamingOutlierDetector
+from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
 
 SMALL = dict(buffer_size=200, warmup=50, refit_every=64, n_centres=32, window_size=20)
 

@@ -2,10 +2,9 @@
 
 import json
 
-import numpy as np
 import pytest
 
-from stream.evaluate.datasets import SKIP_REASON, bench_dir
+from ratiowatch.stream.evaluate.datasets import SKIP_REASON, bench_dir
 
 TCPD = bench_dir("tcpd")
 TSSB = bench_dir("tssb")
@@ -19,7 +18,7 @@ def test_bench_dir_env_override(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(TCPD is None, reason=SKIP_REASON)
 def test_tcpd_loader_reads_missing_values_and_dimensions():
-    from stream.evaluate.tcpd import load_dir
+    from ratiowatch.stream.evaluate.tcpd import load_dir
 
     data, ann = load_dir(TCPD)
     assert data["apple"].shape == (622, 2) and data["debt_ireland"].shape == (21, 1)
@@ -29,7 +28,7 @@ def test_tcpd_loader_reads_missing_values_and_dimensions():
 @pytest.mark.skipif(TCPD is None, reason=SKIP_REASON)
 def test_eval_tcpd_json_layout(tmp_path, capsys):
     # a two-series copy keeps the test fast; layout and averaging rules are what is checked
-    from stream.cli import main
+    from ratiowatch.stream.commands.cli import main
 
     src = json.loads((TCPD / "annotations.json").read_text())
     (tmp_path / "datasets").mkdir()
@@ -53,7 +52,7 @@ def test_eval_tcpd_json_layout(tmp_path, capsys):
 
 @pytest.mark.skipif(TSSB is None, reason=SKIP_REASON)
 def test_tssb_loader_and_eval_on_one_series(tmp_path):
-    from stream.evaluate.tssb import evaluate, load_dir
+    from ratiowatch.stream.evaluate.tssb import evaluate, load_dir
 
     series = load_dir(TSSB)
     names = [s[0] for s in series]

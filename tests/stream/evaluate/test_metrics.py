@@ -2,7 +2,7 @@
 
 import pytest
 
-from stream.evaluate.metrics import covering, f1_score, precision_recall, true_positives, tssb_f1
+from ratiowatch.stream.evaluate.metrics import covering, f1_score, precision_recall, true_positives, tssb_f1
 
 
 def test_readme_example_f1():

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from stream.evaluate import nab
+from ratiowatch.stream.evaluate import nab
 
 
 def write_corpus(root, n=1500):

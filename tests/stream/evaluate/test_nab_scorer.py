@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream.evaluate.nab import prepare_rows, probation_length, scaled_sigmoid, score_corpus, score_results_dir
+from ratiowatch.stream.evaluate.nab import prepare_rows, probation_length, scaled_sigmoid, score_corpus, score_results_dir
 
 BENCH = Path(os.environ.get("RATIOWATCH_BENCH", Path(__file__).resolve().parents[3] / ".." / "shared" / "bench"))
 NAB = BENCH / "nab"

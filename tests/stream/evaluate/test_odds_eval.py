@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from stream.evaluate import odds
-from stream.evaluate.datasets import SKIP_REASON, bench_dir
+from ratiowatch.stream.evaluate import odds
+from ratiowatch.stream.evaluate.datasets import SKIP_REASON, bench_dir
 
 ODDS = bench_dir("odds")
 

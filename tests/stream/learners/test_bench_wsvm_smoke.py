@@ -2,7 +2,7 @@
 
 import json
 
-from stream.cli import main
+from ratiowatch.stream.commands.cli import main
 
 
 def test_bench_wsvm_quick_prints_one_json_object(capsys):

@@ -7,7 +7,7 @@ import pytest
 from river.checks import common
 from sklearn.metrics import roc_auc_score
 
-from stream.learners.forecast import ForecastResidualDetector
+from ratiowatch.stream.learners.forecast import ForecastResidualDetector
 
 
 def _series_with_spikes(n=500, seed=0):

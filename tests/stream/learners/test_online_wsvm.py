@@ -5,7 +5,7 @@ import pytest
 from river import checks
 from sklearn.svm import SVC, SVR
 
-from stream.learners.wsvm import OnlineWeightedSVC, OnlineWeightedSVR, cao_tay_weights
+from ratiowatch.stream.learners.wsvm import OnlineWeightedSVC, OnlineWeightedSVR, cao_tay_weights
 
 
 def test_cao_tay_profile_matches_reference_numbers():

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from sklearn.svm import SVR
 
-from core.rulsif import fit_ulsif
-from core.wsvm import WeightedSVC, WeightedSVR
-from stream.learners.shift import adapt
+from ratiowatch.core.rulsif import fit_ulsif
+from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR
+from ratiowatch.stream.learners.shift import adapt
 
 
 def _shifted_problem(seed):

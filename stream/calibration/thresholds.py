@@ -1,0 +1,136 @@
+"""Null-calibrated thresholds: from a score's null draws to the level an alarm must exceed.
+
+Threshold
+    A raw divergence (PE, L2, KL) has no universal scale: its null distribution depends on the
+    window size, the kernel and the data. The threshold is therefore a quantile of the score's own
+    null distribution, estimated by *permutation* (the two-sample test LSTT of reference 004b):
+    the pooled past + current subsequences are shuffled, split into two windows, and the score is
+    recomputed with the same sigma and lambda. A gamma law is moment-matched to the permutation
+    scores above their minimum, and the threshold is its upper ``false_alarm_rate`` quantile.
+    Because every alarm needs at least one step above the threshold, the expected number of alarms
+    per step is at most ``false_alarm_rate`` whenever the permutation null is right (it is exact
+    for exchangeable windows; autocorrelated data widen the true null, see the README).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy import special, stats  # noqa: F401  (stats is used by the doctest)
+
+#: relative margin by which a score must exceed its threshold (see :func:`exceeds`)
+ROUNDING_MARGIN = 1e-9
+
+
+def exceeds(score: float, threshold: float) -> bool:
+    """Whether ``score`` is above ``threshold`` by more than rounding (both finite).
+
+    On a constant stream (a stuck sensor) the score and every null draw are one number up to a few
+    ulps, so a plain ``score > threshold`` decided alarms by rounding noise: the streaming detector
+    raised one at every re-selection, every n steps, forever. The margin, ``ROUNDING_MARGIN x
+    max(1, |threshold|)``, is far above that noise (~1e-15) and far below any score difference that
+    means something.
+
+    >>> exceeds(1.0 + 1e-15, 1.0), exceeds(1.001, 1.0), exceeds(float("nan"), 1.0)
+    (False, True, False)
+    """
+    return (math.isfinite(score) and math.isfinite(threshold)
+            and score > threshold + ROUNDING_MARGIN * max(1.0, abs(threshold)))
+
+
+
+def gamma_threshold(null_scores: np.ndarray, false_alarm_rate: float) -> float:
+    """Upper ``false_alarm_rate`` quantile of a gamma law moment-matched to ``null_scores``.
+
+    The law is fitted to ``null - min(null)`` (the location is the smallest null value), which keeps
+    the right skew of divergence estimates; a normal quantile would under-state the tail.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> null = rng.gamma(2.0, 1.0, size=2000)
+    >>> bool(abs(gamma_threshold(null, 0.01) - stats.gamma.ppf(0.99, 2.0)) < 0.5)
+    True
+    """
+    if not (0.0 < false_alarm_rate < 1.0):
+        raise ValueError(f"false_alarm_rate must be in (0, 1); got {false_alarm_rate}")
+    null = np.asarray(null_scores, dtype=np.float64)
+    null = null[np.isfinite(null)]
+    if null.size < 3:
+        raise ValueError(f"need at least 3 finite null scores to calibrate; got {null.size}")
+    lo = float(null.min())
+    shifted = null - lo
+    mean, var = float(shifted.mean()), float(shifted.var())
+    spread = max(abs(lo), float(np.abs(null).max()), 1e-12)
+    if mean <= 1e-12 * spread or var <= 1e-24 * spread * spread:
+        # degenerate null (constant windows): anything measurably above it is a change
+        return lo + 1e-9 * spread
+    shape, scale = mean * mean / var, var / mean
+    # = stats.gamma.isf(q, shape, scale=scale), without the ~100 us of frozen-distribution overhead
+    return lo + scale * float(special.gammainccinv(shape, false_alarm_rate))
+
+
+def exp_tail_threshold(null_scores: np.ndarray, false_alarm_rate: float) -> float:
+    """Upper ``false_alarm_rate`` quantile from an exponential tail fitted above the null's median.
+
+    Peaks-over-threshold with the generalised Pareto shape fixed at 0: above ``u = median(null)``
+    the excesses are taken as exponential with mean ``b`` (their sample mean, the maximum-likelihood
+    estimate), so ``P(S > u + x) = 0.5 exp(-x / b)`` and the threshold is ``u + b log(0.5 / rate)``.
+    Why not a moment-matched gamma: a directional PE-hat is often negative (the clipped fit), so a
+    gamma anchored at 0 has a huge variance-to-mean ratio and far too heavy a tail, and one anchored
+    at the smallest score far too light a one; and a free GPD shape is too noisy to estimate from
+    ~100 scores. On stationary AR(2) scores (n = 50) this estimate at 5e-5 from 160 AR-surrogate
+    scores had median 1.04 (10-90 %: 0.91-1.20) against empirical quantiles of 0.9-1.3.
+    Rates of 0.5 and above return the empirical quantile.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> null = rng.exponential(1.0, size=4000)
+    >>> bool(abs(exp_tail_threshold(null, 1e-4) - np.log(1e4)) < 0.5)
+    True
+    """
+    if not (0.0 < false_alarm_rate < 1.0):
+        raise ValueError(f"false_alarm_rate must be in (0, 1); got {false_alarm_rate}")
+    null = np.asarray(null_scores, dtype=np.float64).ravel()
+    null = null[np.isfinite(null)]
+    if null.size < 3:
+        raise ValueError(f"need at least 3 finite null scores to calibrate; got {null.size}")
+    if false_alarm_rate >= 0.5:
+        return float(np.quantile(null, 1.0 - false_alarm_rate))
+    u, mean_excess, spread = _median_excess(null)
+    spread = max(spread, 1e-12)
+    if not mean_excess > 1e-12 * spread:
+        # degenerate null (constant windows): anything measurably above it is a change
+        return float(null.max()) + 1e-9 * spread
+    return u + mean_excess * math.log(0.5 / false_alarm_rate)
+
+
+@njit(cache=True)
+def _median_excess(x):
+    """(median, mean excess over it (0 if none), max |x|) in one compiled pass (np.median costs ~20 us
+    of call overhead, and the detector calibrates every n steps)."""
+    u = np.median(x)
+    total, count, spread = 0.0, 0, 0.0
+    for v in x:
+        if v > u:
+            total += v - u
+            count += 1
+        if abs(v) > spread:
+            spread = abs(v)
+    return u, (total / count if count else 0.0), spread
+
+
+@njit(cache=True)
+def median_mad(x: np.ndarray) -> tuple[float, float]:
+    """Median and median absolute deviation (unscaled) of a finite 1-d array, compiled.
+
+    Examples
+    --------
+    >>> median_mad(np.array([1.0, 2.0, 4.0, 10.0]))
+    (3.0, 1.5)
+    """
+    med = np.median(x)
+    return med, np.median(np.abs(x - med))

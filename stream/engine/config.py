@@ -1,0 +1,320 @@
+"""Daemon configuration: a TOML file checked against a declarative schema.
+
+Every option is declared once in :data:`SCHEMA` (type, default, help, allowed values, when it is
+required); :func:`load_config` validates a file against it and names the offending key in every
+error, and :func:`config_reference_markdown` renders the same schema as a Markdown reference.
+
+Examples
+--------
+>>> cfg = parse_config({"source": {"type": "stdin"}})
+>>> cfg.source["type"], cfg.detector["method"], cfg.metrics["port"]
+('stdin', 'rulsif', 9108)
+>>> try:
+...     parse_config({"source": {"type": "file"}})
+... except ValueError as e:
+...     print(e)
+source.path: required when source.type = 'file' (file source: CSV or JSONL file (relative paths are relative to the config file))
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option: ``type`` is one of str, int, float, bool, list[str], list[int], table."""
+
+    name: str
+    type: str
+    default: Any = None
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    required_when: tuple[str, Any] | None = None  # (sibling option, value) -> this option is required
+    required: bool = False
+    minimum: float | None = None
+
+
+_SOURCE = [
+    Opt("type", "str", None, "where records come from", ("file", "kafka", "stdin"), required=True),
+    Opt("path", "str", None, "file source: CSV or JSONL file (relative paths are relative to the config file)",
+        required_when=("type", "file")),
+    Opt("format", "str", "auto", "file/stdin format; `auto` picks from the file extension (stdin: jsonl)",
+        ("auto", "jsonl", "csv")),
+    Opt("follow", "bool", False, "file source: keep reading appended lines (tail -f) instead of stopping at EOF"),
+    Opt("poll_interval_s", "float", 0.2, "file source in follow mode: sleep between checks for new lines",
+        minimum=0.001),
+    Opt("bootstrap_servers", "list[str]", None, "kafka: broker addresses host:port",
+        required_when=("type", "kafka")),
+    Opt("topics", "list[str]", None, "kafka: topics to consume", required_when=("type", "kafka")),
+    Opt("group_id", "str", "ratiowatch", "kafka: consumer group; offsets are committed manually"),
+    Opt("partitions", "list[int]", None,
+        "kafka: manual assignment of these partitions of every topic (no group rebalancing); "
+        "omit to subscribe through the consumer group"),
+    Opt("auto_offset_reset", "str", "earliest", "kafka: where to start with no committed offset",
+        ("earliest", "latest")),
+    Opt("session_timeout_ms", "int", 10000, "kafka: group session timeout", minimum=1000),
+    Opt("heartbeat_interval_ms", "int", 1000, "kafka: heartbeat interval", minimum=100),
+    Opt("max_poll_interval_ms", "int", 60000, "kafka: max time between polls before the group evicts us",
+        minimum=1000),
+    Opt("check_crcs", "bool", True, "kafka: verify record CRCs (pure-Python crc32c in kafka-python unless the "
+                                    "`crc32c` package is installed: costly at high rates)"),
+    Opt("max_poll_records", "int", 2000, "records per poll batch (also the file/stdin batch size)", minimum=1),
+    Opt("options", "table", {}, "kafka: extra KafkaConsumer settings passed through unchanged "
+                                "(security_protocol, sasl_mechanism, ssl_cafile, ...)"),
+]
+
+_FIELDS = [
+    Opt("key", "str", "key", "JSON field / CSV column holding the stream key; empty string: one key `default`"),
+    Opt("timestamp", "str", "timestamp", "field holding a numeric timestamp; empty string: arrival order"),
+    Opt("values", "list[str]", ["value"], "fields holding the value(s); lists are concatenated"),
+    Opt("default_key", "str", "default", "key used when `fields.key` is empty"),
+]
+
+_DETECTOR = [
+    Opt("method", "str", "rulsif", "density-ratio method of ChangePointDetector"),
+    Opt("dim", "int", None, "expected value dimension; omit to learn it from each key's first record",
+        minimum=1),
+    Opt("k", "int", None, "subsequence length (detector default when omitted)", minimum=1),
+    Opt("n", "int", None, "window size in subsequences (detector default when omitted)", minimum=2),
+    Opt("symmetric", "bool", None, "symmetrised score (detector default when omitted)"),
+    Opt("alpha", "float", None, "relative-ratio mixture weight in [0, 1) (detector default when omitted)",
+        minimum=0.0),
+    Opt("reselect_every", "int", None, "re-run model selection every this many samples", minimum=1),
+    Opt("seed", "int", 0, "seed of the detector's private RNG"),
+    Opt("options", "table", {}, "further ChangePointDetector keyword arguments, passed through"),
+]
+
+_PIPELINE = [
+    Opt("max_record_bytes", "int", 65536, "larger messages go to the dead-letter sink as `oversized`",
+        minimum=16),
+    Opt("idle_evict_s", "float", 600.0, "keys idle this long (wall clock) are checkpointed and evicted",
+        minimum=0.0),
+    Opt("check_timestamps", "bool", True, "send records whose timestamp goes backwards (per key) to the dead "
+                                          "letter sink"),
+]
+
+_CHECKPOINT = [
+    Opt("dir", "str", "state", "checkpoint directory (shared by the processes of one consumer group)"),
+    Opt("every_records", "int", 100000, "checkpoint changed keys and commit offsets every this many records "
+        "(a crash replays at most this many; each checkpoint rewrites every changed key's ~40 kB state)",
+        minimum=1),
+    Opt("every_s", "float", 30.0, "... or at least this often (seconds)", minimum=0.01),
+]
+
+_SINK = [
+    Opt("type", "str", None, "alert sink", ("jsonl", "stdout", "kafka", "webhook"), required=True),
+    Opt("path", "str", None, "jsonl: output file (appended)", required_when=("type", "jsonl")),
+    Opt("topic", "str", None, "kafka: alerts topic", required_when=("type", "kafka")),
+    Opt("bootstrap_servers", "list[str]", None, "kafka: brokers; default: the source's",),
+    Opt("url", "str", None, "webhook: URL receiving an HTTP POST of each alert as JSON",
+        required_when=("type", "webhook")),
+    Opt("timeout_s", "float", 5.0, "webhook/kafka: timeout of one delivery attempt", minimum=0.001),
+    Opt("retries", "int", 3, "webhook: retries after the first attempt before dead-lettering", minimum=0),
+    Opt("backoff_s", "float", 0.5, "webhook: first retry delay, doubled each retry", minimum=0.0),
+    Opt("headers", "table", {}, "webhook: extra HTTP headers"),
+    Opt("options", "table", {}, "kafka: extra KafkaProducer settings passed through"),
+]
+
+_DEAD_LETTER = [
+    Opt("type", "str", "file", "where bad records go", ("file", "kafka", "stdout", "stderr")),
+    Opt("path", "str", "dead_letter.jsonl", "file: JSONL output (appended)"),
+    Opt("topic", "str", None, "kafka: dead-letter topic", required_when=("type", "kafka")),
+    Opt("bootstrap_servers", "list[str]", None, "kafka: brokers; default: the source's"),
+    Opt("options", "table", {}, "kafka: extra KafkaProducer settings passed through"),
+]
+
+_METRICS = [
+    Opt("enabled", "bool", True, "serve Prometheus metrics, /healthz and /readyz"),
+    Opt("host", "str", "127.0.0.1", "bind address (loopback unless you mean it)"),
+    Opt("port", "int", 9108, "port; 0 picks a free one", minimum=0),
+    Opt("score_keys", "list[str]", [], "keys whose latest score is exported (bounded label cardinality)"),
+]
+
+_LOGGING = [
+    Opt("level", "str", "INFO", "log level", ("DEBUG", "INFO", "WARNING", "ERROR")),
+]
+
+# section -> (options, is an array of tables, help)
+SCHEMA: dict[str, tuple[list[Opt], bool, str]] = {
+    "source": (_SOURCE, False, "Where records come from (required)."),
+    "fields": (_FIELDS, False, "How a message maps to Record(key, timestamp, values)."),
+    "detector": (_DETECTOR, False, "Per-key ChangePointDetector, created on first sight of a key."),
+    "pipeline": (_PIPELINE, False, "Validation, eviction and buffering."),
+    "checkpoint": (_CHECKPOINT, False, "Per-key state files (npz + JSON, atomic) and offset commits."),
+    "sinks": (_SINK, True, "Alert sinks, `[[sinks]]` (array of tables); default: one stdout sink."),
+    "dead_letter": (_DEAD_LETTER, False, "Sink for records that cannot be processed, with the reason."),
+    "metrics": (_METRICS, False, "Prometheus endpoint."),
+    "logging": (_LOGGING, False, "Structured JSON logs on stderr."),
+}
+
+
+@dataclass
+class Config:
+    """A validated config: one dict per section (defaults filled in), ``sinks`` a list of dicts."""
+
+    source: dict[str, Any]
+    fields: dict[str, Any]
+    detector: dict[str, Any]
+    pipeline: dict[str, Any]
+    checkpoint: dict[str, Any]
+    sinks: list[dict[str, Any]]
+    dead_letter: dict[str, Any]
+    metrics: dict[str, Any]
+    logging: dict[str, Any]
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, relative to the config file's directory."""
+        p = Path(path)
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    def detector_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ChangePointDetector (unset options left to the detector's defaults)."""
+        d = self.detector
+        kw = {name: d[name] for name in ("method", "k", "n", "symmetric", "alpha", "reselect_every", "seed")
+              if d.get(name) is not None}
+        kw.update(d.get("options") or {})
+        return kw
+
+
+def _check_type(where: str, opt: Opt, value: Any) -> Any:
+    t = opt.type
+    ok: bool
+    if t == "str":
+        ok = isinstance(value, str)
+    elif t == "bool":
+        ok = isinstance(value, bool)
+    elif t == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif t == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok:
+            value = float(value)
+    elif t == "table":
+        ok = isinstance(value, dict)
+    elif t == "list[str]":
+        if isinstance(value, str):  # a single string is a one-element list (bootstrap_servers = "h:p")
+            value = [value]
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif t == "list[int]":
+        ok = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    else:  # pragma: no cover - schema bug
+        raise AssertionError(t)
+    if not ok:
+        raise ValueError(f"{where}: expected {t}, got {type(value).__name__} {value!r}")
+    if opt.choices is not None and value not in opt.choices:
+        raise ValueError(f"{where}: must be one of {list(opt.choices)}; got {value!r}")
+    if opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
+        raise ValueError(f"{where}: must be >= {opt.minimum}; got {value!r}")
+    return value
+
+
+def _validate_table(section: str, opts: list[Opt], table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ValueError(f"{section}: expected a table ([{section}]), got {type(table).__name__}")
+    known = {o.name: o for o in opts}
+    for name in table:
+        if name not in known:
+            raise ValueError(f"{section}.{name}: unknown option; known options of [{section}] are "
+                             f"{sorted(known)}")
+    out: dict[str, Any] = {}
+    for o in opts:
+        if o.name in table:
+            out[o.name] = _check_type(f"{section}.{o.name}", o, table[o.name])
+        else:
+            out[o.name] = o.default.copy() if isinstance(o.default, (dict, list)) else o.default
+    for o in opts:
+        if o.required and out[o.name] is None:
+            hint = f"; one of {list(o.choices)}" if o.choices else ""
+            raise ValueError(f"{section}.{o.name}: required option is missing{hint}")
+        if o.required_when is not None and out[o.name] is None:
+            other, value = o.required_when
+            if out.get(other) == value:
+                raise ValueError(f"{section}.{o.name}: required when {section}.{other} = {value!r} ({o.help})")
+    return out
+
+
+def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
+    """Validate a decoded TOML document; raises ``ValueError`` naming the offending key."""
+    for name in doc:
+        if name not in SCHEMA:
+            raise ValueError(f"{name}: unknown section; known sections are {sorted(SCHEMA)}")
+    if "source" not in doc:
+        raise ValueError("source: required section is missing; add [source] with type = 'file', 'kafka' or 'stdin'")
+    out: dict[str, Any] = {}
+    for section, (opts, is_array, _) in SCHEMA.items():
+        raw = doc.get(section)
+        if is_array:
+            if raw is None:
+                raw = [{"type": "stdout"}]
+            if not isinstance(raw, list):
+                raise ValueError(f"{section}: expected an array of tables ([[{section}]])")
+            out[section] = [_validate_table(f"{section}[{i}]", opts, t) for i, t in enumerate(raw)]
+        else:
+            out[section] = _validate_table(section, opts, raw if raw is not None else {})
+    det = out["detector"]
+    if det["alpha"] is not None and not (0.0 <= det["alpha"] < 1.0):
+        raise ValueError(f"detector.alpha: must be in [0, 1); got {det['alpha']}")
+    flds = out["fields"]
+    if not flds["values"]:
+        raise ValueError("fields.values: needs at least one value field name")
+    src = out["source"]
+    if src["type"] == "kafka" and not src["topics"]:
+        raise ValueError("source.topics: needs at least one topic")
+    for i, s in enumerate(out["sinks"]):
+        if s["type"] == "kafka" and not (s["bootstrap_servers"] or src.get("bootstrap_servers")):
+            raise ValueError(f"sinks[{i}].bootstrap_servers: required for a kafka sink when the source is not kafka")
+    dl = out["dead_letter"]
+    if dl["type"] == "kafka" and not (dl["bootstrap_servers"] or src.get("bootstrap_servers")):
+        raise ValueError("dead_letter.bootstrap_servers: required for a kafka dead-letter sink when the source "
+                         "is not kafka")
+    return Config(**out, base_dir=base_dir or Path.cwd())
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} does not exist; pass the path of a TOML config")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    return parse_config(doc, base_dir=path.resolve().parent)
+
+
+def _toml(v: Any) -> str:
+    """A default value as it would be written in TOML."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + " }" if v else "{}"
+    return repr(v)
+
+
+def config_reference_markdown() -> str:
+    """The config reference, generated from :data:`SCHEMA`."""
+    lines = ["# ratiowatch daemon configuration reference", "",
+             "Generated from `stream/engine/config.py` (`config_reference_markdown()`). Unknown keys are errors.", ""]
+    for section, (opts, is_array, help_text) in SCHEMA.items():
+        header = f"[[{section}]]" if is_array else f"[{section}]"
+        lines += [f"## `{header}`", "", help_text, "", "| option | type | default | description |",
+                  "|---|---|---|---|"]
+        for o in opts:
+            default = "required" if o.required else ("—" if o.default is None else f"`{_toml(o.default)}`")
+            desc = o.help
+            if o.choices:
+                desc += f"; one of {', '.join(_toml(c) for c in o.choices)}"
+            if o.required_when:
+                desc += f" (required when `{o.required_when[0]} = {_toml(o.required_when[1])}`)"
+            lines.append(f"| `{o.name}` | {o.type} | {default} | {desc} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""Record parsing (every bad-input reason), alert ids, and config validation naming the offending key."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.engine.config import SCHEMA, config_reference_markdown, load_config, parse_config
+from ratiowatch.connectors.records import Alert, FieldSpec, RecordError, alert_id, parse_record
+
+SPEC = FieldSpec(key="k", timestamp="t", values=("v",))
+
+
+def test_parse_record_reads_key_timestamp_and_vector_values():
+    spec = FieldSpec(key="k", timestamp="t", values=("a", "b"))
+    rec = parse_record(json.dumps({"k": 7, "t": "3", "a": [1, 2], "b": 3.5}), spec, ref=("p", 4))
+    assert rec.key == "7" and rec.timestamp == 3.0 and rec.ref == ("p", 4)
+    np.testing.assert_array_equal(rec.values, [1.0, 2.0, 3.5])
+
+
+@pytest.mark.parametrize("raw,reason", [
+    (b'{"k": "a", "t": 1, "v": ', "malformed_json"),
+    (b'[1, 2, 3]', "malformed_json"),
+    (b'{"t": 1, "v": 1}', "missing_field"),
+    (b'{"k": "a", "v": 1}', "missing_field"),
+    (b'{"k": "a", "t": 1}', "missing_field"),
+    (b'{"k": "a", "t": 1, "v": NaN}', "non_finite"),
+    (b'{"k": "a", "t": 1, "v": [1, Infinity]}', "non_finite"),
+    (b'{"k": "a", "t": 1, "v": "abc"}', "not_numeric"),
+    (b'{"k": "a", "t": 1, "v": true}', "not_numeric"),
+    (b'{"k": "a", "t": 1, "v": 1, "pad": "' + b"x" * 200 + b'"}', "oversized"),
+])
+def test_parse_record_rejects_bad_input_with_its_reason(raw, reason):
+    with pytest.raises(RecordError) as err:
+        parse_record(raw, SPEC, max_bytes=128)
+    assert err.value.reason == reason
+
+
+def test_alert_id_is_stable_and_depends_on_key_change_index_and_detector():
+    base = alert_id("a", 10, "d")
+    assert base == alert_id("a", 10, "d")
+    assert len({base, alert_id("b", 10, "d"), alert_id("a", 11, "d"), alert_id("a", 10, "e")}) == 4
+    a = Alert.from_alarm(key="a", detector="d", change_index=10, alarm_index=30, timestamp=5.0, score=2.0,
+                         threshold=1.0)
+    assert a.alert_id == base
+    assert Alert.from_json(a.to_json()) == a
+    with pytest.raises(ValueError, match="alert"):
+        Alert.from_json("{}")
+
+
+def test_config_defaults_and_detector_kwargs():
+    cfg = parse_config({"source": {"type": "stdin"}, "detector": {"n": 30, "options": {"threshold": 2.0}}})
+    assert cfg.sinks == [dict(cfg.sinks[0])] and cfg.sinks[0]["type"] == "stdout"
+    assert cfg.metrics["host"] == "127.0.0.1" and cfg.metrics["port"] == 9108
+    assert cfg.detector_kwargs() == {"method": "rulsif", "n": 30, "seed": 0, "threshold": 2.0}
+
+
+@pytest.mark.parametrize("doc,where", [
+    ({}, "source"),
+    ({"source": {"type": "ftp"}}, "source.type"),
+    ({"source": {"type": "file"}}, "source.path"),
+    ({"source": {"type": "kafka", "topics": ["t"]}}, "source.bootstrap_servers"),
+    ({"source": {"type": "stdin", "pth": "x"}}, "source.pth"),
+    ({"source": {"type": "stdin"}, "detector": {"n": "30"}}, "detector.n"),
+    ({"source": {"type": "stdin"}, "detector": {"alpha": 1.5}}, "detector.alpha"),
+    ({"source": {"type": "stdin"}, "checkpoint": {"every_records": 0}}, "checkpoint.every_records"),
+    ({"source": {"type": "stdin"}, "sinks": [{"type": "webhook"}]}, "sinks[0].url"),
+    ({"source": {"type": "stdin"}, "sinks": [{"type": "stdout"}, {"type": "kafka", "topic": "a"}]},
+     "sinks[1].bootstrap_servers"),
+    ({"source": {"type": "stdin"}, "metrics": {"port": True}}, "metrics.port"),
+    ({"source": {"type": "stdin"}, "sourse": {}}, "sourse"),
+])
+def test_config_errors_name_the_offending_key(doc, where):
+    with pytest.raises(ValueError) as err:
+        parse_config(doc)
+    assert str(err.value).startswith(where + ":"), str(err.value)
+
+
+def test_load_config_reports_toml_syntax_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[source\ntype = 'stdin'\n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        load_config(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_config_reference_lists_every_option():
+    md = config_reference_markdown()
+    for section, (opts, is_array, _) in SCHEMA.items():
+        assert (f"[[{section}]]" if is_array else f"[{section}]") in md
+        for o in opts:
+            assert f"| `{o.name}` |" in md

@@ -1,0 +1,139 @@
+"""Specification of the change detector's null calibration (ratiowatch.stream.calibration.null)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ratiowatch.core.window import TwoWindowRuLSIF
+from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold
+from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
+from ratiowatch.stream.series.embedding import embed
+
+
+def _ar_values(t_len: int, seed: int = 0, channels: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    e = rng.normal(size=(t_len, channels))
+    x = np.zeros((t_len, channels))
+    for t in range(2, t_len):
+        x[t] = 0.6 * x[t - 1] - 0.3 * x[t - 2] + e[t]
+    return x
+
+
+def _calibrator(null: str = "ar", **kw) -> NullCalibrator:
+    args = {"method": "rulsif", "alpha": 0.1, "symmetric": True, "n_perm": 10, "false_alarm_rate": 1e-4, "k": 3}
+    return NullCalibrator(null, **{**args, **kw})
+
+
+def test_first_ar_calibration_fills_the_whole_pool_and_later_ones_renew_one_row():
+    cal = _calibrator()
+    vals = _ar_values(60)
+    cal.calibrate_ar(vals, 20, 1.0, 0.1, np.random.default_rng(1))
+    assert cal.pool_count == NULL_POOL and np.isfinite(cal.pool).all()
+    first = cal.pool.copy()
+    cal.calibrate_ar(vals, 20, 1.0, 0.1, np.random.default_rng(2))
+    changed = [i for i in range(NULL_POOL) if not np.array_equal(first[i], cal.pool[i])]
+    assert changed == [0]  # the oldest row (pool_count % NULL_POOL), and only it
+    # each direction at half the rate, on the pool of both directions
+    assert cal.threshold == exp_tail_threshold(cal.pool.ravel(), 1e-4 / 2)
+
+
+def test_restart_makes_the_next_calibration_refill_the_pool():
+    cal = _calibrator()
+    vals = _ar_values(60)
+    cal.calibrate_ar(vals, 20, 1.0, 0.1, np.random.default_rng(1))
+    cal.calibrate_ar(vals, 20, 1.0, 0.1, np.random.default_rng(2))
+    cal.restart()
+    before = cal.pool.copy()
+    cal.calibrate_ar(vals, 20, 1.0, 0.1, np.random.default_rng(3))
+    assert cal.pool_count == NULL_POOL
+    assert all(not np.array_equal(before[i], cal.pool[i]) for i in range(NULL_POOL))
+
+
+def test_too_few_values_for_an_ar_fit_give_no_threshold_and_leave_the_pool_empty():
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(AR_MIN_VALUES - 1), 20, 1.0, 0.1, np.random.default_rng(1))
+    assert math.isnan(cal.threshold) and cal.pool_count == 0 and cal.corr_thresholds is None
+
+
+def test_correlation_view_takes_half_the_rate_only_on_large_enough_windows():
+    vals = _ar_values(80, channels=3)
+    small, large = _calibrator(), _calibrator()
+    small.calibrate_ar(vals, 12, 1.0, 0.1, np.random.default_rng(1), corr_view=True)
+    large.calibrate_ar(vals, 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True)
+    assert small.corr_thresholds is None
+    assert small.threshold == exp_tail_threshold(small.pool.ravel(), 1e-4 / 2)
+    assert large.corr_pool.shape == (NULL_POOL, 10, 3) and large.corr_thresholds.shape == (3,)
+    assert large.threshold == exp_tail_threshold(large.pool.ravel(), 1e-4 / 4)
+
+
+def test_permutation_threshold_uses_only_the_calibrations_made_so_far():
+    rng = np.random.default_rng(0)
+    win = TwoWindowRuLSIF(3, 15, 1.0, 0.1, alpha=0.1)
+    for row in rng.normal(size=(30, 3)):
+        win.push(row)
+    cal = _calibrator("permutation")
+    for i in range(3):
+        cal.calibrate_permutation(win, 15, 1, np.random.default_rng(i), make_state=None)
+    assert cal.pool_count == 3
+    assert cal.threshold == gamma_threshold(cal.pool[:3].ravel(), 1e-4)
+
+
+def _sparse_windows(n: int = 20, k: int = 3) -> TwoWindowRuLSIF:
+    """Windows over an event count: zeros, and one event in the current window."""
+    counts = np.zeros(2 * n + k - 1)
+    counts[n + k + 5] = 1.0
+    win = TwoWindowRuLSIF(k, n, 0.5, 0.1, alpha=0.1)
+    for row in embed(counts[:, None], k):
+        win.push(row)
+    return win
+
+
+def test_a_null_drawn_from_constant_values_is_flagged_degenerate():
+    cal = _calibrator()
+    cal.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1))
+    assert cal.degenerate
+    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
+    assert not cal.degenerate  # one row of the pool is no longer constant
+
+
+def test_the_permutation_floor_decides_when_the_values_behind_the_windows_are_constant():
+    win = _sparse_windows()
+    score = max(win.scores())
+    bare, floored = _calibrator(), _calibrator()
+    bare.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1))
+    floored.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1), win=win, block=3)
+    assert score > bare.threshold + 1e-3  # the constant surrogates: one event looks like a change
+    assert floored.threshold == floored.floor_threshold == exp_tail_threshold(floored.floor_pool.ravel(), 1e-4 / 2)
+    assert floored.threshold > score and not floored.degenerate  # re-splits hold the event either side
+    assert floored.floor_count == NULL_POOL and floored.ar_threshold == bare.threshold
+
+
+def test_state_round_trip_restores_pools_and_thresholds():
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(80, channels=2), 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True)
+    meta, arrays = cal.to_state()
+    back = _calibrator()
+    back.load_state(meta, arrays)
+    assert back.threshold == cal.threshold and back.pool_count == cal.pool_count
+    np.testing.assert_array_equal(back.pool, cal.pool)
+    np.testing.assert_array_equal(back.corr_pool, cal.corr_pool)
+    np.testing.assert_array_equal(back.corr_thresholds, cal.corr_thresholds)
+
+
+def test_state_round_trip_keeps_the_permutation_floor_and_the_degenerate_flag():
+    cal = _calibrator()
+    cal.calibrate_ar(np.zeros((60, 1)), 20, 0.5, 0.1, np.random.default_rng(1), win=_sparse_windows(), block=3)
+    meta, arrays = cal.to_state()
+    back = _calibrator()
+    back.load_state(meta, arrays)
+    np.testing.assert_array_equal(back.floor_pool, cal.floor_pool)
+    assert back.floor_count == cal.floor_count and back.degenerate == cal.degenerate
+    old = {k: v for k, v in arrays.items() if k != "fpool"}  # a checkpoint from before the floor
+    back.load_state(meta, old)
+    assert back.floor_count == 0
+
+
+def test_unknown_null_is_rejected_with_the_choices():
+    with pytest.raises(ValueError, match="'ar' or 'permutation'"):
+        _calibrator("bootstrap")

@@ -1,0 +1,55 @@
+"""The command line: every command is registered, and the estimator benchmark prints its JSON."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ratiowatch.stream.commands.cli import COMMANDS, build_parser, main
+
+
+def test_help_lists_every_top_level_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for path, _module, _help in COMMANDS:
+        assert path[0] in out
+
+
+def test_every_registered_command_module_exists():
+    parser = build_parser()
+    for path, module, _help in COMMANDS:
+        args = parser.parse_args(list(path) + (["x"] if path in {("eval", "tcpd"), ("eval", "tssb"),
+                                                                  ("eval", "nab"), ("eval", "odds"),
+                                                                  ("validate",), ("run",), ("detect",)} else []))
+        assert not getattr(args, "_missing", None), f"{' '.join(path)}: {args._missing}"
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_bench_estimators_quick_prints_the_issue_fields():
+    out = subprocess.run([sys.executable, "-m", "ratiowatch.stream.commands.cli", "bench", "estimators", "--quick", "--json"],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    result = json.loads(out)
+    assert result["ratio_vs_densratio_auto"] > 0
+    assert result["incremental_step_us"] > 0
+    assert set(result["batch"]) == {"ulsif", "rulsif", "kliep", "lsdd"}
+
+
+def test_ratiowatch_detect_stays_the_function_after_every_module_is_imported():
+    """No submodule may shadow a public name of the lazy ``ratiowatch`` namespace."""
+    import importlib
+    import pkgutil
+
+    import ratiowatch
+
+    for info in pkgutil.walk_packages(ratiowatch.__path__, "ratiowatch."):
+        importlib.import_module(info.name)
+    for name in ratiowatch.__all__:
+        assert not isinstance(getattr(ratiowatch, name), type(ratiowatch)), f"ratiowatch.{name} is shadowed"
+    assert callable(ratiowatch.detect)

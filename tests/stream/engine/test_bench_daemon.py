@@ -1,0 +1,65 @@
+"""``ratiowatch bench daemon``: its data, and one tiny run through a real broker in which the daemon
+must raise exactly the alarms the detectors raise alone on the same records (no speed asserted)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.bench import daemon as bench
+
+
+def test_records_round_robin_keys_with_increasing_timestamps_and_regime_changes():
+    rows = bench._records(4 * 600, 4, seed=3)
+    assert [r["key"] for r in rows[:5]] == ["key-0000", "key-0001", "key-0002", "key-0003", "key-0000"]
+    per_key = {}
+    for r in rows:
+        per_key.setdefault(r["key"], []).append((r["timestamp"], r["value"]))
+    for series in per_key.values():
+        ts = [t for t, _ in series]
+        assert ts == list(range(600))
+        v = np.array([x for _, x in series])
+        seg = bench.SEGMENT
+        quiet, loud = v[:seg], v[seg:2 * seg]   # regime 0, then regime 1 (x3, +2)
+        assert loud.std() > 2 * quiet.std() and loud.mean() > quiet.mean() + 1
+    more = bench._records(8, 4, seed=4, t0=600)  # a continuation keeps each key's clock going
+    assert [r["timestamp"] for r in more] == [600] * 4 + [601] * 4
+    assert bench._records(40, 4, seed=3) == bench._records(40, 4, seed=3)
+
+
+def test_partition_of_a_key_is_stable_across_processes():
+    assert [bench._partition(f"key-{k:04d}", 4) for k in range(6)] == [0, 1, 2, 3, 0, 1]
+
+
+@pytest.mark.broker
+def test_tiny_bench_run_daemon_alarms_equal_detector_alarms_and_soak_reports_rss(kafka_broker, capsys):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    # 200 warm-up + 200 timed records per key: the timed part holds each key's first regime change
+    # (bench.SEGMENT = 250), so both paths must raise the same, non-empty set of alarms (windows of
+    # 25: with 8 subsequences a 1e-4 threshold sits at the largest PE a window can reach)
+    args = parser.parse_args(["--records", "400", "--keys", "2", "--warmup-per-key", "200", "--repeat", "1",
+                              "--n", "25", "--soak", "600", "--bootstrap", kafka_broker.bootstrap, "--json"])
+    assert bench.run(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["records"] == 400 and out["warmup_records"] == 400
+    assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
+    for k in ("end_to_end_msgs_per_s", "detector_msgs_per_s", "null_detector_msgs_per_s", "ratio_to_detector"):
+        assert out[k] > 0
+    share = out["cpu_time"]["ratio_to_detector_in_run"]
+    assert len(share) == 1 and 0 < share[0] <= 1
+    soak = out["soak"]
+    assert soak["records"] == 600 and len(soak["rss_mb_samples"]) == 20
+    assert soak["rss_mb_final"] > 0 and soak["duration_s"] > 0
+
+
+def test_bench_rejects_bad_sizes():
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    with pytest.raises(SystemExit, match="at least --keys"):
+        bench.run(parser.parse_args(["--records", "5", "--keys", "10"]))
+    with pytest.raises(SystemExit, match="--repeat"):
+        bench.run(parser.parse_args(["--repeat", "0"]))

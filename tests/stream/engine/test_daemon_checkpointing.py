@@ -1,0 +1,251 @@
+"""The loop's background checkpoints: offsets are committed only once the checkpoint files of the
+same point are durable, a failed write commits nothing, fencing still works between processes,
+and a detector's batched ``step_many`` is used when it has one."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.engine.checkpoint import CheckpointStore
+from ratiowatch.stream.engine.config import parse_config
+from ratiowatch.stream.engine.daemon import Daemon
+from ratiowatch.stream.engine.pipeline import ChangePointAdapter, Pipeline
+from ratiowatch.connectors.records import Record
+from toy_detector import MeanShiftFactory, step_series
+
+
+class ListSource:
+    """A finite in-memory source that records its commits."""
+
+    def __init__(self, records, batch=10):
+        self.records = records
+        self.batch = batch
+        self.i = 0
+        self.exhausted = False
+        self.commits: list[dict[str, int]] = []
+        self.on_poll = None
+
+    def poll(self, max_records, timeout_s):
+        if self.on_poll is not None:
+            self.on_poll(self.i)
+        out = self.records[self.i:self.i + min(self.batch, max_records)]
+        self.i += len(out)
+        self.exhausted = self.i >= len(self.records)
+        return out
+
+    def commit(self, positions):
+        self.commits.append(dict(positions))
+
+    def close(self):
+        pass
+
+
+class NullSink:
+    name = "null"
+
+    def __init__(self):
+        self.items = []
+        self.flushes = 0
+
+    def deliver(self, items):
+        self.items += items
+        return []
+
+    def flush(self):
+        self.flushes += 1
+        return []
+
+    def close(self):
+        pass
+
+
+def records(n, keys=("a", "b")):
+    out = []
+    for t, v in enumerate(step_series(n, n // 2)):
+        for k in keys:
+            out.append(Record(k, float(t), np.array([v]), ("p0", len(out))))
+    return out
+
+
+def config(tmp_path, every=20):
+    return parse_config({"source": {"type": "stdin", "max_poll_records": 10},
+                         "checkpoint": {"dir": str(tmp_path / "state"), "every_records": every},
+                         "metrics": {"enabled": False}})
+
+
+class GatedStore(CheckpointStore):
+    """write_many blocks until released, so the test sees the loop while a checkpoint is in flight."""
+
+    def __init__(self, directory):
+        super().__init__(directory)
+        self.release = threading.Event()
+        self.writing = threading.Event()
+        self.fail = False
+
+    def write_many(self, payloads):
+        self.writing.set()
+        assert self.release.wait(20)
+        if self.fail:
+            raise OSError("disk full")
+        return super().write_many(payloads)
+
+
+def test_offsets_are_committed_only_after_the_checkpoint_files_are_durable(tmp_path):
+    recs = records(60)
+    src = ListSource(recs)
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[NullSink()], dead_letter=NullSink())
+    d._setup()
+    store = GatedStore(tmp_path / "state")
+    d.pipeline.store = store
+    seen = {}
+
+    def on_poll(i):
+        # the first periodic checkpoint is due after 20 records; while its write is held back the
+        # loop keeps polling, and nothing may be committed yet
+        if d._inflight is not None and i >= 30 and "polled_while_writing" not in seen:
+            assert store.writing.wait(10)  # the writer thread is inside write_many, held
+            seen["polled_while_writing"] = i
+            seen["commits_then"] = list(src.commits)
+            seen["files_then"] = store.keys()
+            store.release.set()
+
+    src.on_poll = on_poll
+    assert d.run() == 0
+    assert seen["polled_while_writing"] >= 20  # processing went on during the write
+    assert seen["commits_then"] == [] and seen["files_then"] == []
+    assert src.commits[0] == {"p0": 20}  # the position of the snapshot, not of the loop at commit time
+    assert src.commits[-1] == {"p0": len(recs)}
+    assert all(a["p0"] <= b["p0"] for a, b in zip(src.commits, src.commits[1:]))
+    assert store.load("a")[1]["count"] == 60 and store.load("b")[1]["count"] == 60
+
+
+def test_a_failed_checkpoint_write_commits_nothing_and_stops_the_daemon(tmp_path):
+    src = ListSource(records(30))
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[NullSink()], dead_letter=NullSink())
+    d._setup()
+    store = GatedStore(tmp_path / "state")
+    store.fail = True
+    store.release.set()
+    d.pipeline.store = store
+    with pytest.raises(OSError, match="disk full"):
+        d.run()
+    assert src.commits == []
+    assert all(ks.dirty for ks in d.pipeline.keys.values())  # still to be written
+
+
+def test_fencing_between_two_stores_on_one_directory(tmp_path):
+    """Two processes = two CheckpointStore objects: the stat-signature shortcut must not hide a
+    newer checkpoint written by the other one."""
+    zombie = Pipeline(MeanShiftFactory(), store=CheckpointStore(tmp_path))
+    owner = Pipeline(MeanShiftFactory(), store=CheckpointStore(tmp_path))
+    zombie.process(records(5, keys=("a",)))
+    zombie.checkpoint()
+    owner.process(records(5, keys=("a",)))   # restored from the zombie's checkpoint; all 5 are replays
+    assert owner.skipped_replays == 5
+    owner.process([Record("a", 10.0, np.array([1.0]), ("p0", 10))])
+    owner.checkpoint()
+    zombie.process([Record("a", 10.0, np.array([2.0]), ("p0", 10))])
+    assert zombie.checkpoint() == 0 and zombie.fenced_keys == 1 and "a" not in zombie.keys
+    assert CheckpointStore(tmp_path).load("a")[1]["count"] == owner.keys["a"].count
+
+
+def test_store_seq_is_read_from_disk_when_another_writer_replaced_the_file(tmp_path):
+    mine, other = CheckpointStore(tmp_path), CheckpointStore(tmp_path)
+    mine.save("k", {"x": np.zeros(3)}, {"seq": 1})
+    assert mine.seq("k") == 1
+    other.save("k", {"x": np.zeros(3)}, {"seq": 5})  # same size, new inode
+    assert mine.seq("k") == 5
+    (tmp_path / mine.path("k").name).unlink()
+    assert mine.seq("k") == 0
+
+
+class Stepper:
+    """A detector with ``step`` and, optionally, ``step_many`` (same alarms either way)."""
+
+    class A:
+        def __init__(self, t):
+            self.change_index, self.alarm_index, self.score, self.threshold = t, t, 1.0, 0.5
+
+    def __init__(self):
+        self.t = 0
+        self.score = 0.0
+        self.calls = {"step": 0, "step_many": 0}
+
+    def step(self, x):
+        self.calls["step"] += 1
+        self.t += 1
+        self.score = float(x)
+        return self.A(self.t) if float(x) > 5 else None
+
+
+class ManyStepper(Stepper):
+    def step_many(self, values):
+        self.calls["step_many"] += 1
+        out = []
+        for x in np.asarray(values):
+            out.append(Stepper.step(self, x))
+        self.calls["step"] -= len(out)
+        return out
+
+
+def test_adapter_uses_step_many_when_the_detector_has_it():
+    vals = np.array([[1.0], [9.0], [2.0], [7.0]])
+    plain, many = ChangePointAdapter(Stepper()), ChangePointAdapter(ManyStepper())
+    e1, e2 = plain.update_batch(vals), many.update_batch(vals)
+    assert e1 == e2 and [e.row for e in e1] == [1, 3]
+    assert plain.det.calls == {"step": 4, "step_many": 0}
+    assert many.det.calls == {"step": 0, "step_many": 1}
+    assert plain.latest_score == many.latest_score == 7.0
+
+
+# --- eager restore -----------------------------------------------------------------------------------
+def checkpointed_store(tmp_path):
+    """Keys a, b on partition p0 and c on p1, checkpointed after 30 records each."""
+    store = CheckpointStore(tmp_path / "state")
+    p = Pipeline(MeanShiftFactory(), store=store)
+    recs = []
+    for t, v in enumerate(step_series(30, 100)):
+        for k, part in (("a", "p0"), ("b", "p0"), ("c", "p1")):
+            recs.append(Record(k, float(t), np.array([v]), (part, t)))
+    p.process(recs)
+    p.checkpoint()
+    return store
+
+
+def test_restore_partitions_loads_only_the_keys_of_those_partitions(tmp_path):
+    store = checkpointed_store(tmp_path)
+    factory = MeanShiftFactory()
+    p = Pipeline(factory, store=store)
+    assert p.restore_partitions({"p0"}) == 2
+    assert sorted(p.keys) == ["a", "b"] and factory.restored == 2 and factory.created == 0
+    assert p.keys_of_partitions({"p0"}) == ["a", "b"] or sorted(p.keys_of_partitions({"p0"})) == ["a", "b"]
+    assert p.restore_partitions({"p0"}) == 0  # already in memory
+    # replays of records already in the restored state are skipped, as after a lazy restore
+    _, bad = p.process([Record("a", 29.0, np.array([0.0]), ("p0", 29)), Record("a", 30.0, np.array([0.0]), ("p0", 30))])
+    assert bad == [] and p.skipped_replays == 1 and p.keys["a"].count == 31
+    assert p.restore_partitions({"p1"}, limit=0) == 0 and "c" not in p.keys
+
+
+def test_daemon_restores_keys_when_partitions_are_assigned_and_at_start(tmp_path):
+    store = checkpointed_store(tmp_path)
+    src = ListSource([])
+    src.on_revoke = src.on_assign = None   # looks like a group consumer: the daemon installs its callbacks
+    factory = MeanShiftFactory()
+    d = Daemon(config(tmp_path), factory=factory, source=src, sinks=[NullSink()], dead_letter=NullSink())
+    d._setup()
+    assert d.pipeline.keys == {}
+    src.on_assign({"p1"})
+    assert list(d.pipeline.keys) == ["c"] and factory.restored == 1
+    d.close()
+
+    src2 = ListSource([])
+    src2.static_partitions = {"p0", "p1"}   # e.g. manual Kafka assignment or a file
+    d2 = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src2, sinks=[NullSink()],
+                dead_letter=NullSink())
+    d2._setup()
+    assert sorted(d2.pipeline.keys) == ["a", "b", "c"]
+    assert d2.pipeline.keys["c"].count == 30 and store.load("c")[1]["count"] == 30
+    d2.close()

@@ -1,0 +1,169 @@
+"""Daemon over the file source: bad input to the dead-letter sink, alerts, checkpoints, restart."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from ratiowatch.connectors.metrics import Metrics
+from ratiowatch.connectors.sinks import JsonlFileSink
+from ratiowatch.stream.engine.config import parse_config
+from ratiowatch.stream.engine.daemon import Daemon
+from ratiowatch.connectors.records import Alert
+from toy_detector import MeanShiftFactory, step_series
+
+
+def write_jsonl(path, rows):
+    with open(path, "w") as fh:
+        for r in rows:
+            fh.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+
+
+def make_cfg(tmp_path, data, **over):
+    doc = {
+        "source": {"type": "file", "path": str(data), "max_poll_records": 50},
+        "fields": {"key": "host", "timestamp": "ts", "values": ["v"]},
+        "pipeline": {"max_record_bytes": 200},
+        "checkpoint": {"dir": str(tmp_path / "state"), "every_records": 40},
+        "sinks": [{"type": "jsonl", "path": str(tmp_path / "alerts.jsonl")}],
+        "dead_letter": {"type": "file", "path": str(tmp_path / "dead.jsonl")},
+        "metrics": {"enabled": False},
+    }
+    for section, values in over.items():
+        doc.setdefault(section, {}).update(values)
+    return parse_config(doc)
+
+
+def read_jsonl(path):
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def good_rows(n=100, change=60, keys=("a", "b")):
+    rows = []
+    for t, v in enumerate(step_series(n, change)):
+        for k in keys:
+            rows.append({"host": k, "ts": t, "v": v})
+    return rows
+
+
+def test_every_kind_of_bad_record_is_dead_lettered_and_the_stream_goes_on(tmp_path):
+    rows = good_rows()
+    bad = {
+        3: '{"host": "a", "ts": 1, "v": ',                      # malformed JSON
+        10: {"host": "a", "v": 1.0},                              # missing timestamp
+        20: {"ts": 5, "v": 1.0},                                  # missing key
+        30: '{"host": "a", "ts": 12, "v": NaN}',                  # NaN
+        40: {"host": "a", "ts": 19, "v": [1.0, 2.0]},             # wrong dimension
+        50: {"host": "b", "ts": 0, "v": 0.0},                     # timestamp going backwards
+        60: {"host": "a", "ts": 29, "v": 1.0, "pad": "x" * 300},  # oversized
+    }
+    for pos in sorted(bad, reverse=True):
+        rows.insert(pos, bad[pos])
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, rows)
+    metrics = Metrics(score_keys=["a"])
+    d = Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory(), metrics=metrics)
+    assert d.run() == 0
+    text = metrics.exposition().decode()
+    for line in ["ratiowatch_records_total 200.0", 'ratiowatch_alerts_total{kind="changepoint"} 2.0',
+                 'ratiowatch_bad_records_total{reason="missing_field"} 2.0', "ratiowatch_active_keys 2.0",
+                 'ratiowatch_bad_records_total{reason="oversized"} 1.0', 'ratiowatch_latest_score{key="a"} 0.0']:
+        assert line in text, line
+    dead = read_jsonl(tmp_path / "dead.jsonl")
+    assert sorted(x["reason"] for x in dead) == sorted(
+        ["malformed_json", "missing_field", "missing_field", "non_finite", "wrong_dimension",
+         "timestamp_backwards", "oversized"])
+    assert all(x["detail"] and x["ref"][0] == "file:in.jsonl" for x in dead)
+    alerts = [Alert(**a) for a in read_jsonl(tmp_path / "alerts.jsonl")]
+    assert sorted((a.key, a.change_index) for a in alerts) == [("a", 60), ("b", 60)]
+    assert d.stats["records"] == 200 and d.stats["bad"] == 7
+    assert d.pipeline.keys["a"].count == 100
+
+
+def test_restart_resumes_after_committed_offset_without_reprocessing(tmp_path):
+    data = tmp_path / "in.jsonl"
+    rows = good_rows(100, 60)
+    write_jsonl(data, rows[:90])
+    assert Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory()).run() == 0
+    assert read_jsonl(tmp_path / "alerts.jsonl") == []
+    write_jsonl(data, rows)  # more data arrived (same first 90 lines)
+    factory = MeanShiftFactory()
+    d2 = Daemon(make_cfg(tmp_path, data), factory=factory)
+    assert d2.run() == 0
+    assert factory.restored == 2 and factory.created == 0
+    assert d2.stats["records"] == 110  # only the new lines were read
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert sorted((a["key"], a["change_index"]) for a in alerts) == [("a", 60), ("b", 60)]
+
+
+def test_csv_follow_mode_and_sigterm_style_stop_flushes_and_checkpoints(tmp_path):
+    data = tmp_path / "in.csv"
+    data.write_text("host,ts,v\n")
+    cfg = make_cfg(tmp_path, data, source={"follow": True, "poll_interval_s": 0.01},
+                   checkpoint={"every_records": 100000, "every_s": 1000.0})
+    d = Daemon(cfg, factory=MeanShiftFactory())
+    th = threading.Thread(target=d.run)
+    th.start()
+    with open(data, "a") as fh:
+        for t, v in enumerate(step_series(40, 20)):
+            fh.write(f"a,{t},{v}\n")
+            if t == 10:
+                fh.write("a,11,")  # a line being written: must wait for its end
+                fh.flush()
+                time.sleep(0.05)
+                fh.write("0.0\n")
+        fh.flush()
+    deadline = time.monotonic() + 10
+    while d.stats["records"] < 41 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    d.stop()  # what the SIGTERM handler does
+    th.join(10)
+    assert not th.is_alive()
+    assert d.stats["records"] == 41 and d.stats["bad"] == 0
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert [(a["key"], a["change_index"]) for a in alerts] == [("a", 21)]  # the extra row shifts it by one
+    store_meta = d.store.load("a")[1]
+    assert store_meta["count"] == 41
+    assert d.store.load_json("offsets-in.csv.json") == {"file:in.csv": 42}  # header + 41 rows
+
+
+def test_jsonl_sink_cuts_a_torn_last_line_on_open(tmp_path):
+    path = tmp_path / "alerts.jsonl"
+    a = Alert.from_alarm(key="k", detector="d", change_index=1, alarm_index=2, timestamp=0, score=1, threshold=1)
+    path.write_text(a.to_json() + "\n" + a.to_json()[:20])
+    sink = JsonlFileSink(path)
+    sink.deliver([a])
+    sink.close()
+    lines = path.read_text().splitlines()
+    assert [Alert.from_json(x) for x in lines] == [a, a]
+
+
+def test_idle_keys_are_checkpointed_and_evicted_then_restored(tmp_path):
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, [{"host": "a", "ts": t, "v": 0.0} for t in range(30)])
+    cfg = make_cfg(tmp_path, data, source={"follow": True, "poll_interval_s": 0.01},
+                   pipeline={"idle_evict_s": 0.3}, checkpoint={"every_records": 100000, "every_s": 1000.0})
+    factory = MeanShiftFactory()
+    d = Daemon(cfg, factory=factory)
+    th = threading.Thread(target=d.run)
+    th.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (d.stats["records"] == 30 and d.pipeline and not d.pipeline.keys):
+            time.sleep(0.02)
+        assert d.pipeline.keys == {} and d.store.load("a")[1]["count"] == 30  # evicted after a checkpoint
+        with open(data, "a") as fh:  # the key comes back with its change
+            for t in range(30, 40):
+                fh.write(json.dumps({"host": "a", "ts": t, "v": 10.0}) + "\n")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and d.stats["records"] < 40:
+            time.sleep(0.02)
+    finally:
+        d.stop()
+        th.join(10)
+    assert factory.created == 1 and factory.restored == 1
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert [(a["key"], a["change_index"]) for a in alerts] == [("a", 30)]
