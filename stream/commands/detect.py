@@ -109,8 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print change points and alarms as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
-                        help="sensitivity: target probability that a step of a change-free series "
-                             "raises an alarm (default 1e-4; larger finds more, smaller fewer)")
+                        help="sensitivity: chance that a change-free series gets any change point "
+                             "(the stop test's level; default 0.05; larger finds more, smaller fewer)")
 
 
 def run(args) -> int:
@@ -124,7 +124,7 @@ def run(args) -> int:
     params = {}
     if args.false_alarm_rate is not None:
         if not 0.0 < args.false_alarm_rate < 1.0:
-            print(f"ratiowatch detect: --false-alarm-rate must be in (0, 1), e.g. 1e-4; got {args.false_alarm_rate}",
+            print(f"ratiowatch detect: --false-alarm-rate must be in (0, 1), e.g. 0.05; got {args.false_alarm_rate}",
                   file=sys.stderr)
             return 2
         params["false_alarm_rate"] = args.false_alarm_rate

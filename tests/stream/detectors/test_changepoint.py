@@ -115,7 +115,7 @@ def test_float_array_and_dict_inputs_agree():
 def test_multivariate_change_is_found():
     rng = np.random.default_rng(6)
     x = np.r_[rng.normal(size=(300, 3)), rng.normal(size=(300, 3)) * [1, 1, 6]]
-    cps = detect(x, n=25)
+    cps = detect(x)
     assert any(abs(c - 300) <= 25 for c in cps)
 
 
@@ -128,8 +128,8 @@ def test_missing_values_follow_the_documented_policy():
     filled[[50, 51, 52]] = y[49]  # ... then carried forward
     filled[320] = y[319]
     # leading held samples produce nothing, so compare from the same start
-    r1 = replay(list(with_gaps), n=20)
-    r2 = replay(np.r_[[np.nan, np.nan], filled[2:]], n=20)
+    r1 = replay(list(with_gaps))
+    r2 = replay(np.r_[[np.nan, np.nan], filled[2:]])
     np.testing.assert_allclose(r1.scores, r2.scores, equal_nan=True, atol=1e-12)
 
 
@@ -191,18 +191,22 @@ def test_ar_null_threshold_is_the_tail_of_its_surrogate_pool():
 
 
 def test_ulsif_method_runs():
-    cps = detect(variance_change(), method="ulsif", n=25)
+    cps = detect(variance_change(), method="ulsif")
     assert isinstance(cps, list)
 
 
 def test_peer_methods_run_or_say_they_are_missing():
+    # the streaming detector offers the peer estimators; the offline split profile is a RuLSIF fit
     for method in ("lsdd", "kliep"):
         try:
-            cps = detect(variance_change(300), method=method, n=10)
+            det = ChangePointDetector(method=method, n=10)
+            alarms = [a for a in (det.step(v) for v in variance_change(300)) if a is not None]
         except ValueError as exc:
             assert "not available" in str(exc)
         else:
-            assert isinstance(cps, list)
+            assert isinstance(alarms, list)
+        with pytest.raises(ValueError, match="supports method"):
+            detect(variance_change(300), method=method)
 
 
 # ---------------------------------------------------------------- checkpoints
