@@ -10,14 +10,18 @@ calibrated stop test.
    segment: the symmetric RuLSIF divergence between the subsequences before and after it, scaled
    by the effective sample size, on raw and z-normalised subsequence views.
 3. The segment's largest score is tested against the largest scores of change-free AR surrogates
-   of the same segment (:mod:`ratiowatch.stream.calibration.split_test`) at level
-   ``false_alarm_rate``. If it is significant, the best split is a change point and both halves
-   are segmented again; otherwise the segment has no change.
+   of the same segment (:mod:`ratiowatch.stream.calibration.split_test`). If it is significant,
+   the best split is a change point and both halves are segmented again (breadth first);
+   otherwise the segment has no change.
 
 Because a change-free series can only gain a change point through the first test, the chance that
-it gets any change point at all is the level of that test (``false_alarm_rate``, 0.05 by default),
-whatever its length; the test is a scan over all splits, so it accounts for the search. Each
-change point is the split itself (the first sample of the new segment), never a detection time.
+it gets any change point at all is the level of that test (``false_alarm_rate``, 0.05 by default,
+an exact Monte-Carlo rank test), whatever its length; the test is a scan over all splits, so it
+accounts for the search. The later tests spend the level (``spending``): the k-th test rejects
+only if it passes the rank test and the Gumbel-tail p-value of its maximum is at most
+``false_alarm_rate / k``, so the expected number of false splits grows like the harmonic sum of
+the tests made, not like their number. Each change point is the split itself (the first sample of
+the new segment), never a detection time.
 
 Examples
 --------
@@ -68,7 +72,8 @@ class Replay:
 #: <= 5; subsequence starts every width / 4 samples (neighbours overlap by three quarters), and
 #: at most MAX_ROWS subsequences per segment (a coarser stride on very long series).
 DEFAULTS = {"false_alarm_rate": 0.05, "alpha": 0.1, "lam": 1e-3, "sigma_factor": 0.5, "n_centres": 32,
-            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0}
+            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True,
+            "ar_fit": "burg"}
 MAX_ROWS = 5000
 METHODS = ("rulsif", "ulsif")
 
@@ -126,7 +131,8 @@ def describe_config(params: dict | None = None) -> dict:
     cfg = {**DEFAULTS, "width_rule": (f"significant autocorrelation period, else {DEFAULT_WIDTH}; at most "
                                       f"T // {MIN_ROWS}"),
            "stride": f"max(1, width // 4, ceil(rows / {MAX_ROWS}))",
-           "stop": "binary segmentation; max of the split profile vs AR-surrogate maxima at level false_alarm_rate"}
+           "stop": ("breadth-first binary segmentation; max of the split profile vs AR-surrogate maxima, "
+                    "test k at level false_alarm_rate / k (Gumbel tail) after the first")}
     cfg.update(params or {})
     return cfg
 
@@ -149,8 +155,9 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     alarms: list[Alarm] = []
     done = 0
     stack = [(0, t_len)]
+    n_tests = 0
     while stack:
-        a, e = stack.pop()
+        a, e = stack.pop(0)
         seg = x[a:e]
         stat, split, (grid, prof_values) = prof.best(seg, trace=True) if e - a >= prof.min_length() else (
             -math.inf, -1, (np.zeros(0, dtype=np.int64), np.zeros(0)))
@@ -159,16 +166,20 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             if progress is not None:
                 progress(done, t_len)
             continue
-        test = max_split_test(seg, prof, stat, level, rng, max_order=int(cfg["max_order"]))
+        test = max_split_test(seg, prof, stat, level, rng, max_order=int(cfg["max_order"]), fit=cfg["ar_fit"])
+        n_tests += 1
+        reject = test.reject
+        if reject and cfg["spending"] and n_tests > 1:
+            reject = test.tail_p_value <= level / n_tests
         # traces: the profile held from each grid split to the next, the threshold over the segment
         for g, s in enumerate(grid):
             stop = grid[g + 1] if g + 1 < grid.size else e - a
             scores[a + s: a + stop] = prof_values[g]
         thresholds[a:e] = test.critical
-        if test.reject:
+        if reject:
             alarms.append(Alarm(change_index=a + split, alarm_index=t_len - 1, score=stat,
                                 threshold=test.critical))
-            stack.extend([(a + split, e), (a, a + split)])
+            stack.extend([(a, a + split), (a + split, e)])
         else:
             done += e - a
             if progress is not None:
@@ -191,6 +202,8 @@ def detect(series, **params) -> list[int]:
         Split profile settings (:class:`~ratiowatch.core.split_profile.SplitProfile`).
     max_order : int
         Largest AR order of the surrogates.
+    spending : bool
+        Test k > 1 at level ``false_alarm_rate / k`` (module docstring); True by default.
     method : {"rulsif", "ulsif"}
         The divergence (uLSIF is RuLSIF with alpha = 0).
     seed : int

@@ -54,6 +54,27 @@ def test_changes_in_short_series_are_located(kind):
     assert len(cps) == 1 and abs(cps[0] - 60) <= 5, cps
 
 
+def test_later_tests_spend_the_level():
+    """0 -> 2 -> 0 mean shifts (500 samples each): both found with and without spending; spending
+    only removes change points of the later tests."""
+    rng = np.random.default_rng(11)
+    y = np.concatenate([rng.normal(2.0 * (i % 2), 1, 500) for i in range(3)])
+    strict, loose = detect(y), detect(y, spending=False)
+    for cp in (500, 1000):
+        assert any(abs(c - cp) <= 5 for c in strict), strict
+    assert set(strict) <= set(loose)
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation: alternating shifts 0, 3, 0, 3 (300 samples each) leave no "
+                                       "single split that separates the distributions well, and the AR(<=5) null "
+                                       "fitted to the whole series is persistent (coefficients sum ~0.9)")
+def test_alternating_mean_shifts_are_found():
+    rng = np.random.default_rng(11)
+    y = np.concatenate([rng.normal(3.0 * (i % 2), 1, 300) for i in range(4)])
+    cps = detect(y)
+    assert all(any(abs(c - cp) <= 5 for c in cps) for cp in (300, 600, 900)), cps
+
+
 def test_alarms_report_the_split_and_the_end_of_the_series():
     rng = np.random.default_rng(2)
     y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 3, 300)]
