@@ -59,45 +59,8 @@ def _rows(x) -> np.ndarray:
     return x[:, None] if x.ndim == 1 else x
 
 
-#: median of a chi-square with one degree of freedom: median((x_{t+h} - x_t)^2) = 2 V(h) x this for Gaussian data
-_CHI2_MEDIAN = 0.45493642311957283
-
-
-def variogram_ar(y: np.ndarray, max_order: int, max_lag: int) -> tuple[np.ndarray, float]:
-    """AR coefficients and innovation variance from a robust variogram of ``y`` (T,).
-
-    ``V(h) = median((y_{t+h} - y_t)^2) / (2 x 0.455)`` (Cressie and Hawkins 1980 in spirit: a
-    median, so the few differences that straddle a level shift do not count), the variance as the
-    median of ``V`` over lags ``max_lag / 2 .. max_lag``, the autocovariances ``gamma(h) = gamma(0)
-    - V(h)``, and Levinson-Durbin up to ``max_order`` (stopping before a reflection coefficient
-    reaches 1). A random walk's variogram keeps growing, so its variance at ``max_lag`` makes the
-    model nearly integrated; a few sharp shifts leave the median of the short-lag differences
-    alone, so the model stays short-memory and the surrogates do not wander like the change.
-    """
-    t_len = y.size
-    def vario(h):
-        d = y[h:] - y[:-h]
-        return float(np.median(d * d)) / (2.0 * _CHI2_MEDIAN)
-    p = int(min(max_order, max(0, max_lag - 1)))
-    short = np.array([vario(h) for h in range(1, p + 1)])
-    far = np.unique(np.linspace(max(p + 1, max_lag // 2), max(p + 1, max_lag), 8).round().astype(int))
-    far = far[far < t_len]
-    gamma0 = float(np.median([vario(int(h)) for h in far])) if far.size else float(np.var(y))
-    gamma0 = max(gamma0, float(short.max()) if short.size else 0.0, 1e-300)
-    r = np.r_[1.0, 1.0 - short / gamma0]
-    phi = np.zeros(0)
-    s2 = gamma0
-    for k in range(1, p + 1):  # Levinson-Durbin on the autocorrelations
-        refl = (r[k] - float(phi @ r[k - 1:0:-1])) / (s2 / gamma0)
-        if not abs(refl) < 0.999:
-            break
-        phi = np.r_[phi - refl * phi[::-1], refl]
-        s2 *= 1.0 - refl * refl
-    return phi, s2
-
-
 def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_ORDER,
-                  remap: bool = True, fit: str = "burg") -> Iterator[np.ndarray]:
+                  remap: bool = True) -> Iterator[np.ndarray]:
     """``count`` change-free surrogates of ``x`` (T, m), each of shape (T, m) (module docstring).
 
     Examples
@@ -118,24 +81,6 @@ def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_
     trend = mu[None, :] + tt[:, None] * slope[None, :]
     y = x - trend
     srt = np.sort(y, axis=0)
-    if fit == "variogram":
-        m = x.shape[1]
-        fits = [variogram_ar(y[:, c], max_order, max(2 * max_order + 2, t_len // 10)) for c in range(m)]
-        dif = np.diff(y, axis=0)
-        corr = np.corrcoef(dif.T) if m > 1 and t_len > 3 else np.ones((1, 1))
-        corr = np.nan_to_num(np.atleast_2d(corr)) + 1e-9 * np.eye(m)
-        chol = np.linalg.cholesky(corr)
-        burn = 100 + 10 * max_order
-        for _ in range(count):
-            e = rng.standard_normal((t_len + burn, m)) @ chol.T
-            z = np.empty((t_len, m))
-            for c, (phi, s2) in enumerate(fits):
-                z[:, c] = _ar_run(phi, math.sqrt(s2) * e[:, c])[burn:]
-            if remap:
-                ranks = np.argsort(np.argsort(z, axis=0, kind="stable"), axis=0, kind="stable")
-                z = np.take_along_axis(srt, ranks, axis=0)
-            yield z + trend
-        return
     models = fit_ar_channels(y, max_order=int(max(0, min(max_order, t_len // 4))))
     for _ in range(count):
         z = simulate_ar(models, t_len, 1, rng)[0]
@@ -143,12 +88,6 @@ def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_
             ranks = np.argsort(np.argsort(z, axis=0, kind="stable"), axis=0, kind="stable")
             z = np.take_along_axis(srt, ranks, axis=0)
         yield z + trend
-
-
-def _ar_run(phi: np.ndarray, e: np.ndarray) -> np.ndarray:
-    from scipy.signal import lfilter
-
-    return lfilter([1.0], np.r_[1.0, -phi], e)
 
 
 @dataclass(frozen=True)
@@ -187,7 +126,7 @@ def n_surrogates(level: float) -> int:
 
 
 def max_split_test(x, profile, observed: float, level: float, rng: np.random.Generator,
-                   count: int | None = None, max_order: int = MAX_ORDER, fit: str = "burg") -> SplitTest:
+                   count: int | None = None, max_order: int = MAX_ORDER) -> SplitTest:
     """Monte-Carlo test of ``observed`` (the profile maximum of ``x``) against surrogate maxima.
 
     Parameters
@@ -211,7 +150,7 @@ def max_split_test(x, profile, observed: float, level: float, rng: np.random.Gen
     allowed = int(math.floor(level * (count + 1))) - 1  # exceedances that still reject
     exceed = 0
     null = []
-    for z in ar_surrogates(x, rng, count, max_order, fit=fit):
+    for z in ar_surrogates(x, rng, count, max_order):
         v = profile.maximum(z)
         null.append(v)
         if v >= observed:

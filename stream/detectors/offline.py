@@ -72,8 +72,7 @@ class Replay:
 #: <= 5; subsequence starts every width / 4 samples (neighbours overlap by three quarters), and
 #: at most MAX_ROWS subsequences per segment (a coarser stride on very long series).
 DEFAULTS = {"false_alarm_rate": 0.05, "alpha": 0.1, "lam": 1e-3, "sigma_factor": 0.5, "n_centres": 32,
-            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True,
-            "ar_fit": "burg"}
+            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True}
 MAX_ROWS = 5000
 METHODS = ("rulsif", "ulsif")
 
@@ -166,7 +165,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             if progress is not None:
                 progress(done, t_len)
             continue
-        test = max_split_test(seg, prof, stat, level, rng, max_order=int(cfg["max_order"]), fit=cfg["ar_fit"])
+        test = max_split_test(seg, prof, stat, level, rng, max_order=int(cfg["max_order"]))
         n_tests += 1
         reject = test.reject
         if reject and cfg["spending"] and n_tests > 1:
