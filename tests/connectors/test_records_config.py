@@ -51,10 +51,10 @@ def test_alert_id_is_stable_and_depends_on_key_change_index_and_detector():
 
 
 def test_config_defaults_and_detector_kwargs():
-    cfg = parse_config({"source": {"type": "stdin"}, "detector": {"n": 30, "options": {"threshold": 2.0}}})
+    cfg = parse_config({"source": {"type": "stdin"}, "detector": {"n": 30, "options": {"false_alarm_rate": 0.01}}})
     assert cfg.sinks == [dict(cfg.sinks[0])] and cfg.sinks[0]["type"] == "stdout"
     assert cfg.metrics["host"] == "127.0.0.1" and cfg.metrics["port"] == 9108
-    assert cfg.detector_kwargs() == {"method": "rulsif", "n": 30, "seed": 0, "threshold": 2.0}
+    assert cfg.detector_kwargs() == {"method": "rulsif", "n": 30, "seed": 0, "false_alarm_rate": 0.01}
 
 
 @pytest.mark.parametrize("doc,where", [
