@@ -67,7 +67,10 @@ def build_source(cfg: Config, store: Any, on_revoke=None, on_assign=None):
                        partitions=s["partitions"], auto_offset_reset=s["auto_offset_reset"],
                        session_timeout_ms=s["session_timeout_ms"], heartbeat_interval_ms=s["heartbeat_interval_ms"],
                        max_poll_interval_ms=s["max_poll_interval_ms"], max_bytes=max_bytes,
-                       options={"check_crcs": s["check_crcs"], **s["options"]},
+                       options={"check_crcs": s["check_crcs"],
+                                # a first contact bounded like the daemon's wait for the broker
+                                "bootstrap_timeout_ms": max(1000, int(1000 * s["connect_timeout_s"])),
+                                **s["options"]},
                        on_revoke=on_revoke, on_assign=on_assign)
 
 
