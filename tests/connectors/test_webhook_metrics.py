@@ -108,3 +108,22 @@ def test_webhook_sends_the_alert_id_as_idempotency_key_on_every_attempt(free_por
         server.server_close()
     assert [k for k, _, _ in seen] == [alert(1).alert_id, alert(1).alert_id, alert(2).alert_id]
     assert all(k == body_id and team == "ops" for k, body_id, team in seen)
+
+
+def test_metrics_endpoint_negotiates_openmetrics_and_gzip(free_port):
+    import gzip
+
+    m = Metrics()
+    port = m.serve("127.0.0.1", free_port)
+    try:
+        m.records.inc(2)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                     headers={"Accept": "application/openmetrics-text; version=1.0.0",
+                                              "Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            ctype, enc, body = resp.headers["Content-Type"], resp.headers.get("Content-Encoding"), resp.read()
+        assert ctype.startswith("application/openmetrics-text") and enc == "gzip"
+        text = gzip.decompress(body).decode()
+        assert "ratiowatch_records_total 2.0" in text and text.rstrip().endswith("# EOF")
+    finally:
+        m.close()
