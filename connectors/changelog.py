@@ -71,7 +71,10 @@ class ChangelogStore:
         self.max_message_bytes = max_message_bytes
         self.replication_factor = replication_factor
         self.timeout_s = timeout_s
-        self.options = dict(options or {})
+        # the source's pass-through settings that every client takes (TLS, SASL); consumer-only
+        # ones (fetch sizes, ...) would be refused by the producer and the admin client
+        self.options = {k: v for k, v in (options or {}).items()
+                        if k.startswith(("security_protocol", "ssl_", "sasl_")) or k in ("api_version", "client_id")}
         self._seqs: dict[str, int] = {}                 # key -> latest version seen or written
         self._restored: dict[str, tuple[str, bytes]] = {}  # key -> (source partition, payload): not yet taken
         self.partitions = self.ensure_topic()
