@@ -124,9 +124,9 @@ class Pipeline:
         single far-future timestamp cannot make every later record of the key "go backwards".
         ``None``: no bound.
     ahead_confirm : int
-        A real jump is accepted when this many records in a row are all too far ahead (and in
-        order among themselves): the last of them is admitted and becomes the key's clock; the
-        ones before it are in the dead-letter sink.
+        A real jump is accepted when this many records in a row are all too far ahead, each within
+        ``max_timestamp_ahead`` after the one before: the last of them is admitted and becomes the
+        key's clock; the ones before it are in the dead-letter sink.
     """
 
     def __init__(self, factory: DetectorFactory, *, store: CheckpointStore | None = None,
@@ -251,7 +251,8 @@ class Pipeline:
                 return False
             ahead = self.max_timestamp_ahead
             if ahead is not None and ks.last_ts != float("-inf") and t - ks.last_ts > ahead:
-                streak = ks.ahead_streak + 1 if t >= ks.ahead_last else 1
+                # a jump is confirmed by records close to each other, not by two wild ones in a row
+                streak = ks.ahead_streak + 1 if 0.0 <= t - ks.ahead_last <= ahead else 1
                 if streak < self.ahead_confirm:
                     ks.ahead_streak, ks.ahead_last = streak, t
                     bad.append(item.rejected("timestamp_too_far_ahead", f"timestamp {t} is more than "

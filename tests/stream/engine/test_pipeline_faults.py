@@ -51,6 +51,14 @@ def test_a_real_jump_is_accepted_once_confirmed(form):
     assert p.keys["a"].count == 19 and p.keys["a"].last_ts == 1e6 + 9
 
 
+def test_two_wild_timestamps_in_a_row_do_not_confirm_a_jump():
+    stamps = list(range(10)) + [1e12, 2e12] + list(range(10, 20))
+    p = Pipeline(MeanShiftFactory(), max_timestamp_ahead=1000.0, ahead_confirm=2)
+    _, bad = p.process(as_list(stamps))
+    assert [b.reason for b in bad] == ["timestamp_too_far_ahead"] * 2
+    assert p.keys["a"].count == 20 and p.keys["a"].last_ts == 19.0
+
+
 def test_the_daemon_default_bounds_far_future_timestamps():
     from ratiowatch.stream.engine.config import parse_config
 
