@@ -32,7 +32,8 @@ Examples
 >>> ticket = w.put([a])
 >>> w.wait(ticket, timeout_s=10), Alert.from_json(out.getvalue()) == a
 (True, True)
->>> w.close()
+>>> w.close()   # True: everything queued was acknowledged
+True
 """
 
 from __future__ import annotations
