@@ -60,8 +60,8 @@ _SOURCE = [
     Opt("heartbeat_interval_ms", "int", 1000, "kafka: heartbeat interval", minimum=100),
     Opt("max_poll_interval_ms", "int", 60000, "kafka: max time between polls before the group evicts us",
         minimum=1000),
-    Opt("check_crcs", "bool", True, "kafka: verify record CRCs (pure-Python crc32c in kafka-python unless the "
-                                    "`crc32c` package is installed: costly at high rates)"),
+    Opt("check_crcs", "bool", True, "kafka: verify record CRCs (fast with the `crc32c` package, a dependency "
+                                    "of ratiowatch; kafka-python's pure-Python fallback is costly at high rates)"),
     Opt("connect_timeout_s", "float", 30.0, "kafka: at start, wait this long for the broker before giving up with "
                                             "an error (exit code 4)", minimum=0.0),
     Opt("max_poll_records", "int", 2000, "records per poll batch (also the file/stdin batch size)", minimum=1),
