@@ -509,11 +509,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         past, cur = y[:n], y[n:]
         sigma, lam = self._select_params(past, cur)
         self._win = self._make_state(n, sigma, lam)
-        if hasattr(self._win, "push_many"):  # one compiled loop (filling pushes solve nothing)
-            self._win.push_many(y)
-        else:
-            for row in y:
-                self._win.push(row)
+        self._win.push_many(y)  # one compiled loop where the state has one (filling pushes solve nothing)
         # a full rebuild of the accumulators from the stored samples once the windows are filled
         # (cheap, and independent of how the state treats its filling phase)
         self._win.set_params(sigma, lam)
@@ -589,7 +585,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
-        sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)  # KLIEP has no ridge
+        sigma, lam = self._win.sigma, self._win.lam
         uses_ar = self._null_mode == "ar" or self._null == "ar_or_permutation"
         ar_values = self._ar_values(n) if uses_ar else None  # once: it is also the switch's test
         if self._null_mode == "permutation" and ar_values is not None and ar_values.shape[0] >= AR_MIN_VALUES:
