@@ -80,7 +80,7 @@ def compute_h(K, pt, z, d, st, h, ridge):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def begin(c_new, c, c0, d, act, st, a, G, K, pt, z, h, ridge, kscale, fsc, isc):  # pragma: no cover
-    """Start a segment c -> c_new: direction, active set, zero-weight relabelling (P6), h, sigma.
+    """Start a segment c -> c_new: direction, active set, zero-weight relabelling, h, sigma.
 
     Returns the sign-filter tolerance, or -1.0 when ``c_new`` holds NaN/inf or a negative value.
     """
