@@ -75,3 +75,76 @@ def test_a_hanging_webhook_does_not_stall_other_keys_and_offsets_wait_for_it(han
     assert [b["change_index"] for b in hanging_server["bodies"]] == [30]
     assert d.store.load_json("offsets-in.jsonl.json") == {"file:in.jsonl": len(rows)}
     assert not (tmp_path / "dead.jsonl").read_text().strip()
+
+
+class _Source:
+    """A finite in-memory source that looks like a group consumer (the daemon installs its callbacks)."""
+
+    def __init__(self, records):
+        self.records, self.i, self.exhausted = records, 0, False
+        self.on_revoke = self.on_assign = None
+        self.commits = []
+
+    def poll(self, max_records, timeout_s):
+        out = self.records[self.i:self.i + max_records]
+        self.i += len(out)
+        return out
+
+    def commit(self, positions):
+        self.commits.append(dict(positions))
+
+    def close(self):
+        pass
+
+
+class _GatedSink:
+    name = "gated"
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.items = []
+
+    def deliver(self, items):
+        assert self.gate.wait(30)
+        self.items += items
+        return []
+
+    def flush(self):
+        return []
+
+    def close(self):
+        self.gate.set()
+
+
+@pytest.mark.parametrize("sink_ready", [True, False])
+def test_revocation_checkpoints_when_the_sinks_are_done_and_otherwise_gives_the_keys_up(tmp_path, sink_ready):
+    import numpy as np
+
+    from ratiowatch.connectors.records import Record
+    from ratiowatch.stream.engine.checkpoint import CheckpointStore
+
+    recs = [Record(k, float(t), np.array([v]), (p, t)) for t, v in enumerate(step_series(60, 30))
+            for k, p in (("a", "p0"), ("b", "p1"))]
+    recs.sort(key=lambda r: (r.timestamp, r.key))
+    src = _Source(recs)
+    sink = _GatedSink()
+    if sink_ready:
+        sink.gate.set()
+    cfg = parse_config({"source": {"type": "stdin", "max_poll_records": 200},
+                        "checkpoint": {"dir": str(tmp_path / "state"), "every_records": 10**6, "every_s": 10**6},
+                        "metrics": {"enabled": False}})
+    d = Daemon(cfg, factory=MeanShiftFactory(), source=src, sinks=[sink], dead_letter=_GatedSink())
+    d._setup()
+    d.dead_letter_worker.sink.gate.set()
+    d.revoke_timeout_s = 0.5
+    d.step()
+    assert d.stats["alerts"] == 2  # one per key, at record 35, held by the gated sink when it is closed
+    positions = src.on_revoke({"p0"})   # what the rebalance listener calls; it commits the result
+    store = CheckpointStore(tmp_path / "state")
+    if sink_ready:
+        assert positions == {"p0": 60} and store.load("a")[1]["count"] == 60
+    else:  # the sink still holds a's alert: no checkpoint ahead of it, nothing to commit
+        assert positions == {} and store.load("a") is None
+    assert "a" not in d.pipeline.keys and "b" in d.pipeline.keys and "p0" not in d.pipeline.positions
+    sink.gate.set()
+    d.close()
