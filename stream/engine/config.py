@@ -137,7 +137,9 @@ _SINK = [
         required_when=("type", "webhook")),
     Opt("timeout_s", "float", 5.0, "webhook/kafka: timeout of one delivery attempt", minimum=0.001),
     Opt("retries", "int", 3, "webhook: retries after the first attempt before dead-lettering", minimum=0),
-    Opt("backoff_s", "float", 0.5, "webhook: first retry delay, doubled each retry", minimum=0.0),
+    Opt("backoff_s", "float", 0.5, "webhook: first retry delay, doubled each retry, plus a random jitter below "
+                                    "backoff_s / 2; a 429 or 503 with Retry-After waits what the server asks "
+                                    "(at most 60 s)", minimum=0.0),
     Opt("headers", "table", {}, "webhook: extra HTTP headers"),
     Opt("options", "table", {}, "kafka: extra KafkaProducer settings passed through"),
     Opt("queue_size", "int", 1000, "batches of alerts waiting for this sink's delivery thread; when full, the "
