@@ -116,8 +116,9 @@ class _GatedSink:
         self.gate.set()
 
 
-@pytest.mark.parametrize("sink_ready", [True, False])
-def test_revocation_checkpoints_when_the_sinks_are_done_and_otherwise_gives_the_keys_up(tmp_path, sink_ready):
+@pytest.mark.parametrize("sink_ready,inflight", [(True, False), (False, False), (True, True), (False, True)])
+def test_revocation_checkpoints_when_the_sinks_are_done_and_otherwise_gives_the_keys_up(tmp_path, sink_ready,
+                                                                                       inflight):
     import numpy as np
 
     from ratiowatch.connectors.records import Record
@@ -139,12 +140,20 @@ def test_revocation_checkpoints_when_the_sinks_are_done_and_otherwise_gives_the_
     d.revoke_timeout_s = 0.5
     d.step()
     assert d.stats["alerts"] == 2  # one per key, at record 35, held by the gated sink when it is closed
+    if inflight:  # a periodic checkpoint waiting for the sink (given up after revoke_timeout_s)
+        d._checkpoint_async()
+    t0 = time.monotonic()
     positions = src.on_revoke({"p0"})   # what the rebalance listener calls; it commits the result
+    assert time.monotonic() - t0 < 5
+    assert d._inflight is None
     store = CheckpointStore(tmp_path / "state")
     if sink_ready:
-        assert positions == {"p0": 60} and store.load("a")[1]["count"] == 60
+        expected = {"p0": 60, "p1": 60} if inflight else {"p0": 60}  # the finished checkpoint covers p1 too
+        assert positions == expected and store.load("a")[1]["count"] == 60
     else:  # the sink still holds a's alert: no checkpoint ahead of it, nothing to commit
         assert positions == {} and store.load("a") is None
     assert "a" not in d.pipeline.keys and "b" in d.pipeline.keys and "p0" not in d.pipeline.positions
     sink.gate.set()
+    d.checkpoint_and_commit()  # the sink caught up: b is written and p1 committed
+    assert store.load("b")[1]["count"] == 60 and src.commits[-1] == {"p1": 60}
     d.close()
