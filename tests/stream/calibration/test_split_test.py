@@ -60,7 +60,7 @@ def test_a_clear_change_is_rejected_and_noise_stops_early():
 
 def test_level_on_change_free_ar1_series():
     """60 AR(1) series (phi 0, 0.5, 0.9; T = 200; seeds 0-19): rejections at level 0.05
-    (measured: 1 of 60)."""
+    (measured: 0 of 60)."""
     prof = SplitProfile(width=3)
     rejected = 0
     for phi in (0.0, 0.5, 0.9):
