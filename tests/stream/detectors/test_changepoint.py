@@ -149,11 +149,11 @@ def test_bad_inputs_raise_clear_errors():
 
 
 @pytest.mark.parametrize("t_len", [15, 16, 21, 40, 100])
-def test_short_series_always_get_an_answer(t_len):
+def test_short_series_find_an_eight_sigma_jump(t_len):
     rng = np.random.default_rng(t_len)
     y = np.r_[rng.normal(0, 1, t_len // 2), rng.normal(8, 1, t_len - t_len // 2)]
     cps = detect(y)
-    assert isinstance(cps, list) and all(1 <= c < t_len for c in cps)
+    assert len(cps) == 1 and abs(cps[0] - t_len // 2) <= 1
 
 
 def test_streaming_window_grows_with_length_seen():
@@ -190,21 +190,31 @@ def test_ar_null_threshold_is_the_tail_of_its_surrogate_pool():
     assert det._null_cal.threshold == exp_tail_threshold(pool.ravel(), det.false_alarm_rate / 2)
 
 
-def test_ulsif_method_runs():
-    cps = detect(variance_change(), method="ulsif")
-    assert isinstance(cps, list)
+def test_ulsif_method_finds_a_fivefold_variance_increase():
+    for seed in range(3):
+        cps = detect(variance_change(seed=seed), method="ulsif")
+        assert min(abs(c - 300) for c in cps) <= 5
 
 
-def test_peer_methods_run_or_say_they_are_missing():
-    # the streaming detector offers the peer estimators; the offline split profile is a RuLSIF fit
+def _mean_shift(seed):
+    rng = np.random.default_rng(seed)
+    return np.r_[rng.normal(0, 1, 300), rng.normal(4, 1, 300)]
+
+
+@pytest.mark.parametrize("method", [
+    "rulsif", "ulsif", "kliep",
+    pytest.param("lsdd", marks=pytest.mark.xfail(strict=True, reason=(
+        "known gap: the streaming LSDD score misses a 4-sd mean shift on 2 of 3 seeds at n = 25"))),
+])
+def test_every_streaming_method_finds_a_four_sd_mean_shift(method):
+    for seed in range(3):
+        det = ChangePointDetector(method=method, n=25, seed=0)
+        alarms = [a for a in (det.step(v) for v in _mean_shift(seed)) if a is not None]
+        assert any(abs(a.change_index - 300) <= 25 for a in alarms), (seed, alarms)
+
+
+def test_offline_detect_says_which_methods_it_supports():
     for method in ("lsdd", "kliep"):
-        try:
-            det = ChangePointDetector(method=method, n=10)
-            alarms = [a for a in (det.step(v) for v in variance_change(300)) if a is not None]
-        except ValueError as exc:
-            assert "not available" in str(exc)
-        else:
-            assert isinstance(alarms, list)
         with pytest.raises(ValueError, match="supports method"):
             detect(variance_change(300), method=method)
 
