@@ -91,3 +91,92 @@ def test_bad_input_raises_clear_errors():
         DensityRatioOutlierDetector(contamination=0.7).fit(np.zeros((20, 2)))
     with pytest.raises(ValueError, match="sigma"):
         DensityRatioOutlierDetector(sigma="wide").fit(np.zeros((20, 2)))
+
+
+# --- scikit-learn conventions -----------------------------------------------------------------
+def test_is_a_scikit_learn_outlier_detector():
+    from sklearn.base import BaseEstimator, OutlierMixin, clone
+
+    det = DensityRatioOutlierDetector(sigma_factor=0.5, n_centres=50, seed=3)
+    assert isinstance(det, BaseEstimator) and isinstance(det, OutlierMixin)
+    assert det.get_params()["sigma_factor"] == 0.5
+    twin = clone(det)
+    assert twin.get_params() == det.get_params() and twin is not det
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    labels = det.fit_predict(X)
+    np.testing.assert_array_equal(labels, clone(det).fit(X).predict(X))
+    # offset_ is the contamination quantile of the training scores: fit_predict flags that share
+    assert np.mean(labels == -1) == pytest.approx(det.contamination, abs=1.0 / 200)
+
+
+def test_unfitted_raises_not_fitted_error():
+    from sklearn.exceptions import NotFittedError
+
+    for method in ("score_samples", "decision_function", "predict"):
+        with pytest.raises(NotFittedError, match="not fitted"):
+            getattr(DensityRatioOutlierDetector(), method)(np.zeros((3, 2)))
+
+
+def test_passes_scikit_learn_estimator_checks():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    # The one documented exception: scoring is transductive (the scored batch joins the
+    # denominator, Hido et al. 2011), so a subset of a batch scores differently than the batch.
+    expected = {"check_methods_subset_invariance": "transductive scoring: the denominator holds the scored batch"}
+    results = check_estimator(DensityRatioOutlierDetector(n_centres=30), expected_failed_checks=expected,
+                              on_fail=None)
+    failed = [r["check_name"] for r in results if r["status"] == "failed"]
+    assert failed == [], failed
+    xfailed = {r["check_name"] for r in results if r["status"] == "xfail"}
+    assert xfailed <= set(expected)
+
+
+def test_usable_in_grid_search():
+    from sklearn.model_selection import GridSearchCV
+
+    rng = np.random.default_rng(5)
+    # scattered outliers (a ring of radius 5-7): they add no density of their own to the reference
+    angle, radius = rng.uniform(0, 2 * np.pi, 30), rng.uniform(5.0, 7.0, 30)
+    X = np.vstack([rng.normal(size=(270, 2)), np.c_[radius * np.cos(angle), radius * np.sin(angle)]])
+    y = np.r_[np.ones(270), -np.ones(30)]  # scikit-learn's labels: +1 inlier, -1 outlier
+    perm = rng.permutation(300)
+    grid = GridSearchCV(DensityRatioOutlierDetector(n_centres=50), {"sigma_factor": [0.2, 1.0]},
+                        scoring="roc_auc", cv=3).fit(X[perm], y[perm])
+    assert grid.best_params_["sigma_factor"] in (0.2, 1.0)
+    assert grid.best_score_ > 0.9
+
+
+@pytest.mark.parametrize("params, error, match", [
+    ({"n_centres": 2.5}, TypeError, "n_centres must be an integer"),
+    ({"n_centres": "100"}, TypeError, "n_centres must be an integer"),
+    ({"seed": 1.5}, TypeError, "seed must be an integer"),
+    ({"seed": "x"}, TypeError, "seed must be an integer"),
+    ({"alpha": "0.1"}, TypeError, "alpha must be a real number"),
+    ({"contamination": 0.7}, ValueError, "contamination"),
+])
+def test_parameters_are_checked_at_fit_with_their_name(params, error, match):
+    with pytest.raises(error, match=match):
+        DensityRatioOutlierDetector(**params).fit(np.random.default_rng(0).normal(size=(20, 2)))
+
+
+def test_without_scikit_learn_the_stand_in_base_keeps_the_api():
+    from ratiowatch.stream.detectors import _estimator_base as eb
+
+    class Stand(eb.OutlierMixin, eb.BaseEstimator):
+        def __init__(self, a=1, b="x"):
+            self.a, self.b = a, b
+
+        def fit(self, X, y=None):
+            self.m_ = float(np.mean(X))
+            return self
+
+        def predict(self, X):
+            return np.where(np.asarray(X)[:, 0] > self.m_, -1, 1)
+
+    s = Stand(a=2)
+    assert s.get_params() == {"a": 2, "b": "x"}
+    assert s.set_params(b="y").b == "y"
+    with pytest.raises(ValueError, match="invalid parameter"):
+        s.set_params(c=1)
+    assert s.fit_predict(np.array([[0.0], [2.0]])).tolist() == [1, -1]
+    assert issubclass(eb.NotFittedError, ValueError) and issubclass(eb.NotFittedError, AttributeError)
