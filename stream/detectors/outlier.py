@@ -108,7 +108,7 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         Subsample size per side for ``sigma="cv"``.
     contamination : float in (0, 0.5]
         Fraction of the training samples that ``predict`` flags: :attr:`offset_` is that quantile
-        of the training samples' own scores (scikit-learn's convention for outlier detectors).
+        of the training samples' cross-fitted scores (:attr:`train_scores_`).
     seed : int
         Drives the centre subset and the subsamples.
 
@@ -118,8 +118,11 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         The training samples (the numerator of every fit).
     sigma_ : float or None
         Kernel width fixed at fit time (None with ``sigma="cv"``: chosen per ratio fit).
+    train_scores_ : ndarray of shape (n_samples,)
+        Cross-fitted ratios of the training samples: each half scored by a ratio fitted on the
+        other half (a fit scoring its own centres would be biased high).
     offset_ : float
-        Ratio below which a sample is an outlier.
+        Ratio below which a sample is an outlier: the ``contamination`` quantile of ``train_scores_``.
     n_features_in_ : int
 
     Notes
@@ -128,8 +131,9 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     makes the ratio dip where ``X`` has points the reference lacks, and with the reference in the
     denominator the fit is defined even for a batch of one point. A point's score therefore depends
     (weakly) on the batch it is scored with (the transductive protocol of Hido et al. 2011): score a
-    whole batch at once. This is the one scikit-learn estimator check it does not pass
-    (``check_methods_subset_invariance``).
+    whole batch at once. A batch made only of training rows (any order, any subset) gets their
+    cross-fitted scores :attr:`train_scores_`, so ``fit_predict(X)`` flags the ``contamination``
+    share of ``X``.
 
     Examples
     --------
@@ -235,9 +239,27 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         ref = self._validate(X, reset=True)
         self.reference_ = ref
         self.sigma_ = self._width(ref)
-        # scikit-learn's convention: the contamination quantile of the training samples' scores
-        self.offset_ = float(np.quantile(self._ratio(ref), float(self.contamination)))
+        self._rows = {row.tobytes(): i for i, row in enumerate(ref)}
+        self.train_scores_ = self._cross_fitted(ref)
+        self.offset_ = float(np.quantile(self.train_scores_, float(self.contamination)))
         return self
+
+    def _cross_fitted(self, ref: np.ndarray) -> np.ndarray:
+        """Held-out ratios of the reference rows: each half scored by a ratio fitted on the other.
+
+        A fit scoring its own numerator rows sees each of them at a centre, so their ratio is
+        biased high (with a narrow kernel, far above any new inlier's); held-out scores are not.
+        """
+        perm = make_rng(int(self.seed)).permutation(ref.shape[0])
+        half = ref.shape[0] // 2
+        ia, ib = np.sort(perm[:half]), np.sort(perm[half:])
+        a, b = ref[ia], ref[ib]
+        out = np.empty(ref.shape[0])
+        out[ib] = self._fit_ratio(a, np.vstack([a, b]), self.sigma_, int(self.seed)).ratio(b)
+        out[ia] = self._fit_ratio(b, np.vstack([b, a]), self.sigma_, int(self.seed) + 1).ratio(a)
+        if not np.all(np.isfinite(out)):
+            raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
+        return out
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "reference_"):
@@ -250,7 +272,11 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         Denominator = reference + ``X``: the batch is scored transductively, as in the papers.
         """
         self._check_fitted()
-        return self._ratio(self._validate(X, reset=False))
+        x = self._validate(X, reset=False)
+        idx = [self._rows.get(row.tobytes()) for row in x]
+        if all(i is not None for i in idx):  # rows of the reference itself: their held-out scores
+            return self.train_scores_[np.array(idx, dtype=np.int64)]
+        return self._ratio(x)
 
     def decision_function(self, X) -> np.ndarray:
         """``score_samples(X) - offset_``: negative for outliers."""
