@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
     from ratiowatch.stream.detectors._estimator_base import BaseEstimator, NotFittedError, OutlierMixin
 
 METHODS = ("rulsif", "ulsif", "kliep")
+SIGMA_RULES = ("lcv", "local", "cv")
 
 
 # ============================================================================================
@@ -79,6 +80,50 @@ def local_scale(x: np.ndarray, k: int = 10, max_query: int = 500, seed=0) -> flo
     return float(pos.mean()) if pos.size else median_distance(x, seed=0)
 
 
+#: kernel widths tried by :func:`lcv_width`, as multiples of the local scale (about sqrt(2) apart)
+LCV_FACTORS = (0.05, 0.07, 0.1, 0.14, 0.2, 0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0, 11.0, 16.0)
+
+
+def lcv_width(x: np.ndarray, n_centres: int = 1000, factors=LCV_FACTORS, seed=0) -> tuple[float, float]:
+    """Kernel width by likelihood cross-validation of a Gaussian kernel density on ``x`` alone.
+
+    ``min(n_centres, n // 2)`` random rows of ``x`` are the kernel centres, the other rows are held
+    out, and the width ``f x local_scale(x)`` maximising the held-out log-likelihood
+
+    ``mean_i log( (1/b) sum_l exp(-|x_i - c_l|^2 / (2 s^2)) ) - d log s``  (+ constants)
+
+    is returned with its factor ``f``. Label-free and uses the clean reference only (Hido et al.
+    2011 choose the width of their ratio model by likelihood cross-validation on the same side);
+    no held-out row is a centre, so the criterion cannot reward a width that only fits the
+    centres themselves.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(400, 2))
+    >>> s, f = lcv_width(x, n_centres=200)
+    >>> 0.05 <= f <= 16.0 and s > 0
+    True
+    """
+    from scipy.special import logsumexp
+
+    x = np.asarray(x, dtype=np.float64)
+    n, d = x.shape
+    if n < 4:
+        raise ValueError(f"lcv_width needs at least 4 samples; got {n}")
+    perm = make_rng(seed).permutation(n)
+    b = min(int(n_centres), n // 2)
+    cen, held = x[perm[:b]], x[perm[b:]]
+    d2 = sq_dist(np.ascontiguousarray(held), np.ascontiguousarray(cen))
+    scale = local_scale(x, seed=seed)
+    best_ll, best_f = -np.inf, float(factors[0])
+    for f in factors:
+        s = float(f) * scale
+        ll = float(np.mean(logsumexp(-d2 / (2.0 * s * s), axis=1))) - d * math.log(s)
+        if ll > best_ll:
+            best_ll, best_f = ll, float(f)
+    return best_f * scale, best_f
+
+
 class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     """Batch inlier-based outlier detector, a scikit-learn estimator.
 
@@ -93,13 +138,16 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     alpha : float in [0, 1)
         RuLSIF mixture weight (ignored by uLSIF, which is alpha = 0, and KLIEP). Larger values give
         a smoother ratio, easier to estimate in high dimension (Yamada et al. 2013).
-    sigma : "local", "cv" or float
-        Kernel width. ``"local"`` (default): ``sigma_factor`` x the median distance to the 10th
-        nearest reference neighbour (:func:`local_scale`). ``"cv"``: the estimator's own criterion
-        (exact LOOCV of RuLSIF/uLSIF over sigma and lambda, likelihood CV of KLIEP) on at most
-        ``n_select`` samples per side. A float is used as is.
+    sigma : "lcv", "local", "cv" or float
+        Kernel width. ``"lcv"`` (default): the multiple of the local scale that maximises the
+        held-out likelihood of a kernel density on the reference (:func:`lcv_width`; label-free).
+        ``"local"``: ``sigma_factor`` x the median distance to the 10th nearest reference
+        neighbour (:func:`local_scale`). ``"cv"``: the ratio estimator's own criterion (exact
+        LOOCV of RuLSIF/uLSIF over sigma and lambda, likelihood CV of KLIEP) on at most
+        ``n_select`` samples per side; it prefers wide, flat ratios and ranks outliers poorly
+        (``docs/evaluation_anomalies.md``). A float is used as is.
     sigma_factor : float
-        Multiplier of the local scale (default 0.35, see ``docs/evaluation_anomalies.md``).
+        Multiplier of the local scale for ``sigma="local"``.
     lam : float
         Ridge strength of RuLSIF/uLSIF (used unless ``sigma="cv"``).
     n_centres : int
@@ -147,7 +195,7 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         self,
         method: str = "rulsif",
         alpha: float = 0.5,
-        sigma: str | float = "local",
+        sigma: str | float = "lcv",
         sigma_factor: float = 0.35,
         lam: float = 1e-3,
         n_centres: int = 1000,
@@ -173,10 +221,10 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         check_choice(self.method, "method", METHODS)
         check_alpha(check_real(self.alpha, "alpha"))
         if isinstance(self.sigma, str):
-            if self.sigma not in ("local", "cv"):
-                raise ValueError(f"sigma must be 'local', 'cv' or a positive number; got {self.sigma!r}")
+            if self.sigma not in SIGMA_RULES:
+                raise ValueError(f"sigma must be one of {SIGMA_RULES} or a positive number; got {self.sigma!r}")
         elif not check_real(self.sigma, "sigma") > 0:
-            raise ValueError(f"sigma must be 'local', 'cv' or a positive number; got {self.sigma!r}")
+            raise ValueError(f"sigma must be one of {SIGMA_RULES} or a positive number; got {self.sigma!r}")
         if not (check_real(self.sigma_factor, "sigma_factor") > 0 and check_real(self.lam, "lam") > 0):
             raise ValueError(f"sigma_factor and lam must be positive; got {self.sigma_factor}, {self.lam}")
         if not (0.0 < check_real(self.contamination, "contamination") <= 0.5):
@@ -196,6 +244,8 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         return np.ascontiguousarray(x, dtype=np.float64)
 
     def _width(self, ref: np.ndarray) -> float | None:
+        if self.sigma == "lcv":
+            return lcv_width(ref, n_centres=int(self.n_centres), seed=int(self.seed))[0]
         if self.sigma == "local":
             return float(self.sigma_factor) * local_scale(ref, seed=self.seed)
         if self.sigma == "cv":
