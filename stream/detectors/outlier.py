@@ -137,7 +137,7 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         Ratio estimator. RuLSIF (relative ratio, bounded by ``1/alpha``) is the default.
     alpha : float in [0, 1)
         RuLSIF mixture weight (ignored by uLSIF, which is alpha = 0, and KLIEP). Larger values give
-        a smoother ratio, easier to estimate in high dimension (Yamada et al. 2013).
+        a smoother ratio, easier to estimate in high dimension (Yamada et al. 2013 use up to 0.95).
     sigma : "lcv", "local", "cv" or float
         Kernel width. ``"lcv"`` (default): the multiple of the local scale that maximises the
         held-out likelihood of a kernel density on the reference (:func:`lcv_width`; label-free).
