@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from .kernels import gauss_entry

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import FLUSH_EXPONENT
+from .kernels import gauss_entry
 from .linalg import cholesky_factor_solve, cholesky_inplace
 
 #: piecewise means per subsequence and channel at most (a period of 16 steps keeps its shape)
@@ -94,8 +94,7 @@ def _gauss_columns(f, centres, sigma, phi, offset):
             for k in range(dim):
                 d = f[i, k] - centres[j, k]
                 s += d * d
-            e = g * s
-            phi[i, offset + j] = math.exp(e) if e > FLUSH_EXPONENT else 0.0
+            phi[i, offset + j] = gauss_entry(g * s)
 
 
 @njit(cache=True)
