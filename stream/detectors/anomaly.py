@@ -50,6 +50,7 @@ from river.base import AnomalyDetector
 from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples
 from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
+from ratiowatch.stream.detectors.state_file import read_state, write_state
 from ratiowatch.stream.calibration.likelihood import TailProbability
 
 #: One view = one embedding and one streaming ratio detector: (k blocks, block width w, kernel scale
@@ -323,40 +324,47 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         self.n_seen += values.shape[0]
         return np.clip(out, 0.0, 1.0)
 
-    # --- persistence: numpy .npz + JSON in a folder, never pickle ---------------------------
-    def save(self, folder) -> None:
-        """Write the full state to ``folder`` (created): ``detector.json``, ``state.npz`` and one
-        ``view<i>.npz/.json`` pair per view."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+    # --- persistence: to_state / from_state (numpy arrays + JSON), never pickle ---------------------------
+    def to_state(self) -> dict:
+        """Flat dict of numpy arrays and JSON strings (``.npz``-able, no pickle); each view's state
+        under the prefix ``view<i>.``."""
         params = {k: (list(map(list, v)) if k == "views" else v) for k, v in self.params.items()}
-        (folder / "detector.json").write_text(json.dumps({"seed": self.seed, "params": params,
-                                                          "n_seen": self.n_seen}))
-        arrays = {"last": self._last, "deb_ring": self._deb_ring, "deb_st": self._deb_st}
+        out: dict = {"meta": json.dumps({"seed": self.seed, "params": params, "n_seen": self.n_seen}),
+                     "last": self._last.copy(), "deb_ring": self._deb_ring.copy(), "deb_st": self._deb_st.copy()}
         for i, t in enumerate(self._tails):
-            arrays.update({f"tail{i}_ring": t._ring, f"tail{i}_raw": t._raw_ring,
-                           f"tail{i}_f": t._st_f, f"tail{i}_i": t._st_i})
-        np.savez(folder / "state.npz", **arrays)
+            out.update({f"tail{i}_ring": t._ring.copy(), f"tail{i}_raw": t._raw_ring.copy(),
+                        f"tail{i}_f": t._st_f.copy(), f"tail{i}_i": t._st_i.copy()})
         for i, det in enumerate(self._detectors):
-            det.save(folder / f"view{i}")
+            out.update({f"view{i}.{k}": v for k, v in det.to_state().items()})
+        return out
 
     @classmethod
-    def load(cls, folder) -> "TimeSeriesAnomalyDetector":
-        """Restore a detector written by :meth:`save`; it continues exactly where it stopped."""
-        folder = Path(folder)
-        meta = json.loads((folder / "detector.json").read_text())
+    def from_state(cls, state) -> "TimeSeriesAnomalyDetector":
+        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
+        meta = json.loads(str(state["meta"]))
         params = dict(meta["params"])
         params["views"] = tuple(tuple(v) for v in params["views"])
         det = cls(seed=meta["seed"], **params)
         det.n_seen = int(meta["n_seen"])
-        with np.load(folder / "state.npz") as st:
-            det._last = st["last"].copy()
-            det._deb_ring[...] = st["deb_ring"]
-            det._deb_st[...] = st["deb_st"]
-            for i, t in enumerate(det._tails):
-                t._ring[...] = st[f"tail{i}_ring"]
-                t._raw_ring[...] = st[f"tail{i}_raw"]
-                t._st_f[...] = st[f"tail{i}_f"]
-                t._st_i[...] = st[f"tail{i}_i"]
-        det._detectors = [StreamingOutlierDetector.load(folder / f"view{i}") for i in range(len(det.views))]
+        det._last = np.array(state["last"], dtype=np.float64)
+        det._deb_ring[...] = state["deb_ring"]
+        det._deb_st[...] = state["deb_st"]
+        for i, t in enumerate(det._tails):
+            t._ring[...] = state[f"tail{i}_ring"]
+            t._raw_ring[...] = state[f"tail{i}_raw"]
+            t._st_f[...] = state[f"tail{i}_f"]
+            t._st_i[...] = state[f"tail{i}_i"]
+        det._detectors = [
+            StreamingOutlierDetector.from_state({k[len(f"view{i}."):]: v for k, v in state.items()
+                                                 if k.startswith(f"view{i}.")})
+            for i in range(len(det.views))]
         return det
+
+    def save(self, path) -> None:
+        """Write :meth:`to_state` to ``<path>.npz`` (atomically: a crash leaves the old file)."""
+        write_state(Path(path).with_suffix(".npz"), self.to_state())
+
+    @classmethod
+    def load(cls, path) -> "TimeSeriesAnomalyDetector":
+        """Restore a detector written by :meth:`save`; it continues exactly where it stopped."""
+        return cls.from_state(read_state(Path(path).with_suffix(".npz")))

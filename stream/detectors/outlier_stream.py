@@ -27,6 +27,7 @@ from ratiowatch.core.kernels import gauss_kernel, gauss_row, median_distance
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples, check_alpha, make_rng
 from ratiowatch.stream.detectors.outlier import local_scale
+from ratiowatch.stream.detectors.state_file import read_state, write_state
 
 # ============================================================================================
 # numba kernels of the streaming state
@@ -565,37 +566,48 @@ class StreamingOutlierDetector(AnomalyDetector):
         """Score above which a point is flagged (and kept out of the reference buffer)."""
         return float(self._params[2]) if self._fitted else math.inf
 
-    # --- persistence: numpy .npz + JSON, never pickle --------------------------------------
+    # --- persistence: to_state / from_state (numpy arrays + JSON), never pickle --------------------------------------
     _ARRAYS = ("_ref_buf", "_ref_phi", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_phi",
                "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params")
 
-    def save(self, path) -> None:
-        """Write the state as ``<path>.npz`` (arrays) and ``<path>.json`` (parameters)."""
-        path = Path(path)
+    def to_state(self) -> dict:
+        """Flat dict of numpy arrays and one JSON string (``"meta"``): ``.npz``-able, no pickle.
+
+        The same persistence as every detector: ``to_state`` / :meth:`from_state`, with
+        :meth:`save` / :meth:`load` writing it to one ``.npz`` file.
+        """
         meta = {"params": self._get_params(), "features": self._features, "keyed": self._keyed,
                 "dim": self._dim,
                 "fitted": self._fitted, "sigma": getattr(self, "_sigma", 1.0),
                 "lam": getattr(self, "_lam", float(self.lam)), "n_learned": self._n_learned,
                 "since_refit": getattr(self, "_since_refit", 0),
                 "rng": self._rng.bit_generator.state if self._dim else None}
-        path.with_suffix(".json").write_text(json.dumps(meta))
+        out: dict = {"meta": json.dumps(meta)}
         if self._dim:
-            np.savez(path.with_suffix(".npz"), **{k: getattr(self, k) for k in self._ARRAYS})
+            out.update({k: getattr(self, k).copy() for k in self._ARRAYS})
+        return out
 
     @classmethod
-    def load(cls, path) -> "StreamingOutlierDetector":
-        """Restore a detector written by :meth:`save`."""
-        path = Path(path)
-        meta = json.loads(path.with_suffix(".json").read_text())
+    def from_state(cls, state) -> "StreamingOutlierDetector":
+        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
+        meta = json.loads(str(state["meta"]))
         det = cls(**meta["params"])
         det._features = meta["features"]
         det._keyed = bool(meta.get("keyed", True))
         if meta["dim"]:
             det._allocate(int(meta["dim"]))
-            with np.load(path.with_suffix(".npz")) as arrs:
-                for k in cls._ARRAYS:
-                    getattr(det, k)[...] = arrs[k]
+            for k in cls._ARRAYS:
+                getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
         det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]
         return det
+
+    def save(self, path) -> None:
+        """Write :meth:`to_state` to ``<path>.npz`` (atomically: a crash leaves the old file)."""
+        write_state(Path(path).with_suffix(".npz"), self.to_state())
+
+    @classmethod
+    def load(cls, path) -> "StreamingOutlierDetector":
+        """Restore a detector written by :meth:`save`."""
+        return cls.from_state(read_state(Path(path).with_suffix(".npz")))

@@ -98,9 +98,12 @@ def test_save_load_continues_identically(tmp_path):
     det = TimeSeriesAnomalyDetector()
     det.score_series(y[:700])
     det.save(tmp_path / "ckpt")
-    assert not list((tmp_path / "ckpt").glob("*.pkl"))
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
     restored = TimeSeriesAnomalyDetector.load(tmp_path / "ckpt")
-    np.testing.assert_array_equal(det.score_series(y[700:]), restored.score_series(y[700:]))
+    from_state = TimeSeriesAnomalyDetector.from_state(det.to_state())
+    expected = det.score_series(y[700:])
+    np.testing.assert_array_equal(expected, restored.score_series(y[700:]))
+    np.testing.assert_array_equal(expected, from_state.score_series(y[700:]))
 
 
 def test_parameter_errors():
