@@ -2,7 +2,7 @@
 
 Two measurements, each taken in one run on the same data:
 
-1. **Table 1 sweep** (reference 002, Sec. 4.1): the eq. (27) toy with gamma = 1 in the paper's
+1. **Table 1 sweep** (Karasuyama et al. 2012, Sec. 4.1): the eq. (27) toy with gamma = 1 in the paper's
    ``gamma / p`` convention, C_2 = 10 and C_1 moved from 0 to 10. The path produces the exact
    solution at every breakpoint; the baseline is scikit-learn ``SVC(sample_weight=...)`` refitted
    at breakpoints of the same path (the paper re-ran SMO at every breakpoint). By default the

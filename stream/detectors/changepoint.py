@@ -59,7 +59,6 @@ True
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import numbers
@@ -69,6 +68,9 @@ from collections.abc import Mapping
 import numpy as np
 from river import base
 
+from ratiowatch.core.kliep_window import TwoWindowKLIEP
+from ratiowatch.core.lsdd_window import TwoWindowLSDD
+from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
 from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
 from ratiowatch.stream.calibration.correlation import corr_ratio
@@ -94,27 +96,12 @@ def _lag1_autocorr(x: np.ndarray) -> float:
     r = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
     return float(r.max())
 
-# where the incremental two-window states live
-_STATE_CLASSES = {
-    "rulsif": [("ratiowatch.core.window", "TwoWindowRuLSIF")],
-    "ulsif": [("ratiowatch.core.window", "TwoWindowRuLSIF")],
-    "lsdd": [("ratiowatch.core.lsdd_window", "TwoWindowLSDD")],
-    "kliep": [("ratiowatch.core.kliep_window", "TwoWindowKLIEP")],
-}
+# the incremental two-window state behind each method
+_STATE_CLASSES = {"rulsif": TwoWindowRuLSIF, "ulsif": TwoWindowRuLSIF, "lsdd": TwoWindowLSDD, "kliep": TwoWindowKLIEP}
 
 
 def _state_class(method: str):
-    for module, name in _STATE_CLASSES[method]:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue
-        cls = getattr(mod, name, None)
-        if cls is not None:
-            return cls
-    raise ValueError(f"method={method!r} needs an incremental two-window state "
-                     f"({_STATE_CLASSES[method][0][1]}) that is not available in this build; "
-                     "use method='rulsif' or 'ulsif'")
+    return _STATE_CLASSES[method]
 
 
 def _rungs(n_min: int, n_max: int) -> list[int]:
@@ -575,11 +562,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         past, cur = y[:n], y[n:]
         sigma, lam = self._select_params(past, cur)
         self._win = self._make_state(n, sigma, lam)
-        if hasattr(self._win, "push_many"):  # one compiled loop (filling pushes solve nothing)
-            self._win.push_many(y)
-        else:
-            for row in y:
-                self._win.push(row)
+        self._win.push_many(y)  # one compiled loop where the state has one (filling pushes solve nothing)
         # a full rebuild of the accumulators from the stored samples once the windows are filled
         # (cheap, and independent of how the state treats its filling phase)
         self._win.set_params(sigma, lam)
@@ -655,7 +638,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
-        sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)  # KLIEP has no ridge
+        sigma, lam = self._win.sigma, self._win.lam
         uses_ar = self._null_mode == "ar" or self._null == "ar_or_permutation"
         ar_values = self._ar_values(n) if uses_ar else None  # once: it is also the switch's test
         if self._null_mode == "permutation" and ar_values is not None and ar_values.shape[0] >= AR_MIN_VALUES:

@@ -84,7 +84,7 @@ def _as_rows(series) -> np.ndarray:
 
 
 #: The one default configuration (chosen on reasoning + the dev sample, see the README table):
-#: windows of 5% of the series length (6 to 50 subsequences) as the lessons file found for TCPD,
+#: windows of 5% of the series length (6 to 50 subsequences) as a prototype on TCPD's development series suggested,
 #: subsequences of 3 first differences, sigma = 0.5 x median distance re-chosen every 10 steps,
 #: lambda = 0.1, level or difference by the lag-1 autocorrelation at warm-up, and the
 #: "ar_or_permutation" null: per-step permutations (unblocked: blocks of k subsequences would leave

@@ -80,7 +80,7 @@ class DensityRatioOutlierDetector:
         Ratio estimator. RuLSIF (relative ratio, bounded by ``1/alpha``) is the default.
     alpha : float in [0, 1)
         RuLSIF mixture weight (ignored by uLSIF, which is alpha = 0, and KLIEP). Larger values give
-        a smoother ratio, easier to estimate in high dimension (reference 004b D.4 uses up to 0.95).
+        a smoother ratio, easier to estimate in high dimension (Yamada et al. 2013 use up to 0.95).
     sigma : "local", "cv" or float
         Kernel width. ``"local"`` (default): ``sigma_factor`` x the median distance to the 10th
         nearest reference neighbour (:func:`local_scale`). ``"cv"``: the estimator's own criterion
