@@ -11,6 +11,8 @@ Examples
 >>> with progress_bar(10, "x", stream=io.StringIO()) as bar:
 ...     bar is None
 True
+>>> with stages("bench", 2, stream=io.StringIO()) as phase:
+...     phase("first"); phase("second")
 """
 
 from __future__ import annotations
@@ -61,3 +63,35 @@ def track(iterable: Iterable, desc: str, total: int | None = None, unit: str = "
     from tqdm import tqdm
 
     return tqdm(iterable, desc=desc, total=total, unit=unit, file=out, leave=False, dynamic_ncols=True)
+
+
+class _Stages:
+    """``phase(name)``: the previous phase is done, ``name`` runs now (shown after the bar)."""
+
+    def __init__(self, bar):
+        self._bar, self._running = bar, False
+
+    def __call__(self, name: str) -> None:
+        if self._bar is None:
+            return
+        if self._running:
+            self._bar.update(1)
+        self._running = True
+        self._bar.set_postfix_str(name)
+
+
+@contextmanager
+def stages(desc: str, total: int, stream=None) -> Iterator[_Stages]:
+    """A bar over ``total`` named phases of a long run (benchmarks), when ``stream`` (stderr) is a terminal.
+
+    Phases are marked between timed regions, never inside one: the bar costs the timings nothing.
+    """
+    out = sys.stderr if stream is None else stream
+    if not _is_terminal(out):
+        yield _Stages(None)
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="phase", file=out, leave=False, dynamic_ncols=True,
+              bar_format="{desc}: {n_fmt}/{total_fmt} phases done{postfix} [{elapsed}]") as bar:
+        yield _Stages(bar)
