@@ -14,7 +14,8 @@ The rules, in the order they apply (each one says what it did on stderr through 
   when at least one of its cells is a number; every other cell of a numeric column must then be a
   number or missing: otherwise an error names the file, line and column (``bad_cells="error"``,
   default), or with ``bad_cells="missing"`` such cells become missing values and a note counts them.
-  A column with no number at all (host names, dates) is text and is not used.
+  A column with no number at all (host names, dates) is text and is not used; when its values
+  repeat (a key such as a host name), a note says that the rows of every key are read as one series.
 - **Time axis.** ``time_column`` names it (``"none"``: no time axis). Otherwise a column whose name
   is, or is made of, a time or index word (``time``, ``time_ms``, ``timestamp_s``, ``idx``...) is
   the time axis; without one, so is a numeric column that counts up in equal steps (an index)
@@ -277,6 +278,13 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
         unused_text = [h for h in text_cols if h != time_name]
         if unused_text:
             notes.append(f"{name}: column(s) {unused_text} hold no number and are not used")
+        for h in unused_text:
+            # a key column (host, sensor) whose values repeat: rows of several series are interleaved
+            distinct = {c.strip() for c in cells[h]} - {""}
+            if 1 < len(distinct) <= len(rows) // 2:
+                shown = ", ".join(sorted(distinct)[:3]) + (", ..." if len(distinct) > 3 else "")
+                notes.append(f"{name}: column {h!r} takes {len(distinct)} values ({shown}); rows of all of them "
+                             "are read as one series: if each value is its own series, split the file by it")
         numeric_time = [h for h in also_time if h in parsed]
         if numeric_time:
             notes.append(f"{name}: column(s) {numeric_time} not used (they also look like a time axis or "

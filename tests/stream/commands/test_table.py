@@ -42,6 +42,14 @@ def test_a_decimal_comma_gets_a_hint():
         read_table_text("a;b\n1;2\n3;4,5\n", name="d.csv")
 
 
+def test_a_repeating_key_column_is_pointed_out():
+    text = "host,v\n" + "".join(f"{'ab'[i % 2]},{i % 5}\n" for i in range(20))
+    t = read_table_text(text, name="k.csv")
+    assert t.names == ["v"] and any("'host' takes 2 values (a, b)" in n and "split the file" in n for n in t.notes)
+    dates = "when,v\n" + "".join(f"2024-01-{i + 1:02d},{i % 5}\n" for i in range(20))
+    assert not any("takes" in n for n in read_table_text(dates, name="d.csv").notes)
+
+
 def test_text_and_missing_markers():
     t = read_table_text("host,v\na,1\nb,NA\nc,\nd,null\ne,4\n", name="h.csv")
     assert t.names == ["v"] and np.isnan(t.values[1:4, 0]).all()
