@@ -52,7 +52,9 @@ def test_a_group_alone_prints_its_own_help(group, words):
 
 # ------------------------------------------------------------------ Ctrl-C
 def _interrupt_after(args, wait_for: str | None, seconds: float, tmp_path):
-    proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell's background job starts with SIGINT ignored, and so would the command: restore it
+    proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         if wait_for is not None:  # a line the command prints once it is under way
             seen = ""
@@ -143,3 +145,14 @@ def test_progress_only_on_a_terminal(tmp_path):
     tty_err = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0
     assert "tcpd:" in tty_err and "0/2 " in tty_err, tty_err
+
+
+def test_a_reader_that_goes_away_ends_quietly(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows())
+    proc = subprocess.Popen([*CLI, "detect", str(p), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    proc.stdout.close()  # as `| head -0` would: every write to stdout now fails
+    err = proc.stderr.read()
+    proc.wait(timeout=600)
+    assert proc.returncode == 141, (proc.returncode, err)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
