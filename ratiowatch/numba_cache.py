@@ -5,7 +5,8 @@ after an install or an upgrade spends 20-30 s compiling (longer on a busy machin
 processes load the cache in about a second. numba caches next to the sources (``__pycache__``)
 when that directory is writable, else under the user's cache directory; when neither is (a
 read-only install run by a user without a writable home: a container, a hardened service), it
-cannot cache at all and every process start compiles again. :func:`configure_cache` therefore
+refuses to load the kernels at all (``RuntimeError: cannot cache function ...: no locator
+available``). :func:`configure_cache` therefore
 points ``NUMBA_CACHE_DIR`` at a writable directory when the package directory is not writable:
 ``$XDG_CACHE_HOME/ratiowatch/numba`` (default ``~/.cache/ratiowatch/numba``), else
 ``<tmp>/ratiowatch-numba-<uid>``. It must run before numba is imported (``import ratiowatch``

@@ -82,3 +82,36 @@ def test_docstring_examples():
     import ratiowatch.numba_cache
 
     assert doctest.testmod(ratiowatch.numba_cache).failed == 0
+
+
+KERNEL = "from numba import njit\n\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n"
+
+
+def _run_kernel(tmp_path, configure: bool):
+    """Import a cached kernel from a folder whose __pycache__ cannot be made, with no writable home."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "__pycache__").write_text("")  # a file: numba cannot cache next to the source
+    (src / "kern.py").write_text(KERNEL)
+    home = _unwritable(tmp_path)
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1])\n"
+            + ("from ratiowatch.numba_cache import configure_cache\n"
+               "configure_cache(environ=os.environ, package_dir=sys.argv[1] + '/__pycache__/x')\n"
+               if configure else "")
+            + "import kern; print(kern.f(1))\n")
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home))
+    env_ok = dict(env, XDG_CACHE_HOME=str(tmp_path / "xdg")) if configure else env
+    return subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True,
+                          env=env_ok, timeout=300)
+
+
+def test_numba_cannot_load_cached_kernels_without_a_writable_place(tmp_path):
+    proc = _run_kernel(tmp_path, configure=False)
+    assert proc.returncode != 0 and "no locator available" in proc.stderr
+
+
+def test_the_fallback_cache_dir_makes_them_load_and_is_used(tmp_path):
+    proc = _run_kernel(tmp_path, configure=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "2", proc.stderr
+    assert list((tmp_path / "xdg" / "ratiowatch" / "numba").rglob("*.nbi"))
