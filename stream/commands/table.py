@@ -293,6 +293,9 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
             if _increasing(parsed[h]):
                 notes.append(f"{name}: column {h!r} only ever increases; if it is a time axis or index, "
                              f"pass --time-column {h}")
+    if not use and time_name is not None and time_name in parsed:
+        raise TableError(f"{name}: the only numeric column, {time_name!r}, reads as the time axis; to watch it, "
+                         f"pass --column {time_name} (or --time-column none)")
     if not use:
         raise TableError(f"{name}: no numeric column found (columns: {header}); choose one with --column")
     values = np.column_stack([parsed[h] for h in use])

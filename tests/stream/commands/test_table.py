@@ -140,6 +140,13 @@ def test_stdin(monkeypatch):
     assert t.source == "<stdin>" and t.values.shape == (20, 2)
 
 
+def test_a_lone_time_named_column_says_how_to_watch_it():
+    text = "ts\n" + "".join(f"{v}\n" for v in (3, 1, 4, 1, 5, 9, 2, 6))
+    with pytest.raises(TableError, match="the only numeric column, 'ts', reads as the time axis.*--column ts"):
+        read_table_text(text, name="t.csv")
+    assert read_table_text(text, name="t.csv", columns=["ts"]).names == ["ts"]
+
+
 def test_empty_and_header_only_inputs():
     with pytest.raises(TableError, match="empty"):
         read_table_text("\n\n", name="e.csv")
