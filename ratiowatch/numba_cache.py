@@ -94,9 +94,10 @@ _announced = False
 _registered = False
 
 
-def announce_compilation(stream=None) -> None:
+def announce_compilation(stream=None, say=None) -> None:
     """Print one line to ``stream`` (default: the current stderr) the first time numba compiles a
-    kernel in this process; registering again is a no-op.
+    kernel in this process, or pass it to ``say`` (e.g. a logger's ``info``); registering again is
+    a no-op.
 
     Nothing is printed when every kernel comes from the cache: numba signals ``numba:compile``
     only on a cache miss.
@@ -112,10 +113,13 @@ def announce_compilation(stream=None) -> None:
             if _announced:
                 return
             _announced = True
+            msg = (f"compiling the numba kernels (once after an install or upgrade, about {COMPILE_SECONDS}; "
+                   f"cached in {cache_location()})")
             try:
-                print(f"ratiowatch: compiling the numba kernels (once after an install or upgrade, about "
-                      f"{COMPILE_SECONDS}; cached in {cache_location()})",
-                      file=sys.stderr if stream is None else stream, flush=True)
+                if say is not None:
+                    say(msg)
+                else:
+                    print(f"ratiowatch: {msg}", file=sys.stderr if stream is None else stream, flush=True)
             except (OSError, ValueError):  # stderr closed: the note is not worth a failure
                 pass
 

@@ -115,3 +115,24 @@ def test_the_fallback_cache_dir_makes_them_load_and_is_used(tmp_path):
     proc = _run_kernel(tmp_path, configure=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "2", proc.stderr
     assert list((tmp_path / "xdg" / "ratiowatch" / "numba").rglob("*.nbi"))
+
+
+def test_the_compile_note_can_go_to_a_logger_once(tmp_path):
+    """``run`` hands the note to the daemon's logger (JSON lines); it is said once per process."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "kern.py").write_text(KERNEL + "\n\n@njit(cache=True)\ndef g(x):\n    return x * 2\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from ratiowatch.numba_cache import announce_compilation\n"
+            "notes = []\n"
+            "announce_compilation(say=notes.append)\n"
+            "announce_compilation(say=notes.append)  # a second registration is a no-op\n"
+            "import kern; kern.f(1); kern.g(2)\n"
+            "print(len(notes), notes[0] if notes else '')\n")
+    env = dict(os.environ, **{ENV: str(tmp_path / "cache")})
+    first = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, env=env,
+                           timeout=300)
+    assert first.stdout.startswith("1 compiling the numba kernels"), (first.stdout, first.stderr)
+    again = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, env=env,
+                           timeout=300)
+    assert again.stdout.strip() == "0", again.stdout  # both kernels from the cache: nothing to say

@@ -130,6 +130,12 @@ def _main(argv: list[str] | None) -> int:
         from ratiowatch.numba_cache import announce_compilation
 
         announce_compilation()
+    elif args.command == "run":  # the daemon logs JSON lines: the note becomes one of them
+        import logging
+
+        from ratiowatch.numba_cache import announce_compilation
+
+        announce_compilation(say=logging.getLogger("ratiowatch.daemon").info)
     return int(importlib.import_module(module).run(args) or 0)
 
 
