@@ -103,6 +103,11 @@ def single_threaded_blas() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["run"]:
+        # the daemon's stop signals are caught from the very start (the imports below take time)
+        from ratiowatch.stream.commands.run import early_signal_handlers
+
+        early_signal_handlers()
     single_threaded_blas()
     try:
         return _main(argv)

@@ -246,7 +246,7 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path):
 # --- Kubernetes ---------------------------------------------------------------------------------
 def test_k8s_manifests_parse_and_fit_together(tmp_path):
     objs = k8s_objects()
-    assert {"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PersistentVolumeClaim",
+    assert {"ConfigMap", "Deployment", "Service", "ServiceMonitor",
             "Kustomization"} <= set(objs)
     dep, svc, sm, cm = objs["Deployment"], objs["Service"], objs["ServiceMonitor"], objs["ConfigMap"]
     pod = dep["spec"]["template"]
@@ -293,8 +293,11 @@ def test_k8s_manifests_parse_and_fit_together(tmp_path):
     env = {e["name"]: e["value"] for e in container.get("env", [])}
     assert is_under(env["NUMBA_CACHE_DIR"], writable)
     assert is_under(cfg.checkpoint["dir"], writable)
+    # checkpoints in the Kafka changelog: no volume shared between pods (no ReadWriteMany needed)
+    assert cfg.checkpoint["store"] == "kafka"
     state_vol = next(n for n, m in mounts.items() if is_under(cfg.checkpoint["dir"], [m["mountPath"]]))
-    assert volumes[state_vol]["persistentVolumeClaim"]["claimName"] == objs["PersistentVolumeClaim"]["metadata"]["name"]
+    assert "emptyDir" in volumes[state_vol] and "PersistentVolumeClaim" not in objs
+    assert not any("persistentVolumeClaim" in v for v in volumes.values())
     assert "/tmp" in writable
     assert pod["spec"]["terminationGracePeriodSeconds"] >= 30  # time to flush, checkpoint, commit
 
@@ -317,7 +320,7 @@ def test_kubectl_kustomize_renders_the_manifests():
     res = subprocess.run([kubectl, "kustomize", str(DEPLOY / "k8s")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     kinds = re.findall(r"^kind: (\w+)$", res.stdout, re.M)
-    assert sorted(kinds) == ["ConfigMap", "Deployment", "PersistentVolumeClaim", "Service"]
+    assert sorted(kinds) == ["ConfigMap", "Deployment", "Service"]
 
 
 # --- Grafana ------------------------------------------------------------------------------------
