@@ -154,6 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from ratiowatch.core.kernels import median_distance
+    from ratiowatch.stream.commands.progress import stages
     from ratiowatch.stream.series.embedding import embed
 
     length = 10_000 if args.quick else 100_000
@@ -161,17 +162,23 @@ def run(args) -> int:
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
                                           "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
-    out["incremental_state"] = bench_state(y, sigma)
-    out["detector"], out["detector"]["alarms"] = bench_detector(y)
-    prefix = 2_000 if args.quick else 10_000
-    out["offline_detect"] = bench_offline(y[:prefix])
-    out["densratio_fixed"] = bench_densratio(y, sigma, 20 if args.quick else 400)
+    with stages("bench cpd", 4 + bool(args.memory)) as phase:
+        phase("incremental state")
+        out["incremental_state"] = bench_state(y, sigma)
+        phase("streaming detector")
+        out["detector"], out["detector"]["alarms"] = bench_detector(y)
+        prefix = 2_000 if args.quick else 10_000
+        phase("offline detect")
+        out["offline_detect"] = bench_offline(y[:prefix])
+        phase("densratio")
+        out["densratio_fixed"] = bench_densratio(y, sigma, 20 if args.quick else 400)
+        if args.memory:
+            phase("memory")
+            out["memory"] = bench_memory(1_000_000)
     base = out["densratio_fixed"]["points_per_s"]
     out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
     out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
     out["ratio_offline_vs_densratio_fixed"] = round(out["offline_detect"]["points_per_s"] / base, 1)
-    if args.memory:
-        out["memory"] = bench_memory(1_000_000)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

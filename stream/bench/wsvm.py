@@ -185,9 +185,17 @@ def run(args) -> int:
     steps = min(args.steps, 5) if quick else args.steps
     refits = min(args.refits, 10) if quick else args.refits
     repeats = 1 if quick else args.repeats
-    _warm_up()
-    toy = [_toy(n, args.seed + n, refits, args.all_breakpoints, repeats) for n in sizes]
-    stream = _stream(window, steps, args.seed, repeats)
+    from ratiowatch.stream.commands.progress import stages
+
+    with stages("bench wsvm", 2 + len(sizes)) as phase:
+        phase("compile")
+        _warm_up()
+        toy = []
+        for n in sizes:
+            phase(f"toy n={n}")
+            toy.append(_toy(n, args.seed + n, refits, args.all_breakpoints, repeats))
+        phase("stream")
+        stream = _stream(window, steps, args.seed, repeats)
     out = {
         "benchmark": "wsvm",
         "quick": quick,

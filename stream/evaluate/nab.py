@@ -420,7 +420,9 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
     items = []
     per_file_time = {}
     all_scores = {}
-    for f in corpus:
+    from ratiowatch.stream.commands.progress import track
+
+    for f in track(corpus, desc="nab", unit="file"):
         t0 = time.perf_counter()
         scores = run_detector(f.values, factory, params)
         per_file_time[f.name] = time.perf_counter() - t0
@@ -532,10 +534,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from ratiowatch.stream.evaluate.datasets import eval_dir_problem
+
     root = args.dir if args.dir is not None else default_bench_dir()
-    if root is None:
-        print("ratiowatch eval nab: no DIR given and ../shared/bench/nab not found (set RATIOWATCH_BENCH)",
-              file=sys.stderr)
+    problem = eval_dir_problem(args.dir, root, "nab")
+    if problem:
+        print(f"ratiowatch eval nab: {problem}", file=sys.stderr)
         return 2
     try:
         if args.score_stored:

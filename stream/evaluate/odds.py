@@ -155,8 +155,10 @@ def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES, leave
             raise ValueError(f"no {sorted(missing)} in {root}")
     if not files:
         raise ValueError(f"{root} holds no <name>.npz files (X, y with 1 = outlier)")
+    from ratiowatch.stream.commands.progress import track
+
     datasets = {}
-    for f in files:
+    for f in track(files, desc="odds", unit="data set"):
         with np.load(f) as d:
             if "X" not in d or "y" not in d:
                 raise ValueError(f"{f} must hold arrays X and y")
@@ -203,15 +205,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    root = args.dir
-    if root is None:
-        from ratiowatch.stream.evaluate.datasets import bench_dir
+    from ratiowatch.stream.evaluate.datasets import bench_dir, eval_dir_problem
 
-        root = bench_dir("odds")
-        if root is None:
-            print("ratiowatch eval odds: no DIR given and ../shared/bench/odds not found "
-                  "(set RATIOWATCH_BENCH)", file=sys.stderr)
-            return 2
+    root = args.dir if args.dir is not None else bench_dir("odds")
+    problem = eval_dir_problem(args.dir, root, "odds")
+    if problem:
+        print(f"ratiowatch eval odds: {problem}", file=sys.stderr)
+        return 2
     if args.seeds < 1:
         print("ratiowatch eval odds: --seeds must be >= 1", file=sys.stderr)
         return 2

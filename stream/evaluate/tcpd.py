@@ -63,7 +63,9 @@ def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
     data, ann = load_dir(root)
     results: dict[str, dict] = {}
     config = None
-    for name, x in data.items():
+    from ratiowatch.stream.commands.progress import track
+
+    for name, x in track(data.items(), desc="tcpd", total=len(data), unit="series"):
         t0 = time.perf_counter()
         try:
             rep = replay(x, **params)

@@ -48,7 +48,10 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
 
     results: dict[str, dict] = {}
     config = None
-    for name, x, truth in load_dir(root):
+    from ratiowatch.stream.commands.progress import track
+
+    series = load_dir(root)
+    for name, x, truth in track(series, desc="tssb", unit="series"):
         if names and name not in names:
             continue
         t0 = time.perf_counter()

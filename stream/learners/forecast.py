@@ -204,3 +204,8 @@ class ForecastResidualDetector(AnomalyDetector):
     @classmethod
     def _unit_test_params(cls):
         yield {"k": 3, "window": 40, "warmup": 20}
+
+    def _unit_test_skips(self):
+        # river's feature checks drop three keys of each sample: a one-key sample becomes {}, which
+        # a univariate detector rightly refuses (ValueError naming ``key``)
+        return {"check_emerging_features", "check_disappearing_features"}

@@ -5,11 +5,9 @@ import json
 
 import numpy as np
 import pytest
-from river import checks
-from river.checks import common
 
 from ratiowatch.stream.detectors.offline import detect, replay
-from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.changepoint import ChangePointDetector, KeysChangedWarning
 
 SMALL = {"n": 8, "n_min": 4, "k": 2}
 
@@ -25,18 +23,6 @@ def test_is_a_river_drift_and_anomaly_detector():
 
     det = ChangePointDetector()
     assert isinstance(det, base.DriftDetector) and isinstance(det, base.AnomalyDetector)
-
-
-def test_river_check_estimator_general_checks():
-    # check_estimator's dataset checks download CreditCard (no network here): run every check that
-    # needs no dataset, then the dataset checks on a local stream below
-    ran = 0
-    for check in checks.yield_checks(ChangePointDetector(**SMALL)):
-        if "dataset" in getattr(check, "keywords", {}):
-            continue
-        check(ChangePointDetector(**SMALL))
-        ran += 1
-    assert ran >= 14
 
 
 FIXED = {"n": 8, "n_min": 8, "k": 2, "window_frac": 0.0}  # windows of 8 from the start
@@ -59,22 +45,19 @@ def _dict_stream(t=400, seed=0):
     return out
 
 
-@pytest.mark.parametrize("check", [
-    common.check_learn_one, common.check_pickling, common.check_shuffle_features_no_impact,
-    common.check_emerging_features, common.check_disappearing_features,
-    common.check_radically_disappearing_features, common.check_predict_one_pure,
-    common.check_predict_one_before_any_learn, common.check_no_state_aliasing_with_input,
-    common.check_clone_is_independent, common.check_bounded_memory_growth,
-], ids=lambda c: c.__name__)
-def test_river_dataset_checks_on_local_stream(check):
-    check(ChangePointDetector(**SMALL), dataset=_dict_stream())
+def test_river_check_estimator_runs_every_check_offline(monkeypatch):
+    """Every check river yields for the detector, its data-set checks on a local stream
+    (river's own data set for anomaly detectors, CreditCard, is downloaded: see river_offline)."""
+    import warnings
 
+    from river_offline import check_estimator_offline
 
-def test_river_roc_auc_check_on_local_stream():
-    from river.checks.anomaly import check_roc_auc
-
-    # growing windows (SMALL) would make the straddling span vary with the window size
-    check_roc_auc(ChangePointDetector(**FIXED), dataset=_dict_stream())
+    with warnings.catch_warnings():
+        # the feature checks drop and add keys on purpose: the detector says so (KeysChangedWarning)
+        warnings.simplefilter("ignore", KeysChangedWarning)
+        used = check_estimator_offline(ChangePointDetector(**FIXED), lambda scale: _dict_stream(400 * scale),
+                                       monkeypatch)
+    assert used >= 12  # eleven data-set checks, and the memory-growth check on a longer stream
 
 
 def test_drift_protocol_univariate():
@@ -146,6 +129,48 @@ def test_bad_inputs_raise_clear_errors():
                 {"n_min": 60, "n": 50}, {"difference": "yes"}, {"select": "cv"}, {"null": "bootstrap"}):
         with pytest.raises(ValueError):
             ChangePointDetector(**bad)
+
+
+@pytest.mark.parametrize("bad, name", [
+    ({"symmetric": "no"}, "symmetric"), ({"history_guard": 0}, "history_guard"), ({"corr_view": "yes"}, "corr_view"),
+    ({"seed": 1.5}, "seed"), ({"seed": "x"}, "seed"), ({"seed": -1}, "seed"), ({"n": "abc"}, "n"),
+    ({"n": 50.0}, "n"), ({"k": True}, "k"), ({"alpha": "0.1"}, "alpha"), ({"lam": None}, "lam"),
+    ({"difference": 1}, "difference"), ({"perm_block": 2.5}, "perm_block"),
+])
+def test_constructor_checks_types_and_names_the_parameter(bad, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be"):
+        ChangePointDetector(**bad)
+
+
+def test_constructor_takes_numpy_scalars():
+    det = ChangePointDetector(n=np.int64(20), seed=np.int32(3), alpha=np.float64(0.2), symmetric=np.bool_(False))
+    assert (det.n, det.seed, det.alpha, det.symmetric) == (20, 3, 0.2, False)
+
+
+def test_a_new_dict_key_is_not_ignored_in_silence():
+    det = ChangePointDetector(**SMALL)
+    det.learn_one({"a": 1.0, "b": 2.0})
+    with pytest.warns(KeysChangedWarning, match=r"\['c'\] not in the first sample are ignored"):
+        det.learn_one({"a": 1.0, "b": 2.0, "c": 9.0})
+    with pytest.warns(KeysChangedWarning, match=r"\['b'\] missing from a sample are read as missing"):
+        det.learn_one({"a": 1.0, "c": 9.0})
+    import warnings
+
+    with warnings.catch_warnings():  # once per key: no second warning for 'c' or 'b'
+        warnings.simplefilter("error", KeysChangedWarning)
+        det.learn_one({"a": 1.0, "c": 8.0})
+        det.learn_one({"a": 1.0, "b": 2.0})
+
+
+def test_changed_keys_can_be_refused():
+    import warnings
+
+    det = ChangePointDetector(**SMALL)
+    det.learn_one({"a": 1.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KeysChangedWarning)
+        with pytest.raises(KeysChangedWarning, match="'z'"):
+            det.learn_one({"a": 1.0, "z": 5.0})
 
 
 @pytest.mark.parametrize("t_len", [15, 16, 21, 40, 100])
