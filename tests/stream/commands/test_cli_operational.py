@@ -73,7 +73,9 @@ def _interrupt_after(args, wait_for: str | None, seconds: float, tmp_path):
 
 
 def test_ctrl_c_during_detect_stops_cleanly(tmp_path):
-    p = write(tmp_path / "long.csv", jump_rows(t=60000, at=30000))
+    # long enough that the detection is still running when the interrupt comes (one change-free
+    # test of 100,000 samples takes about a second)
+    p = write(tmp_path / "long.csv", jump_rows(t=600000, at=300000))
     code, _out, err = _interrupt_after(["detect", p], "read as the time axis", 2.0, tmp_path)
     assert code == 130 and "ratiowatch: interrupted" in err and "Traceback" not in err, err
 
@@ -82,10 +84,10 @@ def test_ctrl_c_during_eval_stops_cleanly(tmp_path):
     root = tmp_path / "tcpd"
     (root / "datasets").mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for i in range(3):
+    for i in range(12):  # about a second each: still running when the interrupt comes
         (root / "datasets" / f"s{i}.json").write_text(json.dumps(
-            {"name": f"s{i}", "series": [{"raw": rng.normal(size=20000).round(3).tolist()}]}))
-    (root / "annotations.json").write_text(json.dumps({f"s{i}": {"1": [10]} for i in range(3)}))
+            {"name": f"s{i}", "series": [{"raw": rng.normal(size=100000).round(3).tolist()}]}))
+    (root / "annotations.json").write_text(json.dumps({f"s{i}": {"1": [10]} for i in range(12)}))
     code, _out, err = _interrupt_after(["eval", "tcpd", root], None, 4.0, tmp_path)
     assert code == 130 and "ratiowatch: interrupted" in err and "Traceback" not in err, err
 
