@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import numpy as np  # noqa: F401  (the module docstring example uses it)
 from numba import njit
 
 from .kernels import gauss_entry

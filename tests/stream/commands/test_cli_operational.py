@@ -84,9 +84,12 @@ def test_ctrl_c_during_eval_stops_cleanly(tmp_path):
     root = tmp_path / "tcpd"
     (root / "datasets").mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for i in range(12):  # about a second each: still running when the interrupt comes
+    # series with many level shifts: each shift costs the stop test its full set of surrogates, so
+    # the run is still going when the interrupt comes (a change-free series is accepted at once)
+    steps = np.repeat(np.arange(10) % 2 * 3.0, 10000)
+    for i in range(12):
         (root / "datasets" / f"s{i}.json").write_text(json.dumps(
-            {"name": f"s{i}", "series": [{"raw": rng.normal(size=100000).round(3).tolist()}]}))
+            {"name": f"s{i}", "series": [{"raw": (steps + rng.normal(size=steps.size)).round(3).tolist()}]}))
     (root / "annotations.json").write_text(json.dumps({f"s{i}": {"1": [10]} for i in range(12)}))
     code, _out, err = _interrupt_after(["eval", "tcpd", root], None, 4.0, tmp_path)
     assert code == 130 and "ratiowatch: interrupted" in err and "Traceback" not in err, err
