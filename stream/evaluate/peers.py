@@ -16,8 +16,8 @@
   the claspy version), since ClaSS takes minutes on a 10,000-point series.
 
 Missing values are carried forward (then backward) before a peer sees the series; multivariate
-series go to ruptures as they are and to claspy not at all (it is univariate): the claspy peers
-report them as failed with the reason.
+series go to ruptures and to ``BinaryClaSPSegmentation`` as they are, and not to ClaSS (univariate):
+that peer reports them as failed with the reason.
 
 Examples
 --------
@@ -181,9 +181,9 @@ def run_claspy(series: Mapping[str, np.ndarray], peer: str, python: Path | None 
             x = np.asarray(x, dtype=np.float64)
             if x.ndim == 2 and x.shape[1] == 1:
                 x = x[:, 0]
-            if x.ndim != 1:
+            if x.ndim != 1 and method == "class":
                 out[name] = {"change_points": [], "alarm_index": None, "seconds": 0.0, "cached": False,
-                             "error": "claspy is univariate; series has shape " + str(x.shape)}
+                             "error": "claspy's ClaSS is univariate; series has shape " + str(x.shape)}
                 continue
             x = fill_missing_peers(x)
             f = cache / _key(method, x)

@@ -6,7 +6,7 @@ JSON request from stdin and writes one JSON line per series to stdout:
 
 request ``{"method": "binseg" | "class", "series": [{"name": str, "path": "<file>.npy"}, ...],
 "warmup": int (optional: first run the method on that many N(0, 1) values, untimed, so that claspy's
-numba kernels are compiled)}``; each ``.npy`` holds a float64 array of shape (T,) (read with
+numba kernels are compiled)}``; each ``.npy`` holds a float64 array of shape (T,) (or (T, d) for ``binseg``) (read with
 ``allow_pickle=False``).
 
 * ``binseg``: ``claspy.segmentation.BinaryClaSPSegmentation()`` with its defaults (offline, one core; the

@@ -59,13 +59,14 @@ def test_claspy_runner_protocol_and_cache(fake_claspy, tmp_path):
     assert out["long"]["change_points"] == [50] and out["long"]["error"] is None and not out["long"]["cached"]
     assert out["gappy"]["change_points"] == [30]  # the missing value was filled, not dropped
     assert "too short" in out["short"]["error"] and out["short"]["change_points"] == []
-    assert "univariate" in out["two"]["error"]
+    assert out["two"]["change_points"] == [25]  # BinaryClaSPSegmentation takes (T, d)
     again = P.run_claspy(series, "claspy", python=fake_claspy)
     assert again["long"]["cached"] and again["long"]["change_points"] == [50]
     assert not again["short"]["cached"]  # failures are not cached
-    cs = P.run_claspy({"long": np.arange(100.0)}, "class", python=fake_claspy)["long"]
-    assert cs["change_points"] == [20] and cs["alarm_index"] == [30]
-    assert len(list((tmp_path / "cache").glob("*.json"))) == 3  # long and gappy (claspy), long (class)
+    cs = P.run_claspy({"long": np.arange(100.0), "two": np.zeros((50, 2))}, "class", python=fake_claspy)
+    assert cs["long"]["change_points"] == [20] and cs["long"]["alarm_index"] == [30]
+    assert "univariate" in cs["two"]["error"]
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 4  # long, gappy, two (claspy); long (class)
 
 
 def test_claspy_streaming_rate(fake_claspy):
