@@ -106,6 +106,8 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
             for method, stats in per.items():
                 lines.append(f"  {half:5s} {method:15s} " + ", ".join(
                     f"{k} {v['mean']:.3f} +- {v['sd']:.3f}" for k, v in stats.items()))
+    if out.get("points_per_s"):
+        lines.append("points/s: " + ", ".join(f"{k} {v:.0f}" for k, v in out["points_per_s"].items() if v))
     lines += out.get("notes", [])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

@@ -97,6 +97,32 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
     return rows
 
 
+def throughput(rows: Mapping[str, dict], lengths: Mapping[str, int]) -> dict[str, float | None]:
+    """Points per second of each method over the series it ran on (sum of lengths / sum of seconds).
+
+    Cached claspy results keep the seconds of the run that produced them.
+
+    Examples
+    --------
+    >>> throughput({"a": {"seconds": 1.0, "peers": {"pelt": {"seconds": 0.5}}}}, {"a": 100})
+    {'ours': 100.0, 'peer:pelt': 200.0}
+    """
+    from ratiowatch.stream.evaluate.protocol import method_entry, methods_present
+
+    out: dict[str, float | None] = {}
+    for method in methods_present(rows):
+        pts = secs = 0.0
+        for name, row in rows.items():
+            e = method_entry(row, method)
+            if e is not None and e.get("seconds") and not e.get("error"):
+                pts += lengths[name]
+                secs += float(e["seconds"])
+        if method.startswith("stored:"):
+            continue
+        out[method] = round(pts / secs, 1) if secs > 0 else None
+    return out
+
+
 def plotter(plot_dir: Path | None, truth: Callable[[str], list[int]], title: str):
     """A ``plot(name, x, replay)`` callback writing ``<plot_dir>/<name>.png`` (None without a folder)."""
     if plot_dir is None:

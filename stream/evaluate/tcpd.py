@@ -72,7 +72,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
     """
     from ratiowatch.stream.evaluate.metrics import covering, f1_score
     from ratiowatch.stream.evaluate.protocol import half_means, methods_present, split_halves
-    from ratiowatch.stream.evaluate.runner import evaluate_series, plotter
+    from ratiowatch.stream.evaluate.runner import evaluate_series, plotter, throughput
 
     data, ann = load_dir(root)
     halves = split_halves(data)
@@ -98,7 +98,8 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
     by_half = half_means(results, methods_present(results), {"": metrics, "_multi": metrics},
                          {"": lambda n: is_univariate_default(n, data[n]), "_multi": lambda n: data[n].shape[1] > 1})
     return {"benchmark": "tcpd", "config": _config(params), "datasets": results, "mean": mean,
-            "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes}
+            "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
+            "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -88,7 +88,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
     on the series ``names`` (default all): ``mean`` (ours, offline) and ``by_half`` (every method)."""
     from ratiowatch.stream.evaluate.metrics import covering, tssb_f1
     from ratiowatch.stream.evaluate.protocol import half_means, methods_present, split_halves
-    from ratiowatch.stream.evaluate.runner import evaluate_series, plotter
+    from ratiowatch.stream.evaluate.runner import evaluate_series, plotter, throughput
 
     series = load_dir(root)
     halves = split_halves(s[0] for s in series)
@@ -109,7 +109,8 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
             "f1": float(np.mean([r["f1"] for r in results.values()]))}
     by_half = half_means(results, methods_present(results), {"": ("cover", "f1", "delay_mean")})
     return {"benchmark": Path(root).name, "config": _config(params), "datasets": results, "mean": mean,
-            "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes}
+            "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
+            "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

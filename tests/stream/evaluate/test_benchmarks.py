@@ -102,6 +102,8 @@ def test_eval_tssb_halves_stored_results_and_streaming(tmp_path, capsys):
     assert {"change_points", "alarms", "cover", "f1", "delay_mean"} <= set(s)
     assert all(a >= c for c, a in s["alarms"]) and all(1 <= c < 300 for c in s["change_points"])
     assert out["by_half"]["all"]["ours_streaming"]["n"] == 4
+    assert out["points_per_s"]["ours"] > 0 and out["points_per_s"]["ours_streaming"] > 0
+    assert "stored:Peer" not in out["points_per_s"]
 
 
 def test_eval_half_selects_series_and_seeds_spread_by_half(tmp_path, capsys):
