@@ -232,6 +232,8 @@ def run_peers(series: Mapping[str, np.ndarray], peers: Iterable[str] = ALL_PEERS
             except Exception as exc:
                 cps, err = [], f"{type(exc).__name__}: {exc}"
             results[p][name] = {"change_points": cps, "seconds": round(time.perf_counter() - t0, 3), "error": err}
+            if progress is not None:
+                progress(f"{p} {name}: {cps if err is None else err} ({results[p][name]['seconds']} s)")
     claspy_peers = [p for p in peers if p in CLASPY_PEERS]
     if claspy_peers:
         python = peers_python()
