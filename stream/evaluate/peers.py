@@ -1,5 +1,7 @@
 """Peer segmenters run on the same series in the same evaluation: ruptures and claspy.
 
+* ``zero``: no change points at all, the floor every detector must beat (on TCPD it beats most
+  published methods, van den Burg and Williams 2020);
 * ``pelt``, ``binseg``: ruptures ``Pelt`` and ``Binseg`` with the RBF cost (Truong, Oudre and Vayatis
   2020), library defaults otherwise (``min_size=2``, ``jump=5``, the kernel width from the median
   heuristic) and the BIC-like penalty ``pen = log T`` (ruptures has no default penalty; the RBF
@@ -43,7 +45,7 @@ import numpy as np
 
 RUPTURES_PEERS = ("pelt", "binseg")
 CLASPY_PEERS = ("claspy", "class")
-ALL_PEERS = RUPTURES_PEERS + CLASPY_PEERS
+ALL_PEERS = ("zero",) + RUPTURES_PEERS + CLASPY_PEERS
 RUPTURES_MAX = {"pelt": 1000, "binseg": 5000}
 CLASPY_VERSION = "0.2.8"
 VENV_ENV = "RATIOWATCH_PEERS_VENV"
@@ -217,6 +219,8 @@ def run_peers(series: Mapping[str, np.ndarray], peers: Iterable[str] = ALL_PEERS
     results: dict[str, dict[str, dict]] = {}
     notes: list[str] = []
     peers = list(peers)
+    if "zero" in peers:
+        results["zero"] = {name: {"change_points": [], "seconds": 0.0, "error": None} for name in series}
     if any(p in RUPTURES_PEERS for p in peers):
         try:
             import ruptures  # noqa: F401

@@ -99,7 +99,8 @@ def test_ruptures_peers_skipped_cleanly_when_missing(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ruptures", None)  # import ruptures -> ModuleNotFoundError
     monkeypatch.setenv(P.VENV_ENV, str(tmp_path / "absent"))
     res, notes = P.run_peers({"a": np.arange(50.0)}, P.ALL_PEERS)
-    assert res == {} and any("ruptures" in n for n in notes) and any("make peers" in n for n in notes)
+    assert any("ruptures" in n for n in notes) and any("make peers" in n for n in notes)
+    assert res == {"zero": {"a": {"change_points": [], "seconds": 0.0, "error": None}}}  # always there
 
 
 def test_ruptures_pelt_and_binseg_find_a_clear_shift():
