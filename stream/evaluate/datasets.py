@@ -87,7 +87,7 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     names = select(series_names(Path(root)), args.half)
 
     def progress(msg: str) -> None:
-        print(f"[{name}] {msg}", file=sys.stderr, flush=True)
+        print(f"[{Path(root).name}] {msg}", file=sys.stderr, flush=True)
 
     out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
                    peers=ALL_PEERS if args.peers else (), progress=progress)
