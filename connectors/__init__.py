@@ -9,6 +9,9 @@ Modules
 - :mod:`ratiowatch.connectors.sinks` -- ``JsonlFileSink``, ``StreamSink`` (stdout/stderr), ``KafkaSink``, ``WebhookSink``;
   the same classes serve as the dead-letter sink.
 - :mod:`ratiowatch.connectors.metrics` -- ``Metrics``: Prometheus registry and /metrics, /healthz, /readyz server.
+- :mod:`ratiowatch.connectors.delivery` -- ``SinkWorker`` (one bounded queue and thread per sink,
+  acknowledgement tickets), ``CircuitBreaker``.
+- :mod:`ratiowatch.connectors.changelog` -- ``ChangelogStore``: checkpoints in a compacted Kafka topic.
 
 Adding a source
 ---------------

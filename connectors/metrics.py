@@ -16,10 +16,9 @@ Examples
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 
 class Metrics:
@@ -46,7 +45,7 @@ class Metrics:
                            registry=r)
         self.score_keys = frozenset(score_keys or ())
         self.ready = False
-        self._server: ThreadingHTTPServer | None = None
+        self._server: Any = None
 
     def set_score(self, key: str, value: float) -> None:
         if key in self.score_keys:
@@ -60,33 +59,43 @@ class Metrics:
         return generate_latest(self.registry)
 
     # --- HTTP server --------------------------------------------------------------------------
-    def serve(self, host: str = "127.0.0.1", port: int = 9108) -> int:
-        """Start serving in a daemon thread; returns the bound port (``port=0`` picks a free one)."""
+    def wsgi_app(self):
+        """The WSGI application: ``/metrics`` is prometheus_client's own app (content negotiation,
+        OpenMetrics, gzip), ``/healthz`` and ``/readyz`` are answered here."""
+        from prometheus_client import make_wsgi_app
+
+        prom = make_wsgi_app(self.registry)
         metrics = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server API
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    body, ctype, code = metrics.exposition(), CONTENT_TYPE_LATEST, 200
-                elif path == "/healthz":
-                    body, ctype, code = b"ok\n", "text/plain", 200
-                elif path == "/readyz":
-                    ok = metrics.ready
-                    body, ctype, code = (b"ready\n" if ok else b"not ready\n"), "text/plain", (200 if ok else 503)
-                else:
-                    body, ctype, code = b"not found; try /metrics, /healthz or /readyz\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def app(environ, start_response):
+            path = environ.get("PATH_INFO", "/")
+            if path == "/metrics":
+                return prom(environ, start_response)
+            if path == "/healthz":
+                code, body = "200 OK", b"ok\n"
+            elif path == "/readyz":
+                code, body = ("200 OK", b"ready\n") if metrics.ready else ("503 Service Unavailable", b"not ready\n")
+            else:
+                code, body = "404 Not Found", b"not found; try /metrics, /healthz or /readyz\n"
+            start_response(code, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
 
+        return app
+
+    def serve(self, host: str = "127.0.0.1", port: int = 9108) -> int:
+        """Start serving in a daemon thread; returns the bound port (``port=0`` picks a free one).
+        Raises OSError when the address is in use."""
+        from socketserver import ThreadingMixIn
+        from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+        class Server(ThreadingMixIn, WSGIServer):
+            daemon_threads = True
+
+        class QuietHandler(WSGIRequestHandler):
             def log_message(self, fmt, *args):  # scrapes are not worth a log line each
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = make_server(host, port, self.wsgi_app(), Server, handler_class=QuietHandler)
         threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True).start()
         return self._server.server_address[1]
 

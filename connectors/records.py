@@ -24,6 +24,7 @@ import json
 import json.decoder
 import json.scanner
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,9 +39,19 @@ REASONS = (
     "wrong_dimension",
     "timestamp_backwards",
     "oversized",
+    "not_utf8",
+    "nested_too_deep",
+    "timestamp_too_far_ahead",
     "detector_error",
+    "processing_error",
+    "unparseable",
     "delivery_failed",
 )
+
+# Deepest nesting of JSON arrays / objects a message may have. A record is a flat object of a few
+# numbers and short lists; deeper input is an error (and Python's JSON decoder recurses, so a few
+# thousand levels would raise RecursionError).
+MAX_DEPTH = 32
 
 ALERT_SCHEMA_VERSION = 1
 
@@ -65,13 +76,15 @@ class Record:
     """One observation: ``values`` is a 1-d float64 array.
 
     ``ref`` is the source position ``(partition, offset)`` used for commits and replay
-    deduplication; it does not take part in equality.
+    deduplication; ``raw`` is the original message (what the dead-letter sink gets if the pipeline
+    rejects the record). Neither takes part in equality.
     """
 
     key: str
     timestamp: float
     values: np.ndarray
     ref: tuple[str, int] | None = field(default=None, compare=False)
+    raw: bytes | str | None = field(default=None, compare=False, repr=False)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Record):
@@ -83,6 +96,11 @@ class Record:
 
     def to_json(self) -> str:
         return json.dumps({"key": self.key, "timestamp": self.timestamp, "values": self.values.tolist()})
+
+    def rejected(self, reason: str, detail: str) -> "BadRecord":
+        """A BadRecord for this record, carrying the original message where it is known."""
+        return bad_record(self.raw if self.raw is not None else self.to_json(), RecordError(reason, detail),
+                          self.ref, self.key)
 
 
 @dataclass(frozen=True)
@@ -163,7 +181,7 @@ class RecordError(ValueError):
 
 
 def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | None = None,
-                        fallback_timestamp: float = 0.0) -> Record:
+                        fallback_timestamp: float = 0.0, raw: bytes | str | None = None) -> Record:
     """Build a Record from a decoded JSON object (or a CSV row dict); raises :class:`RecordError`."""
     if not isinstance(obj, dict):
         raise RecordError("malformed_json", f"expected a JSON object, got {type(obj).__name__}")
@@ -214,22 +232,73 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
         if not math.isfinite(f):
             raise RecordError("non_finite", f"values contain NaN or infinity: {vals}")
     arr = np.array(vals, dtype=np.float64)
-    return Record(key=key, timestamp=ts, values=arr, ref=ref)
+    return Record(key=key, timestamp=ts, values=arr, ref=ref, raw=raw)
+
+
+def nesting_depth(text: str, stop: int | None = None) -> int:
+    """Deepest nesting of arrays / objects in a JSON text (brackets inside strings do not count);
+    counting stops once ``stop`` is exceeded.
+
+    >>> nesting_depth('{"a": [[1], "]]]"], "b": {}}')
+    3
+    """
+    depth = best = 0
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > best:
+                best = depth
+                if stop is not None and best > stop:
+                    break
+        elif c in "]}":
+            depth -= 1
+    return best
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _deep(text: str, limit: int) -> bool:
+    # two C-speed counts settle the usual message; the token scan runs only for bracket-heavy ones
+    return text.count("[") + text.count("{") > limit and nesting_depth(text, limit) > limit
+
+
+def decode_text(raw: bytes | str) -> str:
+    """The message as text: UTF-8 (a leading BOM is allowed); raises :class:`RecordError`
+    ``not_utf8`` otherwise (JSON exchanged between systems is UTF-8, RFC 8259)."""
+    if type(raw) is str:
+        return raw
+    try:
+        return bytes(raw).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise RecordError("not_utf8", f"message is not UTF-8 text (byte {raw[exc.start]:#04x} at position "
+                                      f"{exc.start} is invalid); send JSON encoded as UTF-8") from None
 
 
 def parse_record(raw: bytes | str, spec: FieldSpec, *, ref: tuple[str, int] | None = None,
-                 max_bytes: int = 65536, fallback_timestamp: float = 0.0) -> Record:
+                 max_bytes: int = 65536, fallback_timestamp: float = 0.0, max_depth: int = MAX_DEPTH) -> Record:
     """Decode one JSON message into a :class:`Record`; raises :class:`RecordError` with the reason.
 
-    NaN / Infinity literals (which Python's json accepts) are rejected as ``non_finite``.
+    Any failure is the message's: NaN / Infinity literals (which Python's json accepts) are
+    ``non_finite``, bytes that are not UTF-8 ``not_utf8``, arrays or objects nested deeper than
+    ``max_depth`` ``nested_too_deep``, and anything unexpected ``unparseable``.
     """
     if len(raw) > max_bytes:
         raise RecordError("oversized", f"message has {len(raw)} bytes, more than max_record_bytes={max_bytes}")
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RecordError("malformed_json", str(exc)) from None
-    return record_from_mapping(obj, spec, ref=ref, fallback_timestamp=fallback_timestamp)
+        text = decode_text(raw)
+        if _deep(text, max_depth):
+            raise RecordError("nested_too_deep", f"arrays or objects nested deeper than {max_depth} levels")
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RecordError("malformed_json", str(exc)) from None
+        return record_from_mapping(obj, spec, ref=ref, fallback_timestamp=fallback_timestamp, raw=raw)
+    except RecordError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever one message does, it is that message's fault
+        raise RecordError("unparseable", f"{type(exc).__name__}: {exc}") from None
 
 
 def bad_record(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None = None,
@@ -261,10 +330,11 @@ class RecordBatch:
     (['a', 'b'], [2.5, 3.0], ['malformed_json'], {'p0': 3})
     """
 
-    __slots__ = ("keys", "timestamps", "values", "partitions", "offsets", "bad", "positions")
+    __slots__ = ("keys", "timestamps", "values", "partitions", "offsets", "bad", "positions", "raws")
 
     def __init__(self, keys: list[str], timestamps: list[float], values: np.ndarray, partitions: list[str],
-                 offsets: list[int], bad: list[BadRecord], positions: dict[str, int]):
+                 offsets: list[int], bad: list[BadRecord], positions: dict[str, int],
+                 raws: list[bytes | str] | None = None):
         self.keys = keys
         self.timestamps = timestamps
         self.values = values
@@ -272,12 +342,14 @@ class RecordBatch:
         self.offsets = offsets
         self.bad = bad
         self.positions = positions
+        self.raws = raws  # the original messages (references, not copies), for dead-letter entries
 
     def __len__(self) -> int:
         return len(self.keys) + len(self.bad)
 
     def record(self, i: int) -> Record:
-        return Record(self.keys[i], self.timestamps[i], self.values[i], (self.partitions[i], self.offsets[i]))
+        return Record(self.keys[i], self.timestamps[i], self.values[i], (self.partitions[i], self.offsets[i]),
+                      self.raws[i] if self.raws is not None else None)
 
     def items(self) -> list[Record | BadRecord]:
         """The list form (records then bad records), as the per-item sources return it."""
@@ -299,9 +371,10 @@ class BatchParser:
 
     _ws = staticmethod(json.decoder.WHITESPACE.match)
 
-    def __init__(self, spec: FieldSpec, max_bytes: int = 65536):
+    def __init__(self, spec: FieldSpec, max_bytes: int = 65536, max_depth: int = MAX_DEPTH):
         self.spec = spec
         self.max_bytes = max_bytes
+        self.max_depth = max_depth
         # json.loads minus its per-call set-up: the decoder's own scanner (C), one per parser
         self._scan = json.scanner.make_scanner(json.JSONDecoder())
         self._reset()
@@ -312,6 +385,7 @@ class BatchParser:
         self._vals: list[float] = []
         self._parts: list[str] = []
         self._offs: list[int] = []
+        self._raws: list[bytes | str] = []
         self._bad: list[BadRecord] = []
         self._pos: dict[str, int] = {}
         self._dim = -1
@@ -365,17 +439,29 @@ class BatchParser:
         return key, ts, vals
 
     def add(self, raw: bytes | str | None, partition: str, offset: int) -> None:
-        """Parse one message at ``(partition, offset)``; ``None`` (a tombstone) counts as empty."""
+        """Parse one message at ``(partition, offset)``; ``None`` (a tombstone) counts as empty.
+
+        Never raises for a bad message: whatever goes wrong is that message's BadRecord."""
         ref = (partition, offset)
         if raw is None:
             raw = b""
         if self._pos.get(partition, 0) < offset + 1:
             self._pos[partition] = offset + 1
-        fast = self._fast(raw, float(offset)) if len(raw) <= self.max_bytes else None
+        try:
+            self._add(raw, partition, offset, ref)
+        except Exception as exc:  # noqa: BLE001 - one message's failure is that message's, not the batch's
+            self._bad.append(bad_record(raw, RecordError("unparseable", f"{type(exc).__name__}: {exc}"), ref))
+
+    def _add(self, raw: bytes | str, partition: str, offset: int, ref: tuple[str, int]) -> None:
+        md = self.max_depth
+        # the bracket count first: the fast path's decoder recurses, and deep nesting is for parse_record
+        ok = len(raw) <= self.max_bytes and raw.count(b"[" if type(raw) is bytes else "[") + \
+            raw.count(b"{" if type(raw) is bytes else "{") <= md
+        fast = self._fast(raw, float(offset)) if ok else None
         if fast is None:
             try:
                 rec = parse_record(raw, self.spec, ref=ref, max_bytes=self.max_bytes,
-                                   fallback_timestamp=float(offset))
+                                   fallback_timestamp=float(offset), max_depth=md)
             except RecordError as err:
                 self._bad.append(bad_record(raw, err, ref))
                 return
@@ -383,26 +469,27 @@ class BatchParser:
         else:
             key, ts, vals = fast
         if self._mixed is not None:
-            self._mixed.append(Record(key, ts, np.array(vals, dtype=np.float64), ref))
+            self._mixed.append(Record(key, ts, np.array(vals, dtype=np.float64), ref, raw))
             return
         if len(vals) != self._dim:
             if self._dim == -1:
                 self._dim = len(vals)
             else:  # rows of two dimensions: keep the list form from here on
                 self._mixed = self._rows()
-                self._mixed.append(Record(key, ts, np.array(vals, dtype=np.float64), ref))
+                self._mixed.append(Record(key, ts, np.array(vals, dtype=np.float64), ref, raw))
                 return
         self._keys.append(key)
         self._ts.append(ts)
         self._vals.extend(vals)
         self._parts.append(partition)
         self._offs.append(offset)
+        self._raws.append(raw)
 
     def _rows(self) -> list[Record | BadRecord]:
         d = self._dim
         arr = np.array(self._vals, dtype=np.float64).reshape(-1, max(d, 1))
-        return [Record(k, t, arr[i], (p, o)) for i, (k, t, p, o) in
-                enumerate(zip(self._keys, self._ts, self._parts, self._offs))]
+        return [Record(k, t, arr[i], (p, o), r) for i, (k, t, p, o, r) in
+                enumerate(zip(self._keys, self._ts, self._parts, self._offs, self._raws))]
 
     def finish(self) -> RecordBatch | list[Record | BadRecord]:
         """The batch parsed since the last call (and start a new one)."""
@@ -411,6 +498,7 @@ class BatchParser:
         else:
             d = max(self._dim, 1)
             values = np.array(self._vals, dtype=np.float64).reshape(-1, d)
-            out = RecordBatch(self._keys, self._ts, values, self._parts, self._offs, self._bad, self._pos)
+            out = RecordBatch(self._keys, self._ts, values, self._parts, self._offs, self._bad, self._pos,
+                              self._raws)
         self._reset()
         return out

@@ -27,8 +27,6 @@ import logging
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -200,18 +198,56 @@ class KafkaSink:
         self._producer.close(timeout=self.timeout_s)
 
 
+def _webhook_retry(retries: int, backoff_s: float, jitter_s: float, max_wait_s: float, sleep, seed: int | None):
+    """urllib3's ``Retry`` with this sink's schedule: before retry ``k`` (1, 2, ...) wait
+    ``backoff_s * 2**(k-1)`` plus a uniform jitter in ``[0, jitter_s)``, or what the server's
+    ``Retry-After`` asks (429, 503); every wait capped at ``max_wait_s``."""
+    import random
+
+    from urllib3.util import Retry
+
+    rng = random.Random(seed)  # a private generator: jitter only spreads retries of many daemons
+
+    class WebhookRetry(Retry):
+        def get_backoff_time(self) -> float:
+            n = 0
+            for h in reversed(self.history):
+                if h.redirect_location is not None:
+                    break
+                n += 1
+            if n == 0:
+                return 0.0
+            return min(max_wait_s, backoff_s * 2 ** (n - 1) + (rng.random() * jitter_s if jitter_s > 0 else 0.0))
+
+        def sleep(self, response=None) -> None:
+            wait = self.get_retry_after(response) if (self.respect_retry_after_header and response is not None) \
+                else None
+            sleep(min(max_wait_s, wait) if wait is not None else self.get_backoff_time())
+
+    return WebhookRetry(total=retries, connect=retries, read=retries, status=retries, other=retries, redirect=0,
+                        allowed_methods=None,  # POST too: each alert carries an Idempotency-Key
+                        status_forcelist=frozenset({408, 429, *range(500, 600)}), raise_on_status=False,
+                        raise_on_redirect=False, respect_retry_after_header=True)
+
+
 class WebhookSink:
-    """HTTP POST of each item as JSON, with a timeout and bounded retries with exponential backoff.
+    """HTTP POST of each item as JSON (urllib3: pooled connections, retries by its ``Retry``).
 
     2xx is success; 4xx other than 408/429 is a permanent failure (no retry); anything else
-    (connection refused, timeout, 5xx) is retried ``retries`` times, ``backoff_s`` doubling.
-    An alert is posted with an ``Idempotency-Key`` header equal to its ``alert_id``.
+    (connection refused, timeout, 5xx) is retried ``retries`` times: retry ``k`` waits
+    ``backoff_s * 2**(k-1)`` plus a random jitter below ``jitter_s`` (default ``backoff_s / 2``,
+    so that many daemons do not retry in step), or the ``Retry-After`` the server sent with a 429
+    or 503; no wait is longer than ``max_wait_s``. An alert is posted with an ``Idempotency-Key``
+    header equal to its ``alert_id``.
     """
 
     dead_letter_on_failure = True
 
     def __init__(self, url: str, *, timeout_s: float = 5.0, retries: int = 3, backoff_s: float = 0.5,
-                 headers: dict[str, str] | None = None, name: str = "webhook", sleep=time.sleep):
+                 headers: dict[str, str] | None = None, name: str = "webhook", sleep=time.sleep,
+                 jitter_s: float | None = None, max_wait_s: float = 60.0, seed: int | None = None):
+        import urllib3
+
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"webhook url must start with http:// or https://; got {url!r}")
         self.url = url
@@ -220,21 +256,26 @@ class WebhookSink:
         self.retries = retries
         self.backoff_s = backoff_s
         self.headers = {"Content-Type": "application/json", **(headers or {})}
-        self.attempts = 0
-        self._sleep = sleep
+        self._retry = _webhook_retry(retries, backoff_s, backoff_s / 2 if jitter_s is None else jitter_s,
+                                     max_wait_s, sleep, seed)
+        self._http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
+                                         retries=self._retry)
 
-    def _post(self, body: bytes, headers: dict[str, str] | None = None) -> str | None:
-        """None on success, else the reason; raises nothing."""
-        self.attempts += 1
-        req = urllib.request.Request(self.url, data=body, headers=headers or self.headers, method="POST")
+    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[str | None, int]:
+        """(None on success else the reason, attempts made); raises nothing."""
+        from urllib3.exceptions import HTTPError, MaxRetryError
+
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                resp.read()
-                return None
-        except urllib.error.HTTPError as exc:
-            return f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            resp = self._http.request("POST", self.url, body=body, headers=headers, preload_content=True)
+        except MaxRetryError as exc:
+            r = exc.reason
+            return f"{type(r).__name__}: {r}", self.retries + 1
+        except (HTTPError, OSError) as exc:
+            return f"{type(exc).__name__}: {exc}", 1
+        attempts = 1 + (len(resp.retries.history) if resp.retries is not None else 0)
+        if 200 <= resp.status < 300:
+            return None, attempts
+        return f"HTTP {resp.status}", attempts
 
     def deliver(self, items: list[Any]) -> list[Failure]:
         failures: list[Failure] = []
@@ -244,14 +285,7 @@ class WebhookSink:
             # retries and at-least-once replays produce (same alert -> same key)
             ident = getattr(it, "alert_id", None)
             headers = {**self.headers, "Idempotency-Key": ident} if isinstance(ident, str) else self.headers
-            delay = self.backoff_s
-            reason = self._post(body, headers)
-            tries = 1
-            while reason is not None and tries <= self.retries and _retryable(reason):
-                self._sleep(delay)
-                delay *= 2
-                reason = self._post(body, headers)
-                tries += 1
+            reason, tries = self._post(body, headers)
             if reason is not None:
                 log.warning("webhook gave up", extra={"url": self.url, "reason": reason, "attempts": tries})
                 failures.append((it, f"webhook {self.url}: {reason} after {tries} attempt(s)"))
@@ -261,12 +295,4 @@ class WebhookSink:
         return []
 
     def close(self) -> None:
-        pass
-
-
-def _retryable(reason: str) -> bool:
-    if reason.startswith("HTTP "):
-        code = int(reason.split()[1])
-        return code >= 500 or code in (408, 429)
-    return True
-
+        self._http.clear()

@@ -56,11 +56,13 @@ class _LineParser:
                     raise RecordError("malformed_json", f"CSV row has {len(row)} fields, header has "
                                                         f"{len(self.header)}")
                 return record_from_mapping(dict(zip(self.header, row)), self.spec, ref=ref,
-                                           fallback_timestamp=float(ref[1]))
+                                           fallback_timestamp=float(ref[1]), raw=text)
             return parse_record(text, self.spec, ref=ref, max_bytes=self.max_bytes,
                                 fallback_timestamp=float(ref[1]))
         except RecordError as err:
             return bad_record(text, err, ref)
+        except Exception as exc:  # noqa: BLE001 - whatever one line does, it is that line's fault
+            return bad_record(text, RecordError("unparseable", f"{type(exc).__name__}: {exc}"), ref)
 
 
 def _format_of(path: Path, fmt: str) -> str:
@@ -195,6 +197,27 @@ class StdinSource:
         pass
 
 
+def _listener(source: "KafkaSource"):
+    """kafka-python's asynchronous rebalance listener, calling the source's callbacks."""
+    from kafka import AsyncConsumerRebalanceListener
+
+    class Listener(AsyncConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):
+            names = {f"{tp.topic}:{tp.partition}" for tp in revoked}
+            log.info("partitions revoked", extra={"partitions": sorted(names)})
+            # on close the daemon has already checkpointed and committed everything
+            if names and not source.closing:
+                await source._commit_revoked(names)
+
+        async def on_partitions_assigned(self, assigned):
+            names = {f"{tp.topic}:{tp.partition}" for tp in assigned}
+            log.info("partitions assigned", extra={"partitions": sorted(names)})
+            if source.on_assign is not None:
+                source.on_assign(names)
+
+    return Listener()
+
+
 class KafkaSource:
     """Kafka consumer (kafka-python) with manual offset commits.
 
@@ -212,7 +235,6 @@ class KafkaSource:
                  on_revoke: Callable[[set[str]], None] | None = None,
                  on_assign: Callable[[set[str]], None] | None = None):
         from kafka import KafkaConsumer, TopicPartition
-        from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
         self.spec = spec
         self.max_bytes = max_bytes
@@ -221,6 +243,8 @@ class KafkaSource:
         self.on_revoke = on_revoke
         self.on_assign = on_assign
         self.closing = False
+        self.revoke_commits = 0
+        self.revoke_commit_failures = 0
         opts: dict[str, Any] = dict(
             bootstrap_servers=bootstrap_servers, group_id=group_id, enable_auto_commit=False,
             auto_offset_reset=auto_offset_reset, session_timeout_ms=session_timeout_ms,
@@ -235,23 +259,7 @@ class KafkaSource:
             self.consumer.assign([TopicPartition(t, p) for t in topics for p in partitions])
             self.static_partitions = {f"{t}:{p}" for t in topics for p in partitions}
         else:
-            source = self
-
-            class _Listener(ConsumerRebalanceListener):
-                def on_partitions_revoked(self, revoked):
-                    names = {f"{tp.topic}:{tp.partition}" for tp in revoked}
-                    log.info("partitions revoked", extra={"partitions": sorted(names)})
-                    # on close the daemon has already checkpointed and committed everything
-                    if source.on_revoke is not None and names and not source.closing:
-                        source.on_revoke(names)
-
-                def on_partitions_assigned(self, assigned):
-                    names = {f"{tp.topic}:{tp.partition}" for tp in assigned}
-                    log.info("partitions assigned", extra={"partitions": sorted(names)})
-                    if source.on_assign is not None:
-                        source.on_assign(names)
-
-            self.consumer.subscribe(topics, listener=_Listener())
+            self.consumer.subscribe(topics, listener=_listener(self))
 
     def _poll_raw(self, max_records: int, timeout_s: float) -> dict:
         try:
@@ -288,7 +296,7 @@ class KafkaSource:
                 raw = m.value if m.value is not None else b""
                 try:
                     out.append(parse_record(raw, spec, ref=ref, max_bytes=max_bytes, fallback_timestamp=float(m.offset)))
-                except RecordError as err:
+                except RecordError as err:  # parse_record turns any failure into a RecordError
                     out.append(bad_record(raw, err, ref))
         return out
 
@@ -296,7 +304,7 @@ class KafkaSource:
         topic, _, p = name.rpartition(":")
         return self._TopicPartition(topic, int(p))
 
-    def commit(self, positions: dict[str, int]) -> None:
+    def _offsets(self, positions: dict[str, int]) -> dict:
         from kafka.structs import OffsetAndMetadata
 
         assigned = self.consumer.assignment()
@@ -305,9 +313,28 @@ class KafkaSource:
             tp = self._tp(name)
             if tp in assigned:
                 offsets[tp] = OffsetAndMetadata(off, "", -1)
+        return offsets
+
+    def commit(self, positions: dict[str, int]) -> None:
+        offsets = self._offsets(positions)
+        if offsets:
+            self.consumer.commit(offsets)  # raises on failure: the caller logs and retries at the next checkpoint
+
+    async def _commit_revoked(self, names: set[str]) -> None:
+        """The rebalance listener's part: on_revoke checkpoints the partitions' keys and returns the
+        positions to commit, committed here before the partitions move on. kafka-python 3 runs the
+        listener on its network thread, which may await its asynchronous commit but not block."""
+        positions = self.on_revoke(names) if self.on_revoke is not None else None
+        offsets = self._offsets(positions or {})
         if not offsets:
             return
-        self.consumer.commit(offsets)  # raises on failure: the caller logs and retries at the next checkpoint
+        try:
+            await self.consumer.commit_async(offsets)
+            self.revoke_commits += 1
+            log.info("revoked partitions committed", extra={"partitions": sorted(names)})
+        except Exception as exc:  # noqa: BLE001 - at-least-once still holds: the new owner replays more
+            self.revoke_commit_failures += 1
+            log.warning("commit of revoked partitions failed", extra={"error": f"{type(exc).__name__}: {exc}"})
 
     def lag(self) -> dict[str, int]:
         """partition -> (high watermark - position), for assigned partitions with a known watermark."""

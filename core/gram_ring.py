@@ -30,8 +30,9 @@ True
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
+
+from .kernels import gauss_entry
 
 
 @njit(cache=True)
@@ -57,7 +58,7 @@ def fill_gram(d2, sigma, gram):
     for a in range(size):
         gram[a, a] = 1.0
         for b in range(a):
-            v = np.exp(g1 * d2[a, b])
+            v = gauss_entry(g1 * d2[a, b])
             gram[a, b] = v
             gram[b, a] = v
 
@@ -100,7 +101,7 @@ def slide_gram(ring, gram, vec_p, vec_q, head, n, y, sigma, d2_row):
             diff = ring[s, k] - y[k]
             d2 += diff * diff
         d2_row[s] = d2
-        v = np.exp(g1 * d2)
+        v = gauss_entry(g1 * d2)
         gram[slot, s] = v
         gram[s, slot] = v
     for a in range(size):

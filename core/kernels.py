@@ -31,6 +31,17 @@ def sq_dist(x: np.ndarray, c: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(cache=True, inline="always")
+def gauss_entry(exponent: float) -> float:
+    """One kernel value ``exp(exponent)`` for ``exponent = -||x - c||^2 / (2 sigma^2)``, flushed to
+    exactly 0 at or below :data:`FLUSH_EXPONENT` (the one place every kernel entry is made).
+
+    >>> gauss_entry(-0.5), gauss_entry(FLUSH_EXPONENT)
+    (0.6065306597126334, 0.0)
+    """
+    return np.exp(exponent) if exponent > FLUSH_EXPONENT else 0.0
+
+
 @njit(cache=True)
 def gauss_from_sq(d2: np.ndarray, sigma: float) -> np.ndarray:
     """Gaussian kernel values from squared distances."""
@@ -38,8 +49,7 @@ def gauss_from_sq(d2: np.ndarray, sigma: float) -> np.ndarray:
     out = np.empty_like(d2)
     for i in range(d2.shape[0]):
         for j in range(d2.shape[1]):
-            e = g * d2[i, j]
-            out[i, j] = np.exp(e) if e > FLUSH_EXPONENT else 0.0
+            out[i, j] = gauss_entry(g * d2[i, j])
     return out
 
 
@@ -58,8 +68,7 @@ def gauss_row(x: np.ndarray, c: np.ndarray, sigma: float, out: np.ndarray) -> No
         for k in range(c.shape[1]):
             diff = x[k] - c[j, k]
             s += diff * diff
-        e = g * s
-        out[j] = np.exp(e) if e > FLUSH_EXPONENT else 0.0
+        out[j] = gauss_entry(g * s)
 
 
 @njit(cache=True)

@@ -121,6 +121,7 @@ class TwoWindowKLIEP(SlidingWindowPair):
             raise ValueError(f"eps_schedule must be a non-empty sequence of positive numbers; got {eps_schedule}")
         self.dim, self.n = int(dim), int(n)
         self.sigma = float(sigma)
+        self.lam = 0.0  # KLIEP has no ridge; kept so every two-window state offers the same attributes
         self.warm_start = bool(warm_start)
         self.warm_iter, self.refresh_every = int(warm_iter), int(refresh_every)
         self.eps_schedule = eps

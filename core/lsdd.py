@@ -1,4 +1,4 @@
-"""LSDD: least-squares density-difference estimation (Sugiyama et al. 2012, reference 001).
+"""LSDD: least-squares density-difference estimation (Sugiyama et al. 2012; Neural Computation 2013).
 
 The difference ``f(x) = p(x) - p'(x)`` is fitted directly with a Gaussian model
 ``g(x) = sum_l theta_l K(x, c_l)`` whose centres come from BOTH sample sets::
@@ -16,7 +16,7 @@ fit come from its training samples only, and the hold-out score
 ``int f_t^2 - 2 mean_{X_t} f_t + 2 mean_{X'_t} f_t`` is minimised. ``H`` depends only on the centres
 and sigma, so one eigendecomposition per (fold, sigma) serves the whole lambda path.
 
-Choices not fixed by the paper (documented here, see reference 001 sections 3 and 7):
+Choices not fixed by the paper (documented here; the paper leaves them open):
 
 * ``n_centres = 200``: the paper uses all ``n + n'`` samples; change-detection windows (r = 50) have
   100, so they keep every sample, while the cap bounds the per-(fold, sigma) eigendecomposition at

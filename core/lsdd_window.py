@@ -2,7 +2,7 @@
 
 The last ``2n`` samples live in a ring of ``2n`` slots: the oldest ``n`` form the *past* window, the
 newest ``n`` the *current* one, and all ``2n`` are the LSDD centres (they follow the windows, as in
-reference 001, where every sample of both sets is a centre). Kept per slot pair::
+Sugiyama et al. 2013, where every sample of both sets is a centre). Kept per slot pair::
 
     G[a, b] = exp(-||y_a - y_b||^2 / (2 sigma^2))                 (kernel values, for h)
     H[a, b] = (pi sigma^2)^(d/2) exp(-||y_a - y_b||^2 / (4 sigma^2))

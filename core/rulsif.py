@@ -1,8 +1,8 @@
 """uLSIF and RuLSIF: least-squares fitting of the (alpha-relative) density ratio.
 
 The alpha-relative ratio ``r_a(x) = p(x) / (a p(x) + (1 - a) p'(x))`` is bounded by ``1/a`` for
-``a > 0``; ``a = 0`` is the plain importance ``p/p'`` of uLSIF (Kanamori et al. 2009, reference 000;
-Yamada et al. 2013, reference 004b part D).
+``a > 0``; ``a = 0`` is the plain importance ``p/p'`` of uLSIF (Kanamori et al. 2009;
+Yamada et al. 2013).
 
 Model ``r(x) = sum_l theta_l K(x, c_l)`` with Gaussian centres ``c_l`` drawn from the numerator
 samples, fitted in closed form::

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .kernels import FLUSH_EXPONENT
+from .kernels import gauss_entry
 from .linalg import FASTMATH, cholesky_scaled_solve
 from .validation import check_alpha
 from .window_base import SlidingWindowPair
@@ -80,8 +80,7 @@ def _fill_gram(ring, gram, sigma):
             for k in range(ra.shape[0]):
                 diff = ra[k] - rb[k]
                 d2 += diff * diff
-            e = g * d2
-            v = np.exp(e) if e > FLUSH_EXPONENT else 0.0
+            v = gauss_entry(g * d2)
             gram[a, b] = v
             gram[b, a] = v
 
@@ -171,8 +170,7 @@ def _slide(ring, gram, macc, hacc, fw, iw, y, head, n, alpha, sigma):
         for k in range(y.shape[0]):
             diff = rt[k] - y[k]
             d2 += diff * diff
-        e = g * d2
-        kr[t] = np.exp(e) if e > FLUSH_EXPONENT else 0.0
+        kr[t] = gauss_entry(g * d2)
     kr[s0] = 1.0
     # rank-one vectors on the centres (entries at p0 are overwritten below, so not special-cased)
     uo = fw[_UO]

@@ -9,7 +9,41 @@ class holds what they share: sample validation, readiness and access to the wind
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
+
+
+@runtime_checkable
+class TwoWindowState(Protocol):
+    """The interface every two-window state meets (RuLSIF/uLSIF, KLIEP, LSDD): what the change-point
+    detector and its calibrator use, so that neither needs to know which estimator it drives.
+
+    ``scores()`` returns the divergence of the current window from the past one and the reverse
+    direction; ``lam`` is the ridge (0.0 for KLIEP, which has none).
+    """
+
+    dim: int
+    n: int
+    sigma: float
+    lam: float
+
+    @property
+    def ready(self) -> bool: ...
+
+    def push(self, y) -> None: ...
+
+    def push_many(self, rows) -> np.ndarray | None: ...
+
+    def scores(self) -> tuple[float, float]: ...
+
+    def past(self) -> np.ndarray: ...
+
+    def current(self) -> np.ndarray: ...
+
+    def set_params(self, sigma: float, lam: float) -> None: ...
+
+    def to_state(self) -> dict: ...
 
 
 class SlidingWindowPair:
@@ -64,6 +98,13 @@ class SlidingWindowPair:
         """The current window, oldest first, shape (n, dim)."""
         self._require_ready()
         return self._ring[self._slots()[1]].copy()
+
+    def push_many(self, rows) -> np.ndarray | None:
+        """Push every row of ``rows`` (shape (m, dim)) in order; states with a compiled loop override
+        this (and return the scores after each push), the others push one row at a time."""
+        for row in np.asarray(rows, dtype=np.float64).reshape(-1, self.dim):
+            self.push(row)
+        return None
 
     def push_scores(self, y) -> tuple[float, float] | None:
         """:meth:`push` then :meth:`scores` (None while the windows are still filling)."""

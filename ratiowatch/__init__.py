@@ -25,6 +25,10 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
+from ratiowatch.numba_cache import configure_cache
+
+configure_cache()  # before numba is imported: a writable kernel cache even for a read-only install
+
 try:
     __version__ = version("ratiowatch")
 except PackageNotFoundError:  # running from a source tree that was never installed

@@ -1,4 +1,5 @@
-"""Instance-weighted SVMs whose solution follows weight changes exactly (reference 002).
+"""Instance-weighted SVMs whose solution follows weight changes exactly (Karasuyama, Harada,
+Sugiyama and Takeuchi 2012, "Multi-parametric solution-path algorithm for instance-weighted SVMs").
 
 >>> from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR
 """

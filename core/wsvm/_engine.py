@@ -28,6 +28,10 @@ from numba import njit
 
 O_SET, M_SET, I_SET = 0, 1, 2
 DONE, PAUSE, CYCLE, SINGULAR, FULL, INFEASIBLE = 0, 1, 2, 3, 4, 5
+# what ends a step of the path with a non-empty margin: the end of the path, or a variable changing set
+EV_END, EV_M_TO_O, EV_M_TO_I, EV_O_TO_M, EV_I_TO_M = 0, 1, 2, 3, 4
+# outcome of tracing the bias interval with an empty margin (besides SINGULAR and CYCLE)
+_CROSSED, _NO_CROSSING = -1, -2
 # fsc / isc slots
 THETA, BIAS, SIGMA, SUMM = 0, 1, 2, 3
 NM, EVENTS, ZRUN, SINCE, ILLCOND = 0, 1, 2, 3, 4
@@ -76,7 +80,7 @@ def compute_h(K, pt, z, d, st, h, ridge):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def begin(c_new, c, c0, d, act, st, a, G, K, pt, z, h, ridge, kscale, fsc, isc):  # pragma: no cover
-    """Start a segment c -> c_new: direction, active set, zero-weight relabelling (P6), h, sigma.
+    """Start a segment c -> c_new: direction, active set, zero-weight relabelling, h, sigma.
 
     Returns the sign-filter tolerance, or -1.0 when ``c_new`` holds NaN/inf or a negative value.
     """
@@ -522,6 +526,244 @@ def _sync(G, psi, st, a, c0, d, theta, pend):  # pragma: no cover - compiled
             a[v] = c0[v] + theta * d[v]
 
 
+@njit(cache=True, inline="always")
+def _caps_bias_above(s, zv):  # pragma: no cover - compiled
+    """The O/I side test: a variable in O with z < 0 or in I with z > 0 bounds the bias from above
+    (its KKT condition ``z G >= 0`` or ``<= 0`` becomes ``b <= b - z G``); the others from below."""
+    return (s == O_SET and zv < 0.0) or (s == I_SET and zv > 0.0)
+
+
+@njit(cache=True, inline="always")
+def _caps_bias_below(s, zv):  # pragma: no cover - compiled
+    """The mirror of :func:`_caps_bias_above`: O with z > 0 or I with z < 0."""
+    return (s == O_SET and zv > 0.0) or (s == I_SET and zv < 0.0)
+
+
+@njit(cache=True, inline="always")
+def _enter_extreme_point(K, pt, z, d, G, st, act, sg, Mlist, R, h, fsc, isc, ridge, tiled):  # pragma: no cover
+    """Empty margin, sigma != 0 (equation 24): no step is possible; the extreme point on the side
+    that sigma's sign selects enters M and fixes the bias. False when there is none (infeasible)."""
+    nv = z.shape[0]
+    b = fsc[BIAS]
+    sigma = fsc[SIGMA]
+    j = -1
+    best = 0.0
+    for v in range(nv):
+        if not act[v]:
+            continue
+        w = b - z[v] * G[v]
+        if sigma > 0.0:
+            if _caps_bias_above(st[v], z[v]):
+                if j < 0 or w < best:
+                    best = w
+                    j = v
+        else:
+            if _caps_bias_below(st[v], z[v]):
+                if j < 0 or w > best:
+                    best = w
+                    j = v
+    if j < 0:
+        return False
+    for v in range(nv):
+        G[v] += z[v] * (best - b)
+    G[j] = 0.0
+    fsc[BIAS] = best
+    if st[j] == I_SET:
+        fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
+    st[j] = M_SET
+    sg[j] = 0.0
+    _insert_first(K, pt, z, ridge, Mlist, R, isc, j)
+    return True
+
+
+@njit(cache=True, inline="always")
+def _cross_bias_interval(K, pt, z, c0, d, a, G, st, act, sg, Mlist, R, h, fsc, isc, ridge, tiled,
+                         work, zstep, zmax):  # pragma: no cover - compiled
+    """Empty margin, sigma = 0: the bias may lie anywhere in ``[l(t), u(t)]``; trace the interval
+    until it closes. At the first crossing both extreme points enter M (two events, ``_CROSSED``);
+    ``_NO_CROSSING`` when it stays open up to theta = 1; SINGULAR or CYCLE as :func:`run`."""
+    nv = z.shape[0]
+    theta = fsc[THETA]
+    b = fsc[BIAS]
+    t = 1.0 - theta
+    cross = False
+    iu = -1
+    il = -1
+    for _ in range(nv + 5):
+        iu = -1
+        il = -1
+        wu = 0.0
+        wl = 0.0
+        for v in range(nv):
+            if not act[v] or st[v] == M_SET:
+                continue
+            w = b - z[v] * G[v] - t * z[v] * h[v]
+            if _caps_bias_above(st[v], z[v]):
+                if iu < 0 or w < wu:
+                    wu = w
+                    iu = v
+            else:
+                if il < 0 or w > wl:
+                    wl = w
+                    il = v
+        if iu < 0 or il < 0 or wu - wl >= 0.0:
+            break
+        A0 = (b - z[iu] * G[iu]) - (b - z[il] * G[il])
+        Bs = z[iu] * h[iu] - z[il] * h[il]
+        tn = A0 / Bs if Bs > 0.0 else 0.0
+        if tn < 0.0:
+            tn = 0.0
+        if tn >= t:
+            break
+        t = tn
+        cross = True
+    if not (cross and iu >= 0 and il >= 0):
+        return _NO_CROSSING
+    theta = theta + t
+    fsc[THETA] = theta
+    for v in range(nv):
+        G[v] += t * h[v]
+        if st[v] == I_SET:
+            a[v] = c0[v] + theta * d[v]
+    bn = b - z[iu] * G[iu]
+    for v in range(nv):
+        G[v] += z[v] * (bn - b)
+    fsc[BIAS] = bn
+    G[iu] = 0.0
+    G[il] = 0.0
+    for j in (iu, il):
+        if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
+            return SINGULAR
+        if st[j] == I_SET:
+            fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
+        st[j] = M_SET
+        sg[j] = 0.0
+    isc[EVENTS] += 2
+    isc[SINCE] += 2
+    if t <= zstep:
+        isc[ZRUN] += 1
+        if isc[ZRUN] > zmax:
+            return CYCLE
+    else:
+        isc[ZRUN] = 0
+    return _CROSSED
+
+
+@njit(cache=True, inline="always")
+def _step_to_end_open_interval(z, c0, d, a, G, st, act, h, fsc):  # pragma: no cover - compiled
+    """Empty margin, interval open up to theta = 1: step to the end and put the bias in the middle
+    of the final interval (or on its one finite side)."""
+    nv = z.shape[0]
+    b = fsc[BIAS]
+    rest = 1.0 - fsc[THETA]
+    lo = -np.inf
+    hi = np.inf
+    for v in range(nv):
+        G[v] += rest * h[v]
+        if st[v] == I_SET:
+            a[v] = c0[v] + d[v]
+        if not act[v]:
+            continue
+        w = b - z[v] * G[v]
+        if _caps_bias_above(st[v], z[v]):
+            hi = min(hi, w)
+        elif _caps_bias_below(st[v], z[v]):
+            lo = max(lo, w)
+    if np.isfinite(lo) and np.isfinite(hi):
+        bn = 0.5 * (lo + hi)
+    elif np.isfinite(lo):
+        bn = lo
+    elif np.isfinite(hi):
+        bn = hi
+    else:
+        bn = b
+    for v in range(nv):
+        G[v] += z[v] * (bn - b)
+    fsc[BIAS] = bn
+    fsc[THETA] = 1.0
+
+
+@njit(cache=True, inline="always")
+def _next_margin_event(K, pt, z, c0, d, a, G, st, Mlist, R, h, psi, phi, fsc, isc, tiled, spt, spv,
+                       sg, rb, rhs, pend, tol, theta, rest):  # pragma: no cover - compiled
+    """Non-empty margin: the direction ``phi = -R [sigma; h_M]``, ``psi = dG / dtheta``, and the
+    first event along it. Returns ``(kind, idx, dt, phi0)``: an ``EV_*`` kind, the variable (for
+    O/I) or margin position (for M) it concerns, the step length and the bias slope."""
+    nv = z.shape[0]
+    nM = isc[NM]
+    n1 = nM + 1
+    rhs[0] = fsc[SIGMA]
+    for k in range(nM):
+        rhs[k + 1] = h[Mlist[k]]
+    _neg_matvec(R, rhs, n1, phi)
+    phi0 = phi[0]
+    # Q[:, M] phi_M per point slot first (contiguous kernel rows, vectorised), then per variable
+    _margin_combination(K, pt, z, Mlist, nM, phi, spt)
+    # one sweep: deferred step of the last event, new psi, O/I ratio tests
+    if not tiled:
+        for v in range(nv):
+            spv[v] = spt[pt[v]]
+    best, idx = _sweep(G, psi, h, z, spv, sg, rb, pend, tol, rest)
+    kind = EV_END
+    if idx >= 0:
+        kind = EV_O_TO_M if sg[idx] < 0.0 else EV_I_TO_M
+    # M ratio tests: alpha reaches 0, or its (moving) bound
+    for k in range(nM):
+        m = Mlist[k]
+        psi[m] = 0.0  # G_M stays exactly 0 through the deferred step
+        ph = phi[k + 1]
+        if ph < -tol:
+            tt = -a[m] / ph
+            if tt < 0.0:
+                tt = 0.0
+            if tt < best:
+                best = tt
+                kind = EV_M_TO_O
+                idx = k
+        slope = ph - d[m]
+        if slope > tol:
+            tt = (c0[m] + theta * d[m] - a[m]) / slope
+            if tt < 0.0:
+                tt = 0.0
+            if tt < best:
+                best = tt
+                kind = EV_M_TO_I
+                idx = k
+    return kind, idx, best, phi0
+
+
+@njit(cache=True, inline="always")
+def _apply_margin_event(K, pt, z, c0, d, a, G, st, act, sg, Mlist, R, h, psi, fsc, isc, ridge, tiled,
+                        work, kind, idx, theta):  # pragma: no cover - compiled
+    """Move the variable of event ``kind`` between the sets and update R, h and sigma.
+    False when the bordered matrix turns singular on an insertion."""
+    if kind == EV_M_TO_O:
+        m = Mlist[idx]
+        a[m] = 0.0
+        st[m] = O_SET
+        sg[m] = -1.0 if act[m] else 0.0
+        _remove(R, Mlist, isc, idx)
+    elif kind == EV_M_TO_I:
+        m = Mlist[idx]
+        a[m] = c0[m] + theta * d[m]
+        st[m] = I_SET
+        sg[m] = 1.0 if act[m] else 0.0
+        _remove(R, Mlist, isc, idx)
+        fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, m, 1.0, tiled)
+    else:
+        j = idx
+        if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
+            return False
+        if kind == EV_I_TO_M:
+            a[j] = c0[j] + theta * d[j]
+            fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
+        G[j] = 0.0
+        psi[j] = 0.0
+        st[j] = M_SET
+        sg[j] = 0.0
+    return True
+
+
 @njit(cache=True)
 def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
         ridge, tol, max_events, refresh_every, zmax):  # pragma: no cover - compiled
@@ -530,6 +772,11 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
     Returns a status: DONE (theta = 1), PAUSE (``max_events`` events taken), CYCLE (more than
     ``zmax`` zero-length events in a row), SINGULAR (bordered matrix singular on insertion),
     FULL (``Mlist`` capacity reached), INFEASIBLE (empty margin and no point can carry the bias).
+
+    Four regimes, one helper each: an empty margin with sigma != 0 (:func:`_enter_extreme_point`),
+    an empty margin with sigma = 0 (:func:`_cross_bias_interval`, else
+    :func:`_step_to_end_open_interval`), and a non-empty margin (:func:`_next_margin_event`, then
+    :func:`_apply_margin_event`).
     """
     nv = z.shape[0]
     capM = Mlist.shape[0]
@@ -564,41 +811,12 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
             pend = 0.0
             if not rebuild(K, pt, z, p, c0, d, a, G, st, Mlist, R, h, fsc, isc, ridge):
                 return SINGULAR
-        nM = isc[NM]
-        b = fsc[BIAS]
-        sigma = fsc[SIGMA]
-        if nM == 0:
+        if isc[NM] == 0:
             _sync(G, psi, st, a, c0, d, theta, pend)
             pend = 0.0
-            if abs(sigma) > tol:
-                # (24): no step is possible; the extreme point on the right side enters M
-                j = -1
-                best = 0.0
-                for v in range(nv):
-                    if not act[v]:
-                        continue
-                    w = b - z[v] * G[v]
-                    if sigma > 0.0:
-                        if (st[v] == O_SET and z[v] < 0.0) or (st[v] == I_SET and z[v] > 0.0):
-                            if j < 0 or w < best:
-                                best = w
-                                j = v
-                    else:
-                        if (st[v] == O_SET and z[v] > 0.0) or (st[v] == I_SET and z[v] < 0.0):
-                            if j < 0 or w > best:
-                                best = w
-                                j = v
-                if j < 0:
+            if abs(fsc[SIGMA]) > tol:
+                if not _enter_extreme_point(K, pt, z, d, G, st, act, sg, Mlist, R, h, fsc, isc, ridge, tiled):
                     return INFEASIBLE
-                for v in range(nv):
-                    G[v] += z[v] * (best - b)
-                G[j] = 0.0
-                fsc[BIAS] = best
-                if st[j] == I_SET:
-                    fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
-                st[j] = M_SET
-                sg[j] = 0.0
-                _insert_first(K, pt, z, ridge, Mlist, R, isc, j)
                 isc[EVENTS] += 1
                 isc[ZRUN] += 1
                 isc[SINCE] += 1
@@ -606,149 +824,32 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
                 if isc[ZRUN] > zmax:
                     return CYCLE
                 continue
-            # delta = 0: trace the bias interval [l(t), u(t)] until it closes (first crossing)
-            t = rest
-            cross = False
-            iu = -1
-            il = -1
-            for _ in range(nv + 5):
-                iu = -1
-                il = -1
-                wu = 0.0
-                wl = 0.0
-                for v in range(nv):
-                    if not act[v] or st[v] == M_SET:
-                        continue
-                    w = b - z[v] * G[v] - t * z[v] * h[v]
-                    if (st[v] == O_SET and z[v] < 0.0) or (st[v] == I_SET and z[v] > 0.0):
-                        if iu < 0 or w < wu:
-                            wu = w
-                            iu = v
-                    else:
-                        if il < 0 or w > wl:
-                            wl = w
-                            il = v
-                if iu < 0 or il < 0 or wu - wl >= 0.0:
-                    break
-                A0 = (b - z[iu] * G[iu]) - (b - z[il] * G[il])
-                Bs = z[iu] * h[iu] - z[il] * h[il]
-                tn = A0 / Bs if Bs > 0.0 else 0.0
-                if tn < 0.0:
-                    tn = 0.0
-                if tn >= t:
-                    break
-                t = tn
-                cross = True
-            if cross and iu >= 0 and il >= 0:
-                theta = theta + t
-                fsc[THETA] = theta
-                for v in range(nv):
-                    G[v] += t * h[v]
-                    if st[v] == I_SET:
-                        a[v] = c0[v] + theta * d[v]
-                bn = b - z[iu] * G[iu]
-                for v in range(nv):
-                    G[v] += z[v] * (bn - b)
-                fsc[BIAS] = bn
-                G[iu] = 0.0
-                G[il] = 0.0
-                for j in (iu, il):
-                    if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
-                        return SINGULAR
-                    if st[j] == I_SET:
-                        fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
-                    st[j] = M_SET
-                    sg[j] = 0.0
-                isc[EVENTS] += 2
-                isc[SINCE] += 2
+            crossed = _cross_bias_interval(K, pt, z, c0, d, a, G, st, act, sg, Mlist, R, h, fsc, isc, ridge,
+                                           tiled, work, zstep, zmax)
+            if crossed == _CROSSED:
                 taken += 2
-                if t <= zstep:
-                    isc[ZRUN] += 1
-                    if isc[ZRUN] > zmax:
-                        return CYCLE
-                else:
-                    isc[ZRUN] = 0
                 continue
-            # no crossing before theta = 1: step to the end, bias in the middle of the interval
-            lo = -np.inf
-            hi = np.inf
-            for v in range(nv):
-                G[v] += rest * h[v]
-                if st[v] == I_SET:
-                    a[v] = c0[v] + d[v]
-                if not act[v]:
-                    continue
-                w = b - z[v] * G[v]
-                if (st[v] == O_SET and z[v] < 0.0) or (st[v] == I_SET and z[v] > 0.0):
-                    hi = min(hi, w)
-                elif (st[v] == O_SET and z[v] > 0.0) or (st[v] == I_SET and z[v] < 0.0):
-                    lo = max(lo, w)
-            if np.isfinite(lo) and np.isfinite(hi):
-                bn = 0.5 * (lo + hi)
-            elif np.isfinite(lo):
-                bn = lo
-            elif np.isfinite(hi):
-                bn = hi
-            else:
-                bn = b
-            for v in range(nv):
-                G[v] += z[v] * (bn - b)
-            fsc[BIAS] = bn
-            fsc[THETA] = 1.0
+            if crossed != _NO_CROSSING:
+                return crossed
+            _step_to_end_open_interval(z, c0, d, a, G, st, act, h, fsc)
             return DONE
 
-        # ---- M non-empty: direction phi = -R [sigma; h_M], psi = d G / d theta ----
-        n1 = nM + 1
-        rhs[0] = sigma
-        for k in range(nM):
-            rhs[k + 1] = h[Mlist[k]]
-        _neg_matvec(R, rhs, n1, phi)
-        phi0 = phi[0]
-        # Q[:, M] phi_M per point slot first (contiguous kernel rows, vectorised), then per variable
-        _margin_combination(K, pt, z, Mlist, nM, phi, spt)
-        # ---- one sweep: deferred step of the last event, new psi, O/I ratio tests ----
-        if not tiled:
-            for v in range(nv):
-                spv[v] = spt[pt[v]]
-        best, idx = _sweep(G, psi, h, z, spv, sg, rb, pend, tol, rest)
-        kind = 0
-        if idx >= 0:
-            kind = 3 if sg[idx] < 0.0 else 4
+        nM = isc[NM]
+        b = fsc[BIAS]
+        kind, idx, dt, phi0 = _next_margin_event(K, pt, z, c0, d, a, G, st, Mlist, R, h, psi, phi, fsc, isc,
+                                                 tiled, spt, spv, sg, rb, rhs, pend, tol, theta, rest)
         pend = 0.0
-        # ---- M ratio tests: alpha reaches 0, or its (moving) bound ----
-        for k in range(nM):
-            m = Mlist[k]
-            psi[m] = 0.0  # G_M stays exactly 0 through the deferred step
-            ph = phi[k + 1]
-            if ph < -tol:
-                tt = -a[m] / ph
-                if tt < 0.0:
-                    tt = 0.0
-                if tt < best:
-                    best = tt
-                    kind = 1
-                    idx = k
-            slope = ph - d[m]
-            if slope > tol:
-                tt = (c0[m] + theta * d[m] - a[m]) / slope
-                if tt < 0.0:
-                    tt = 0.0
-                if tt < best:
-                    best = tt
-                    kind = 2
-                    idx = k
-        dt = best
-        # ---- step (G is moved by the next sweep or _sync) ----
+        # step (G is moved by the next sweep or _sync)
         fsc[BIAS] = b + dt * phi0
         for k in range(nM):
             a[Mlist[k]] += dt * phi[k + 1]
-        if kind == 0:
+        if kind == EV_END:
             theta = 1.0
         else:
             theta = theta + dt
         fsc[THETA] = theta
         pend = dt
-        if kind == 0:
+        if kind == EV_END:
             _sync(G, psi, st, a, c0, d, theta, pend)
             return DONE  # a truncated step is not an event
         fsc[SUMM] += nM
@@ -759,32 +860,10 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
             isc[ZRUN] += 1
         else:
             isc[ZRUN] = 0
-        # ---- set update ----
-        if kind == 1:
-            m = Mlist[idx]
-            a[m] = 0.0
-            st[m] = O_SET
-            sg[m] = -1.0 if act[m] else 0.0
-            _remove(R, Mlist, isc, idx)
-        elif kind == 2:
-            m = Mlist[idx]
-            a[m] = c0[m] + theta * d[m]
-            st[m] = I_SET
-            sg[m] = 1.0 if act[m] else 0.0
-            _remove(R, Mlist, isc, idx)
-            fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, m, 1.0, tiled)
-        else:
-            j = idx
-            if not _insert(K, pt, z, ridge, Mlist, R, isc, j, work):
-                _sync(G, psi, st, a, c0, d, theta, pend)
-                return SINGULAR
-            if kind == 4:
-                a[j] = c0[j] + theta * d[j]
-                fsc[SIGMA] += _h_add(K, pt, z, d, h, ridge, j, -1.0, tiled)
-            G[j] = 0.0
-            psi[j] = 0.0
-            st[j] = M_SET
-            sg[j] = 0.0
+        if not _apply_margin_event(K, pt, z, c0, d, a, G, st, act, sg, Mlist, R, h, psi, fsc, isc, ridge, tiled,
+                                   work, kind, idx, theta):
+            _sync(G, psi, st, a, c0, d, theta, pend)
+            return SINGULAR
         if isc[ZRUN] > zmax:
             _sync(G, psi, st, a, c0, d, theta, pend)
             return CYCLE

@@ -16,7 +16,7 @@ and numerically singular margin systems are resolved by jumping a little ahead w
 warm-started solve (:func:`ratiowatch.core.wsvm.solver.solve`) and continuing from there.
 
 Adding a point is raising its weight from 0; removing is lowering it to 0. A variable whose
-weight is 0 at the start of a segment is re-labelled O or I from its current margin (pitfall P6);
+weight is 0 at the start of a segment is re-labelled O or I from its current margin (its old set is meaningless at weight 0);
 one that stays at 0 along the segment is ignored by the event tests.
 """
 
@@ -64,7 +64,7 @@ class PathFollower:
     c : float array (nv,)
         Current weights (upper bounds of the variables), all >= 0.
     ridge : float
-        Added to the diagonal of Q (pitfall P1); the path and KKT checks use the ridged Q.
+        Added to the diagonal of Q (keeps the margin systems invertible); the path and KKT checks use the ridged Q.
     start : {"solve", "zero"}
         ``"solve"``: exact solve at ``c``. ``"zero"``: ``c`` must be all zero; the optimum is
         ``a = 0`` with bias 0.

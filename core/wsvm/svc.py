@@ -11,7 +11,8 @@ class WeightedSVC(WeightedSVMBase):
     """Weighted C-SVM: ``min 1/2||w||^2 + sum_i C_i xi_i``, ``C_i = C * sample_weight_i``.
 
     Labels must be -1 or +1. ``kernel`` is ``"rbf"`` (``exp(-gamma ||x - x'||^2)``) or
-    ``"linear"``. ``ridge`` is added to the diagonal of the dual Hessian (reference 002, P1).
+    ``"linear"``. ``ridge`` is added to the diagonal of the dual Hessian (Karasuyama et al. 2012: it keeps the margin systems
+    invertible when kernel rows repeat).
 
     Examples
     --------

@@ -2,7 +2,7 @@
 
 Two dual variables per point (LIBSVM's form): ``z = +1, p = eps - y`` carries the part of the
 coefficient for points above the tube, ``z = -1, p = eps + y`` the part below; the signed
-coefficient is their difference. This is the corrected closed form of reference 002 (alpha_O
+coefficient is their difference. This is the corrected closed form of Karasuyama et al. 2012 (alpha_O
 carries the sign of the residual) written so the classification path applies unchanged.
 """
 

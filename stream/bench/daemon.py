@@ -67,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "1000000)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="daemon runs of each kind; the best is kept, as for the detector-only runs (default 2)")
+    parser.add_argument("--store", choices=("directory", "kafka"), default="directory",
+                        help="checkpoint store of the daemon runs (default directory; kafka: a changelog topic)")
+    parser.add_argument("--hanging-webhook", action="store_true",
+                        help="also measure the rate with a second sink, a webhook that never answers, next to the "
+                             "same run without it")
     parser.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -155,17 +160,24 @@ def _poll_size(timed: int) -> int:
 
 
 def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: int, group: str,
-                   max_poll: int = MAX_POLL_RECORDS):
+                   max_poll: int = MAX_POLL_RECORDS, store: str = "directory", webhook: str | None = None):
     from ratiowatch.stream.engine.config import parse_config
 
+    checkpoint: dict[str, Any] = {"dir": str(work / f"state-{group}"), "every_records": CHECKPOINT_EVERY,
+                                  "store": store}
+    if store == "kafka":
+        checkpoint["topic"] = f"{topic}-{group}-checkpoints"
+    sinks: list[dict[str, Any]] = [{"type": "jsonl", "path": str(work / f"alerts-{group}.jsonl")}]
+    if webhook is not None:
+        sinks.append({"type": "webhook", "url": webhook})  # default timeout, retries, circuit breaker
     return parse_config({
         "source": {"type": "kafka", "bootstrap_servers": [bootstrap], "topics": [topic], "group_id": group,
                    "partitions": list(range(partitions)), "max_poll_records": max_poll,
                    "check_crcs": False},
         "detector": {"n": n, "seed": 0},
-        "checkpoint": {"dir": str(work / f"state-{group}"), "every_records": CHECKPOINT_EVERY},
+        "checkpoint": checkpoint,
         "pipeline": {"idle_evict_s": 0.0},
-        "sinks": [{"type": "jsonl", "path": str(work / f"alerts-{group}.jsonl")}],
+        "sinks": sinks,
         "dead_letter": {"type": "file", "path": str(work / f"dead-{group}.jsonl")},
         "metrics": {"enabled": False},
     })
@@ -287,9 +299,9 @@ def run(args: argparse.Namespace) -> int:
         shares: list[float] = []
         for r in range(args.repeat):
             s_, c_, _ = _run_daemon(_daemon_config(bootstrap, topic, args.partitions, work, args.n, f"null{r}",
-                                                   poll), _NullFactory(), warm, args.records)
+                                                   poll, args.store), _NullFactory(), warm, args.records)
             null_s, null_cpu = min(null_s, s_), min(null_cpu, c_)
-            cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, f"e2e{r}", poll)
+            cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, f"e2e{r}", poll, args.store)
             s_, c_, d = _run_daemon(cfg, ChangePointFactory(cfg.detector_kwargs()), warm, args.records)
             e2e_s, e2e_cpu = min(e2e_s, s_), min(e2e_cpu, c_)
             shares.append(d.timed_detector_share)
@@ -320,6 +332,9 @@ def run(args: argparse.Namespace) -> int:
                        "checkpoint_every_records": CHECKPOINT_EVERY, "sink": "jsonl", "segment": SEGMENT},
             "targets": {"end_to_end_msgs_per_s": 10000, "ratio_to_detector": 0.5, "rss_growth": 0.10},
         }
+        result["config"]["store"] = args.store
+        if args.hanging_webhook:
+            result["hanging_webhook"] = _hanging_webhook(bootstrap, topic, args, work, warm, poll)
         if args.soak > 0:
             result["soak"] = _soak(bootstrap, args, work)
         result["environment"] = environment()
@@ -373,7 +388,7 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
     samples_n = 20
     total = max(args.keys * samples_n, args.soak)
     per = -(-total // samples_n)
-    cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, "soak", _poll_size(per))
+    cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, "soak", _poll_size(per), args.store)
     d = Daemon(cfg, factory=ChangePointFactory(cfg.detector_kwargs()), metrics=Metrics())
     # chunks a multiple of the keys, so every producer chunk keeps each key's timestamps increasing
     chunk = max(args.keys, (50000 // args.keys) * args.keys)
@@ -403,3 +418,81 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
             "rss_mb_samples": samples, "rss_mb_after_warmup": warm, "rss_mb_final": samples[-1],
             "rss_growth": round((samples[-1] - warm) / warm, 4) if warm else None,
             "producer": "separate process, overlapped with consumption"}
+
+
+class _HangingServer:
+    """Accepts TCP connections on 127.0.0.1 and never answers (a webhook endpoint that hangs)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/alerts"
+        self.conns: list[socket.socket] = []
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def _timed_without_final_checkpoint(cfg, warm: int, timed: int) -> tuple[float, Any]:
+    """Warm-up, then the timed records; the clock stops when the last one is folded (a hanging
+    sink would hold the final checkpoint by design). (seconds, daemon)."""
+    from ratiowatch.connectors.metrics import Metrics
+    from ratiowatch.stream.engine.daemon import Daemon
+    from ratiowatch.stream.engine.pipeline import ChangePointFactory
+
+    d = Daemon(cfg, factory=ChangePointFactory(cfg.detector_kwargs()), metrics=Metrics())
+    try:
+        if warm:
+            d.run_for(warm, timeout_s=1800)
+        left = warm + timed - d.stats["records"]
+        t0 = time.perf_counter()
+        got = d.run_for(left, timeout_s=1800)
+        elapsed = time.perf_counter() - t0
+    finally:
+        d.stop()
+        d.close()
+    if left <= 0 or got < left:
+        raise SystemExit(f"bench daemon: the daemon folded {got} of {left} timed records")
+    return elapsed * timed / left, d
+
+
+def _hanging_webhook(bootstrap: str, topic: str, args: argparse.Namespace, work: Path, warm: int,
+                     poll: int) -> dict[str, Any]:
+    """The same records with and without a second sink, a webhook that never answers: every alert
+    waits for its timeouts (or the open circuit) on that sink's thread, while the keys go on."""
+    server = _HangingServer()
+    try:
+        normal = hanging = float("inf")
+        d = None
+        for r in range(args.repeat):
+            s_, _ = _timed_without_final_checkpoint(_daemon_config(bootstrap, topic, args.partitions, work, args.n,
+                                                                   f"plain{r}", poll, args.store), warm, args.records)
+            normal = min(normal, s_)
+            s_, d = _timed_without_final_checkpoint(_daemon_config(bootstrap, topic, args.partitions, work, args.n,
+                                                                   f"hang{r}", poll, args.store, server.url),
+                                                    warm, args.records)
+            hanging = min(hanging, s_)
+        return {"end_to_end_msgs_per_s": round(args.records / normal, 1),
+                "with_hanging_webhook_msgs_per_s": round(args.records / hanging, 1),
+                "ratio": round(normal / hanging, 3), "alerts": d.stats["alerts"] if d else None,
+                "webhook_connections": server.accepted,
+                "webhook": {"timeout_s": 5.0, "retries": 3, "circuit_failures": 5},
+                "target_ratio": 0.8}
+    finally:
+        server.close()

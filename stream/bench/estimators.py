@@ -136,9 +136,15 @@ def run(args) -> int:
     rng = np.random.default_rng(args.seed)
     n, k = 50, 10
     repeat, steps = (5, 2_000) if args.quick else (30, 20_000)
-    batch = bench_batch(rng, n, k, repeat)
-    inc = bench_incremental(rng, n, k, steps)
-    inc["other_windows"] = bench_other_windows(rng, n, k, max(200, steps // 20))
+    from ratiowatch.stream.commands.progress import stages
+
+    with stages("bench estimators", 3) as phase:
+        phase("batch fits")
+        batch = bench_batch(rng, n, k, repeat)
+        phase("incremental step")
+        inc = bench_incremental(rng, n, k, steps)
+        phase("other windows")
+        inc["other_windows"] = bench_other_windows(rng, n, k, max(200, steps // 20))
     result = {
         "benchmark": "estimators",
         "setup": {"n_per_window": n, "k": k, "b": n, "sigma_grid": 9, "lambda_grid": 9},

@@ -119,7 +119,11 @@ def run(args) -> int:
     if n < 1000 or n_lof < 100:
         print("ratiowatch bench novelty: --points must be >= 1000 and --lof-points >= 100")
         return 2
-    obj = run_bench(n, min(n_lof, n), args.seed)
+    from ratiowatch.stream.commands.progress import stages
+
+    with stages("bench novelty", 1) as phase:  # one run: ours, HalfSpaceTrees, LOF in turn
+        phase(f"{n} points")
+        obj = run_bench(n, min(n_lof, n), args.seed)
     if args.json:
         print(json.dumps(obj, indent=2))
     else:

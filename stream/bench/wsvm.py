@@ -2,7 +2,7 @@
 
 Two measurements, each taken in one run on the same data:
 
-1. **Table 1 sweep** (reference 002, Sec. 4.1): the eq. (27) toy with gamma = 1 in the paper's
+1. **Table 1 sweep** (Karasuyama et al. 2012, Sec. 4.1): the eq. (27) toy with gamma = 1 in the paper's
    ``gamma / p`` convention, C_2 = 10 and C_1 moved from 0 to 10. The path produces the exact
    solution at every breakpoint; the baseline is scikit-learn ``SVC(sample_weight=...)`` refitted
    at breakpoints of the same path (the paper re-ran SMO at every breakpoint). By default the
@@ -185,9 +185,17 @@ def run(args) -> int:
     steps = min(args.steps, 5) if quick else args.steps
     refits = min(args.refits, 10) if quick else args.refits
     repeats = 1 if quick else args.repeats
-    _warm_up()
-    toy = [_toy(n, args.seed + n, refits, args.all_breakpoints, repeats) for n in sizes]
-    stream = _stream(window, steps, args.seed, repeats)
+    from ratiowatch.stream.commands.progress import stages
+
+    with stages("bench wsvm", 2 + len(sizes)) as phase:
+        phase("compile")
+        _warm_up()
+        toy = []
+        for n in sizes:
+            phase(f"toy n={n}")
+            toy.append(_toy(n, args.seed + n, refits, args.all_breakpoints, repeats))
+        phase("stream")
+        stream = _stream(window, steps, args.seed, repeats)
     out = {
         "benchmark": "wsvm",
         "quick": quick,

@@ -80,6 +80,34 @@ def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, s
             st_f[1] = s2
 
 
+@njit(cache=True)
+def _tail_peek(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, st_i):
+    """The output :func:`_tail_map` would give for ``raw`` next, without changing any state."""
+    t = st_i[2]
+    s = st_f[2] + raw
+    if t >= short:
+        s -= raw_ring[t % short]
+    m = short if t + 1 >= short else t + 1
+    a = s / m
+    count = st_i[0]
+    if count < min_history:
+        return 0.0
+    mu = st_f[0] / count
+    var = st_f[1] / count - mu * mu
+    sd = math.sqrt(var) if var > 0.0 else 0.0
+    floor = min_std * (abs(mu) + 1e-12)
+    if sd < floor:
+        sd = floor
+    z = (a - mu) / sd
+    if z <= 0.0:
+        return 0.0
+    tail = 0.5 * math.erfc(z / math.sqrt(2.0))
+    if tail < 1e-300:
+        tail = 1e-300
+    v = -math.log10(tail) / decades
+    return 1.0 if v > 1.0 else v
+
+
 class TailProbability:
     """Streaming raw-score -> [0, 1] mapping by Gaussian tail probability against the history.
 
@@ -135,6 +163,14 @@ class TailProbability:
         _tail_map(raw, self.short, self.min_history, self.min_std, self.decades,
                   self._ring, self._raw_ring, self._st_f, self._st_i, out)
         return out
+
+    def peek(self, raw: float) -> float:
+        """What :meth:`update` would return for ``raw``, without remembering it (pure)."""
+        raw = float(raw)
+        if not math.isfinite(raw):
+            raise ValueError(f"raw score must be finite; got {raw}")
+        return float(_tail_peek(raw, self.short, self.min_history, self.min_std, self.decades,
+                                self._ring, self._raw_ring, self._st_f, self._st_i))
 
     def update(self, raw: float) -> float:
         """Map one new raw score (then remember it)."""

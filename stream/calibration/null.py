@@ -132,10 +132,8 @@ class NullCalibrator:
         ``make_state`` builds an empty state of the same kind (methods without a Gram shortcut).
         """
         if self.method in ("rulsif", "ulsif"):
-            gram = win.gram() if hasattr(win, "gram") else None  # the state keeps one
-            pooled = None if gram is not None else np.vstack([win.past(), win.current()])
-            null = permutation_null_rulsif(pooled, n, win.sigma, win.lam, self.alpha, self.symmetric,
-                                           self.n_perm, rng, block=block, gram=gram)
+            null = permutation_null_rulsif(None, n, win.sigma, win.lam, self.alpha, self.symmetric,
+                                           self.n_perm, rng, block=block, gram=win.gram())
         else:
             pooled = np.vstack([win.past(), win.current()])
             null = permutation_null_generic(pooled, n, make_state, self.symmetric, self.n_perm, rng, block=block)
@@ -217,10 +215,8 @@ class NullCalibrator:
         """The AR threshold's floor: the rate's quantile of the windows' pooled permutation null."""
         count = self.n_perm * (NULL_POOL if self.floor_count == 0 else 1)
         if self.method in ("rulsif", "ulsif"):
-            gram = win.gram() if hasattr(win, "gram") else None
-            pooled = None if gram is not None else np.vstack([win.past(), win.current()])
-            null = permutation_null_rulsif(pooled, n, win.sigma, win.lam, self.alpha, self.symmetric, count, rng,
-                                           block=block, gram=gram, directions=True)
+            null = permutation_null_rulsif(None, n, win.sigma, win.lam, self.alpha, self.symmetric, count, rng,
+                                           block=block, gram=win.gram(), directions=True)
         else:
             pooled = np.vstack([win.past(), win.current()])
             null = permutation_null_generic(pooled, n, make_state, self.symmetric, count, rng, block=block,

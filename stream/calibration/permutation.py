@@ -18,7 +18,7 @@ def block_permutation(size: int, block: int, rng: np.random.Generator) -> np.nda
 
     Neighbouring subsequences share samples and autocorrelated series keep short-range dependence;
     moving them as blocks keeps that dependence inside each resampled window, so the null is not
-    narrower than the real one (plain shuffling over-fires on smooth series, lessons file point 2).
+    narrower than the real one (plain shuffling over-fires on smooth series).
 
     Examples
     --------

@@ -3,7 +3,7 @@
 Why: a permutation null treats the pooled subsequences as exchangeable. On autocorrelated data the
 real score is more variable than any re-split of the pool (each window holds a few long excursions,
 a shuffled window averages over them), so a permutation threshold is too low and alarms fire on
-stationary noise (issue 3: about 3 false alarms per 10,000 stationary AR(2) samples).
+stationary noise (about 3 false alarms per 10,000 stationary AR(2) samples).
 
 The surrogate null instead fits an autoregressive model to the preprocessed values behind the
 windows (Burg's method, order chosen by AIC up to ``max_order``; one model per channel,

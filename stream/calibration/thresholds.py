@@ -3,7 +3,7 @@
 Threshold
     A raw divergence (PE, L2, KL) has no universal scale: its null distribution depends on the
     window size, the kernel and the data. The threshold is therefore a quantile of the score's own
-    null distribution, estimated by *permutation* (the two-sample test LSTT of reference 004b):
+    null distribution, estimated by *permutation* (the least-squares two-sample test of Sugiyama et al. 2011):
     the pooled past + current subsequences are shuffled, split into two windows, and the score is
     recomputed with the same sigma and lambda. A gamma law is moment-matched to the permutation
     scores above their minimum, and the threshold is its upper ``false_alarm_rate`` quantile.

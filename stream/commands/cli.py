@@ -16,22 +16,53 @@ import sys
 
 # (command path, module, help). Two-word paths ("bench estimators") become nested subcommands.
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
-    (("demo",), "ratiowatch.stream.commands.demo", "synthetic multivariate stream with known changes, alarms and a plot"),
-    (("detect",), "ratiowatch.stream.commands.detect", "change points of a CSV file (causal replay), optional plot"),
-    (("eval", "tcpd"), "ratiowatch.stream.evaluate.tcpd", "TCPD F1 / covering by half (--streaming, --peers)"),
-    (("eval", "tssb"), "ratiowatch.stream.evaluate.tssb", "TSSB / UTSA covering by half (--streaming, --peers)"),
+    (("demo",), "ratiowatch.stream.commands.demo",
+     "synthetic 3-channel stream with three known changes: alarms as they happen, and a plot"),
+    (("detect",), "ratiowatch.stream.commands.detect",
+     "change points of a CSV / TSV / JSON-lines file or stdin (causal replay), optional plot"),
+    (("eval", "tcpd"), "ratiowatch.stream.evaluate.tcpd",
+     "accuracy of the default change-point detector on TCPD: F1 and covering against the human "
+     "annotations, mean over the univariate series, by tune / check half (--streaming, --peers)"),
+    (("eval", "tssb"), "ratiowatch.stream.evaluate.tssb",
+     "accuracy of the default change-point detector on TSSB or UTSA: covering of the true segmentation, "
+     "by tune / check half (--streaming, --peers)"),
     (("eval", "synthetic"), "ratiowatch.stream.evaluate.synthetic",
-     "synthetic null suite (false changes) and change suite (detection, delay)"),
-    (("eval", "nab"), "ratiowatch.stream.evaluate.nab", "NAB score of the default anomaly detector"),
-    (("eval", "odds"), "ratiowatch.stream.evaluate.odds", "ODDS ROC-AUC, inlier-based protocol, vs sklearn baselines"),
-    (("bench", "estimators"), "ratiowatch.stream.bench.estimators", "batch fit vs densratio, incremental step time"),
-    (("bench", "cpd"), "ratiowatch.stream.bench.cpd", "streaming change-point throughput and latency"),
-    (("bench", "novelty"), "ratiowatch.stream.bench.novelty", "streaming outlier scoring vs river"),
-    (("bench", "wsvm"), "ratiowatch.stream.bench.wsvm", "weighted-SVM path following vs scikit-learn refits"),
-    (("bench", "daemon"), "ratiowatch.stream.bench.daemon", "end-to-end daemon throughput through a real broker"),
+     "calibration of the default change-point detector on synthetic series: false changes on "
+     "change-free series (null suite), detection and delay of known changes (change suite)"),
+    (("eval", "nab"), "ratiowatch.stream.evaluate.nab",
+     "accuracy of the default anomaly detector on NAB: the NAB score under each cost profile"),
+    (("eval", "odds"), "ratiowatch.stream.evaluate.odds",
+     "accuracy of the outlier detector on ODDS: ROC-AUC (inlier-based protocol) next to "
+     "scikit-learn baselines"),
+    (("bench", "estimators"), "ratiowatch.stream.bench.estimators",
+     "speed of the batch estimators against densratio, and of one incremental window step"),
+    (("bench", "cpd"), "ratiowatch.stream.bench.cpd",
+     "speed of the streaming change-point detector: throughput and per-sample latency"),
+    (("bench", "novelty"), "ratiowatch.stream.bench.novelty",
+     "speed of streaming outlier scoring against river's detectors"),
+    (("bench", "wsvm"), "ratiowatch.stream.bench.wsvm",
+     "speed of weighted-SVM path following against scikit-learn refits"),
+    (("bench", "daemon"), "ratiowatch.stream.bench.daemon",
+     "end-to-end daemon throughput and latency through a real Kafka-compatible broker"),
     (("validate",), "ratiowatch.stream.commands.validate", "validate a daemon TOML config"),
     (("run",), "ratiowatch.stream.commands.run", "run the daemon with a TOML config"),
+    (("warmup",), "ratiowatch.stream.commands.warmup",
+     "compile the numba kernels into the cache now (once after an install; container builds)"),
 ]
+
+GROUPS = {
+    "eval": "accuracy of the default detectors on benchmark data sets (read in place, never copied)",
+    "bench": "speed of the detectors and estimators, against peer libraries where one exists",
+}
+
+#: commands that run numba kernels: the first compile in a process is announced on stderr
+COMPILING = {"demo", "detect", "eval", "bench", "warmup"}
+
+
+def _version() -> str:
+    from ratiowatch import __version__
+
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ratiowatch",
         description="Streaming change-point and outlier detection by direct density-ratio estimation.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
     for path, module, help_text in COMMANDS:
@@ -46,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub = top.add_parser(path[0], help=help_text, description=help_text)
         else:
             if path[0] not in groups:
-                group_parser = top.add_parser(path[0], help=f"{path[0]} commands")
+                text = GROUPS.get(path[0], f"{path[0]} commands")
+                group_parser = top.add_parser(path[0], help=text, description=text)
+                group_parser.set_defaults(_group_parser=group_parser)
                 groups[path[0]] = group_parser.add_subparsers(dest="subcommand", metavar="WHAT")
             sub = groups[path[0]].add_parser(path[1], help=help_text, description=help_text)
         sub.set_defaults(_module=module)
@@ -73,16 +107,44 @@ def single_threaded_blas() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["run"]:
+        # the daemon's stop signals are caught from the very start (the imports below take time)
+        from ratiowatch.stream.commands.run import early_signal_handlers
+
+        early_signal_handlers()
     single_threaded_blas()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: a clean stop, the shell's code for SIGINT
+        print("ratiowatch: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (``| head``): nothing left to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     module = getattr(args, "_module", None)
     if module is None:
-        parser.print_help()
+        group = getattr(args, "_group_parser", None)
+        (group or parser).print_help()
         return 2
     if getattr(args, "_missing", None):
         print(f"ratiowatch: command not available in this build ({args._missing})", file=sys.stderr)
         return 2
+    if args.command in COMPILING:
+        from ratiowatch.numba_cache import announce_compilation
+
+        announce_compilation()
+    elif args.command == "run":  # the daemon logs JSON lines: the note becomes one of them
+        import logging
+
+        from ratiowatch.numba_cache import announce_compilation
+
+        announce_compilation(say=logging.getLogger("ratiowatch.daemon").info)
     return int(importlib.import_module(module).run(args) or 0)
 
 

@@ -4,7 +4,8 @@ The stream has four segments of 400 samples: a quiet start, a jump in the mean o
 tripled variance of channel 1 and a correlation change between channels 0 and 2. The streaming
 :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` reads it one sample at a time; each
 alarm is printed the moment it is raised with its estimated change index and delay. The plot
-(series, score, threshold, true and detected change points) goes to ``ratiowatch_demo.png``.
+(series, score, threshold, true and detected change points) goes to ``ratiowatch_demo.png``
+(``--out``; its extension sets the format).
 
 Examples
 --------
@@ -39,13 +40,21 @@ def make_stream(seed: int = 0) -> tuple[np.ndarray, list[int]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("ratiowatch_demo.png"), help="PNG to write")
+    parser.add_argument("--out", type=Path, default=Path("ratiowatch_demo.png"),
+                        help="plot to write (the extension sets the format: .png, .svg, .pdf, ...)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream")
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
     parser.add_argument("--json", action="store_true", help="print the alarms as JSON at the end")
 
 
 def run(args) -> int:
+    if not args.no_plot:
+        from ratiowatch.stream.commands.plot import plot_path_problem
+
+        why = plot_path_problem(args.out)
+        if why:  # before streaming: say it now, not after the whole run
+            print(f"ratiowatch demo: --out {why} (or run with --no-plot)", file=sys.stderr)
+            return 2
     from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     x, truth = make_stream(args.seed)

@@ -1,16 +1,21 @@
-"""``ratiowatch detect FILE.csv``: change points of a CSV file by causal replay, optional plot.
+"""``ratiowatch detect FILE``: change points of a table by causal replay, optional plot.
 
-The CSV needs a header row. By default every numeric column is used (a multivariate series),
-except columns named like a time axis or index (``time``, ``timestamp``, ``date``, ``index``...);
-``--column NAME`` (repeatable) selects columns. Empty cells, ``NA``, ``NaN`` and ``null`` are missing
-values (carried forward, see :mod:`ratiowatch.stream.series.preprocess`); a column with any other non-numeric text is
-not numeric and is skipped (or an error when selected). A progress bar goes to stderr for long files.
+FILE is a CSV, TSV or semicolon-separated file (separator found from its first lines, or
+``--delimiter``), a JSON-lines file (one object per line), or ``-`` for standard input; how it is read
+(header, blank lines, missing and bad cells, the time axis) is :mod:`ratiowatch.stream.commands.table`. By
+default every numeric column except the time axis is used (a multivariate series); ``--column NAME``
+(repeatable) selects columns. Missing values are carried forward (:mod:`ratiowatch.stream.series.preprocess`).
+
+Change points are data-row indices counted from 0 (header and blank lines not counted); the output
+also gives each one's line in the file and, when there is a time axis, its time. Alarm scores are in
+units of their threshold (above 1 = alarm) for univariate and multichannel input alike. A progress
+bar goes to stderr for long files when stderr is a terminal.
 
 Examples
 --------
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "x.csv")
->>> _ = open(path, "w").write("u,v\\n" + "".join(f"{i},{i % 2}\\n" for i in range(4)))
+>>> _ = open(path, "w").write("u,v\\n" + "".join(f"{i % 3},{i % 2}\\n" for i in range(4)))
 >>> names, x = read_csv(path)
 >>> names, x.shape
 (['u', 'v'], (4, 2))
@@ -19,129 +24,122 @@ Examples
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-_MISSING = {"", "na", "nan", "null", "none"}
+from ratiowatch.stream.commands.table import BAD_CELLS, TableError, read_table
 
-
-def _parse(cell: str) -> float | None:
-    c = cell.strip()
-    if c.lower() in _MISSING:
-        return np.nan
-    try:
-        return float(c)
-    except ValueError:
-        return None
-
-
-#: header names read as a time axis or row index, not as a series, unless selected with --column
-TIME_AXIS_NAMES = frozenset({"time", "timestamp", "date", "datetime", "ts", "t", "index", "idx", "epoch"})
+PROGRESS_MIN_SAMPLES = 5000
+SCORE_UNITS = ("the split's score / the stop test's critical value (above 1 = significant), for "
+               "univariate and multichannel input alike")
+INDEX_CONVENTION = ("change points are data-row indices from 0 (header and blank lines not counted); "
+                    "change_point_lines are 1-based lines of the file")
 
 
 def read_csv(path, columns: list[str] | None = None) -> tuple[list[str], np.ndarray]:
-    """(column names, T x m float array with NaN for missing) of the numeric columns of ``path``.
-
-    Without ``columns``, columns named like a time axis or an index (:data:`TIME_AXIS_NAMES`) are
-    left out: a ramp is not a series to watch, and as one more channel it hides real changes.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    with path.open(newline="") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise ValueError(f"{path} is empty; expected a header row and data rows") from None
-        rows = [r for r in reader if any(c.strip() for c in r)]
-    if not rows:
-        raise ValueError(f"{path} has a header but no data rows")
-    if columns:
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise ValueError(f"column(s) {missing} not in the header {header}")
-        wanted = [header.index(c) for c in columns]
-    else:
-        wanted = [j for j, h in enumerate(header) if h.lower() not in TIME_AXIS_NAMES]
-        skipped = [h for h in header if h.lower() in TIME_AXIS_NAMES]
-        if skipped:
-            print(f"ratiowatch detect: not using {skipped} (time axis or index; select with --column)",
-                  file=sys.stderr)
-    names, cols = [], []
-    for j in wanted:
-        vals = [_parse(r[j]) if j < len(r) else np.nan for r in rows]
-        if any(v is None for v in vals):
-            if columns:
-                bad = next(r[j] for r, v in zip(rows, vals) if v is None)
-                raise ValueError(f"column {header[j]!r} is not numeric (found {bad!r})")
-            continue
-        if all(np.isnan(v) for v in vals):
-            continue
-        names.append(header[j])
-        cols.append(vals)
-    if not cols:
-        raise ValueError(f"{path}: no numeric column found; choose one with --column")
-    return names, np.array(cols, dtype=np.float64).T
-
-
-class _Progress:
-    def __init__(self, stream=sys.stderr, width: int = 40):
-        self.stream, self.width = stream, width
-
-    def __call__(self, done: int, total: int) -> None:
-        filled = int(self.width * done / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
+    """(column names, T x m float array with NaN for missing) of ``path`` (see :func:`read_table`)."""
+    table = read_table(path, columns)
+    return table.names, table.values
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", type=Path, help="CSV file with a header row")
+    parser.add_argument("file", help="CSV / TSV / JSON-lines file with one row per time step; - reads stdin")
     parser.add_argument("--column", action="append", default=None, metavar="NAME",
-                        help="column to use (repeatable; default: every numeric column)")
-    parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png", help="write a PNG plot")
+                        help="column to use (repeatable; default: every numeric column but the time axis)")
+    parser.add_argument("--time-column", default=None, metavar="NAME",
+                        help="the time axis (labels the change points, is not a series); 'none': no time "
+                             "axis (default: a column named like time_ms or ts, or an equal-step index)")
+    parser.add_argument("--delimiter", default=None, metavar="CHAR",
+                        help="field separator (default: found from the first lines among , ; tab |)")
+    parser.add_argument("--bad-cells", choices=BAD_CELLS, default="error",
+                        help="a non-numeric cell in a numeric column: stop with its line and column "
+                             "(error, default) or read it as a missing value with a warning (missing)")
+    parser.add_argument("--plot", type=Path, default=None, metavar="OUT.png",
+                        help="write a plot; the extension sets the format (.png, .svg, .pdf, ...)")
     parser.add_argument("--json", action="store_true", help="print change points and alarms as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
-                        help="sensitivity: target probability that a step of a change-free series "
-                             "raises an alarm (default 1e-4; larger finds more, smaller fewer)")
+                        help="sensitivity: chance that a change-free series gets any change point "
+                             "(the stop test's level; default 0.05; larger finds more, smaller fewer)")
+
+
+def _fail(msg: str, code: int = 2) -> int:
+    print(f"ratiowatch detect: {msg}", file=sys.stderr)
+    return code
+
+
+def _ratio(score: float, threshold: float) -> float | None:
+    if not (math.isfinite(score) and math.isfinite(threshold)) or threshold <= 0:
+        return None
+    return float(score / threshold)
 
 
 def run(args) -> int:
+    if args.false_alarm_rate is not None and not 0.0 < args.false_alarm_rate < 1.0:
+        return _fail(f"--false-alarm-rate must be in (0, 1), e.g. 0.05; got {args.false_alarm_rate}")
+    if args.plot is not None:
+        from ratiowatch.stream.commands.plot import plot_path_problem
+
+        why = plot_path_problem(args.plot)
+        if why:
+            return _fail(f"--plot {why}")
+    try:
+        table = read_table(args.file, args.column, time_column=args.time_column,
+                           delimiter=args.delimiter, bad_cells=args.bad_cells)
+    except TableError as exc:
+        return _fail(str(exc))
+    for note in table.notes:
+        print(f"ratiowatch detect: {note}", file=sys.stderr)
+    x, names = table.values, table.names
+    from ratiowatch.stream.commands.progress import progress_bar
     from ratiowatch.stream.detectors.offline import replay
 
-    try:
-        names, x = read_csv(args.file, args.column)
-    except ValueError as exc:
-        print(f"ratiowatch detect: {exc}", file=sys.stderr)
-        return 2
-    params = {}
-    if args.false_alarm_rate is not None:
-        if not 0.0 < args.false_alarm_rate < 1.0:
-            print(f"ratiowatch detect: --false-alarm-rate must be in (0, 1), e.g. 1e-4; got {args.false_alarm_rate}",
-                  file=sys.stderr)
-            return 2
-        params["false_alarm_rate"] = args.false_alarm_rate
-    progress = None if (args.no_progress or len(x) < 5000) else _Progress()
-    rep = replay(x, progress=progress, **params)
+    params = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}
+    show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
+    with progress_bar(total=len(x), desc="detect", unit="sample", enabled=show) as bar:
+        rep = replay(x, progress=None if bar is None else bar.callback, **params)
+    cps = rep.change_points
+    lines = [table.lines[c] for c in cps]
+    times = [table.time_values[c] for c in cps] if table.time_values is not None else None
+    too_short = not np.isfinite(rep.scores).any()
+    short_msg = (f"{len(x)} samples are too short for any detection: every split needs a few "
+                 f"subsequences of width {rep.config['width']} on each side") if too_short else None
+    if args.json:
+        alarms = []
+        for a in rep.alarms:
+            c = min(max(a.change_index, 0), len(x) - 1)
+            alarms.append({"change_index": a.change_index, "alarm_index": a.alarm_index, "delay": a.delay,
+                           "score": _ratio(a.score, a.threshold), "line": table.lines[c],
+                           **({"time": table.time_values[c]} if table.time_values is not None else {})})
+        out = {"file": table.source, "columns": names, "time_column": table.time_name,
+               "n_samples": int(len(x)), "change_points": cps, "change_point_lines": lines,
+               **({"change_point_times": times} if times is not None else {}),
+               "index": INDEX_CONVENTION, "alarms": alarms, "score_units": SCORE_UNITS,
+               **({"too_short": short_msg} if too_short else {}), "config": rep.config}
+        print(json.dumps(out, indent=2))
+    else:
+        axis = f", time axis {table.time_name!r}" if table.time_name else ""
+        print(f"{table.source}: {len(x)} samples, columns {names}{axis}")
+        if too_short:
+            print(f"change points: none found ({short_msg})")
+        else:
+            where = [f"{c} (line {ln}" + (f", {table.time_name} {t})" if times is not None else ")")
+                     for c, ln, t in zip(cps, lines, times if times is not None else [None] * len(cps))]
+            print("change points (data row from 0):", ", ".join(where) if where else "(none)")
+    if too_short:
+        print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_detection
 
-        plot_detection(args.plot, x, rep.scores, rep.thresholds, rep.change_points, (),
-                       title=f"{args.file.name}: {', '.join(names)}", columns=names)
-    if args.json:
-        print(json.dumps({"file": str(args.file), "columns": names, "n_samples": int(len(x)),
-                          "change_points": rep.change_points, "alarms": [a.to_dict() for a in rep.alarms],
-                          "config": rep.config}, indent=2))
-    else:
-        print(f"{args.file}: {len(x)} samples, columns {names}")
-        print("change points:", " ".join(str(c) for c in rep.change_points) or "(none)")
-        if args.plot is not None:
+        try:
+            plot_detection(args.plot, x, rep.scores, rep.thresholds, cps, (),
+                           title=f"{Path(table.source).name}: {', '.join(names)}", columns=names)
+        except OSError as exc:
+            return _fail(f"could not write the plot {args.plot}: {exc.strerror or exc}", 1)
+        if not args.json:
             print(f"plot written to {args.plot}")
     return 0

@@ -11,7 +11,9 @@ True
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -25,11 +27,57 @@ def _pyplot():
     return plt
 
 
+def plot_formats() -> set[str]:
+    """File extensions a plot can be written as (``png``, ``svg``, ``pdf``, ...: matplotlib's list).
+
+    Raises ImportError when matplotlib is not installed.
+    """
+    plt = _pyplot()
+    fig = plt.figure()
+    try:
+        return set(fig.canvas.get_supported_filetypes())
+    finally:
+        plt.close(fig)
+
+
+def plot_path_problem(path) -> str | None:
+    """Why ``path`` cannot take a plot, in one line that says what to do (None: it can).
+
+    Commands check this before computing anything: a wrong extension, a missing directory or a
+    missing matplotlib must not cost the user the whole computation.
+    """
+    path = Path(path)
+    try:
+        formats = plot_formats()
+    except ImportError as exc:
+        return f"plotting needs matplotlib ({exc}); install it with: pip install matplotlib"
+    ext = path.suffix.lower().lstrip(".")
+    if ext not in formats:
+        return (f"{path}: unknown image format {path.suffix or '(no extension)'}; "
+                f"use one of {', '.join('.' + f for f in sorted(formats))}")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        if not parent.is_dir():
+            return f"{path}: directory {parent} does not exist; create it or choose another path"
+        if not os.access(parent, os.W_OK):
+            return f"{path}: directory {parent} is not writable; choose another path"
+        if path.is_dir():
+            return f"{path} is a directory; give a file name such as {path / 'plot.png'}"
+    except OSError as exc:  # e.g. a name too long for the file system
+        return f"{path}: {exc.strerror or exc}; choose another path"
+    return None
+
+
 def plot_detection(path, series, scores, thresholds, detected: Sequence[int], truth: Sequence[int] = (),
                    title: str = "", columns: Sequence[str] | None = None, width: float = 10.0,
                    height: float = 5.0, dpi: int = 100, score_label: str = "change score") -> str:
     """Two panels: the series with true (dashed green) and detected (red) change points, and the
-    change score with its threshold. Writes a PNG of ``width x height`` inches at ``dpi``."""
+    change score with its threshold. Writes ``width x height`` inches at ``dpi`` in the format of
+    the path's extension (``.png``, ``.svg``, ``.pdf``, ... see :func:`plot_formats`)."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in plot_formats():
+        raise ValueError(f"{path}: unknown image format {Path(path).suffix or '(no extension)'}; "
+                         f"use one of {', '.join('.' + f for f in sorted(plot_formats()))}")
     plt = _pyplot()
     x = np.asarray(series, dtype=np.float64)
     if x.ndim == 1:
@@ -56,6 +104,6 @@ def plot_detection(path, series, scores, thresholds, detected: Sequence[int], tr
     ax2.set_xlabel("sample index")
     fig.tight_layout()
     path = str(path)
-    fig.savefig(path, format="png", dpi=dpi)
+    fig.savefig(path, format=fmt, dpi=dpi)
     plt.close(fig)
     return path

@@ -24,6 +24,17 @@ Examples
 >>> s = TimeSeriesAnomalyDetector().score_series(y)
 >>> int(np.argmax(s)) in range(2495, 2515)
 True
+
+The same, one value at a time with river's API (``score_one`` is pure; ``learn_one`` scores the
+value the same way, then learns it):
+
+>>> det = TimeSeriesAnomalyDetector()
+>>> scores = []
+>>> for v in y[:300]:
+...     scores.append(det.score_one(v))
+...     det.learn_one(v)
+>>> np.allclose(scores, TimeSeriesAnomalyDetector().score_series(y[:300]))
+True
 """
 
 from __future__ import annotations
@@ -34,8 +45,12 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from river.base import AnomalyDetector
+
+from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples
 from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
+from ratiowatch.stream.detectors.state_file import read_state, write_state
 from ratiowatch.stream.calibration.likelihood import TailProbability
 
 #: One view = one embedding and one streaming ratio detector: (k blocks, block width w, kernel scale
@@ -104,8 +119,12 @@ def block_embed(history: np.ndarray, values: np.ndarray, k: int, w: int) -> np.n
     return np.ascontiguousarray(bm[idx])
 
 
-class TimeSeriesAnomalyDetector:
+class TimeSeriesAnomalyDetector(AnomalyDetector):
     """Causal anomaly scores in [0, 1] for a univariate stream (see the module docstring).
+
+    A river anomaly detector: ``score_one(x)`` scores the next value without changing the state,
+    ``learn_one(x)`` learns it; ``x`` is a number or a one-entry dict (``{"value": 3.2}``).
+    :meth:`score_series` is the batch form (each value scored, then learned).
 
     Parameters
     ----------
@@ -114,8 +133,8 @@ class TimeSeriesAnomalyDetector:
         width ``sigma_factor`` x the buffer's ``scale`` ("median" pairwise or "local" 10-NN distance).
     buffer_size, window_size, alpha, lam, refit_every, solve_every, warmup, contamination,
     max_reject_rate
-        Passed to every :class:`~ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector` (the reference
-        buffer should span several periods of the series).
+        Passed to every :class:`~ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector`
+        (the reference buffer should span several periods of the series).
     ratio_floor : float
         Raw score = ``-log(max(r, ratio_floor))``: the log stretches the small ratios that matter;
         a low floor keeps big and small departures apart (a spike of 10 sigma outranks one of 3).
@@ -132,58 +151,163 @@ class TimeSeriesAnomalyDetector:
     Examples
     --------
     >>> det = TimeSeriesAnomalyDetector()
-    >>> all(0.0 <= det.update(v) <= 1.0 for v in np.sin(np.arange(300) / 5.0))
+    >>> out = []
+    >>> for v in np.sin(np.arange(300) / 5.0):
+    ...     out.append(det.score_one(v))
+    ...     det.learn_one(v)
+    >>> all(0.0 <= s <= 1.0 for s in out)
     True
     """
 
-    def __init__(self, seed: int = 0, **params):
-        unknown = set(params) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-        self.params = {**DEFAULTS, **params}
+    def __init__(
+        self,
+        views=DEFAULT_VIEWS,
+        buffer_size: int = DEFAULTS["buffer_size"],
+        window_size: int = DEFAULTS["window_size"],
+        alpha: float = DEFAULTS["alpha"],
+        lam: float = DEFAULTS["lam"],
+        refit_every: int = DEFAULTS["refit_every"],
+        solve_every: int = DEFAULTS["solve_every"],
+        warmup: int = DEFAULTS["warmup"],
+        contamination: float = DEFAULTS["contamination"],
+        max_reject_rate: float = DEFAULTS["max_reject_rate"],
+        ratio_floor: float = DEFAULTS["ratio_floor"],
+        history: int = DEFAULTS["history"],
+        min_history: int = DEFAULTS["min_history"],
+        combine: str = DEFAULTS["combine"],
+        debounce: int = DEFAULTS["debounce"],
+        quiet: float = DEFAULTS["quiet"],
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.views = tuple(tuple(v) for v in views) if not isinstance(views, (str, bytes)) else views
+        self.buffer_size = buffer_size
+        self.window_size = window_size
+        self.alpha = alpha
+        self.lam = lam
+        self.refit_every = refit_every
+        self.solve_every = solve_every
+        self.warmup = warmup
+        self.contamination = contamination
+        self.max_reject_rate = max_reject_rate
+        self.ratio_floor = ratio_floor
+        self.history = history
+        self.min_history = min_history
+        self.combine = combine
+        self.debounce = debounce
+        self.quiet = quiet
         self.seed = seed
-        p = self.params
-        views = tuple(tuple(v) for v in p["views"])
-        if not views:
+        self._check_params()
+        self._build()
+
+    @property
+    def params(self) -> dict:
+        """The configuration (every constructor argument but ``seed``) as a dict."""
+        return {k: getattr(self, k) for k in DEFAULTS}
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"warmup": 50, "buffer_size": 200, "min_history": 20, "history": 200}
+
+    def _check_params(self) -> None:
+        if isinstance(self.views, (str, bytes)) or not self.views:
             raise ValueError("views must hold at least one (k, w, scale, sigma_factor, n_centres)")
-        for v in views:
-            if len(v) != 5 or int(v[0]) < 1 or int(v[1]) < 1:
+        for v in self.views:
+            if len(v) != 5:
                 raise ValueError(f"a view is (k >= 1, w >= 1, scale, sigma_factor, n_centres); got {v}")
-        if int(p["debounce"]) < 0 or not (0.0 <= float(p["quiet"]) < 1.0):
-            raise ValueError("debounce must be >= 0 and quiet in [0, 1)")
-        if p["combine"] not in ("max", "mean"):
-            raise ValueError(f"combine must be 'max' or 'mean'; got {p['combine']!r}")
-        if not (0.0 < float(p["ratio_floor"]) < 1.0):
-            raise ValueError(f"ratio_floor must be in (0, 1); got {p['ratio_floor']}")
-        self.views = views
+            check_int(v[0], "a view's k", minimum=1)
+            check_int(v[1], "a view's w", minimum=1)
+            check_choice(v[2], "a view's scale", ("median", "local"))
+            if not check_real(v[3], "a view's sigma_factor") > 0:
+                raise ValueError(f"a view's sigma_factor must be positive; got {v[3]}")
+            check_int(v[4], "a view's n_centres", minimum=1)
+        check_int(self.debounce, "debounce", minimum=0)
+        if not (0.0 <= check_real(self.quiet, "quiet") < 1.0):
+            raise ValueError(f"quiet must be in [0, 1); got {self.quiet}")
+        check_choice(self.combine, "combine", ("max", "mean"))
+        if not (0.0 < check_real(self.ratio_floor, "ratio_floor") < 1.0):
+            raise ValueError(f"ratio_floor must be in (0, 1); got {self.ratio_floor}")
+        check_int(self.history, "history", minimum=1)
+        check_int(self.min_history, "min_history", minimum=1)
+        check_seed(self.seed)
+        # the streaming detectors and the tail mappings check the rest when they are built
+
+    def _build(self) -> None:
         self._detectors = [
             StreamingOutlierDetector(
-                buffer_size=int(p["buffer_size"]), window_size=int(p["window_size"]),
-                n_centres=int(nc), alpha=float(p["alpha"]), sigma_factor=float(sf), scale=str(sc),
-                lam=float(p["lam"]), refit_every=int(p["refit_every"]), solve_every=int(p["solve_every"]),
-                warmup=int(p["warmup"]), contamination=float(p["contamination"]),
-                max_reject_rate=float(p["max_reject_rate"]), seed=seed + i)
-            for i, (_, _, sc, sf, nc) in enumerate(views)
+                buffer_size=self.buffer_size, window_size=self.window_size, n_centres=nc,
+                alpha=self.alpha, sigma_factor=sf, scale=sc, lam=self.lam, refit_every=self.refit_every,
+                solve_every=self.solve_every, warmup=self.warmup, contamination=self.contamination,
+                max_reject_rate=self.max_reject_rate, seed=int(self.seed) + i)
+            for i, (_, _, sc, sf, nc) in enumerate(self.views)
         ]
-        self._tails = [TailProbability(history=int(p["history"]), min_history=int(p["min_history"]))
-                       for _ in views]
-        self._span = max(int(k) * int(w) for k, w, *_ in views)
+        self._tails = [TailProbability(history=int(self.history), min_history=int(self.min_history))
+                       for _ in self.views]
+        self._span = max(int(k) * int(w) for k, w, *_ in self.views)
         self._last = np.zeros(0)  # the newest span-1 values
-        d = max(int(p["debounce"]), 1)
-        self._deb_ring = np.zeros(d)
+        self._deb_ring = np.zeros(max(int(self.debounce), 1))
         self._deb_st = np.zeros(2, dtype=np.int64)
         self.n_seen = 0
 
-    def step(self, values) -> np.ndarray:
-        """Score the next values of the stream (each before it is learned); returns scores in [0, 1]."""
+    # --- river API -------------------------------------------------------------------------
+    @staticmethod
+    def _value(x) -> float:
+        if isinstance(x, dict):
+            if len(x) != 1:
+                raise ValueError(f"x must be one number or a dict with exactly one entry; got keys {list(x)}")
+            x = next(iter(x.values()))
+        if isinstance(x, (bool, str, bytes)):
+            raise TypeError(f"x must be a number; got {x!r}")
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            raise TypeError(f"x must be a number or a one-entry dict; got {type(x).__name__}") from None
+        if not np.isfinite(v):
+            raise ValueError(f"x must be finite; got {v}: fill missing values before scoring")
+        return v
+
+    def learn_one(self, x) -> None:
+        """Learn the next value of the stream (a number or a one-entry dict)."""
+        self._step(np.array([self._value(x)]))
+
+    def score_one(self, x) -> float:
+        """Score of the next value in [0, 1], without learning it: equal to the score
+        :meth:`learn_one` gives the same value internally (up to rounding)."""
+        v = self._value(x)
+        last = self._last if self._last.shape[0] else np.full(self._span, v)
+        comb = 0.0
+        if self.n_seen >= int(self.warmup):  # before that the ratio scores are placeholders
+            floor = float(self.ratio_floor)
+            mapped = []
+            for (k, w, *_), det, tail in zip(self.views, self._detectors, self._tails):
+                emb = block_embed(last, np.array([v]), int(k), int(w))[0]
+                ratio = 1.0 - det.score_one(emb)
+                mapped.append(tail.peek(-np.log(max(ratio, floor))))
+            comb = max(mapped) if self.combine == "max" else float(np.mean(mapped))
+        if int(self.debounce) > 0:
+            n = min(int(self._deb_st[0]), self._deb_ring.shape[0])
+            recent = float(self._deb_ring[:n].max()) if n else 0.0
+            comb = comb if comb > max(recent, 0.0) else float(self.quiet) * comb
+        return float(min(max(comb, 0.0), 1.0))
+
+    # --- batch -----------------------------------------------------------------------------
+    def score_series(self, values) -> np.ndarray:
+        """Score each value of ``values`` before learning it, in order; scores in [0, 1].
+
+        Identical to ``score_one`` then ``learn_one`` per value, and it continues from the current
+        state, so a series may be fed in pieces.
+        """
+        return self._step(values)
+
+    def _step(self, values) -> np.ndarray:
         values = as_samples(values, "values (univariate stream)", min_samples=1, dim=1)[:, 0]
         if self._last.shape[0] == 0:  # before any value: pad the past with the first one
             self._last = np.full(self._span, values[0])
         mapped = np.zeros((len(self.views), values.shape[0]))
-        floor = float(self.params["ratio_floor"])
+        floor = float(self.ratio_floor)
         # rows scored before the ratio detectors' first fit (their warm-up) are placeholders: they
         # get 0 and are kept out of the score history
-        start = min(max(int(self.params["warmup"]) - self.n_seen, 0), values.shape[0])
+        start = min(max(int(self.warmup) - self.n_seen, 0), values.shape[0])
         for i, ((k, w, *_), det, tail) in enumerate(zip(self.views, self._detectors, self._tails)):
             emb = block_embed(self._last, values, int(k), int(w))
             ratio = 1.0 - det.process(emb, learn=True)
@@ -191,57 +315,56 @@ class TimeSeriesAnomalyDetector:
                 mapped[i, start:] = tail.transform(-np.log(np.maximum(ratio[start:], floor)))
         full = np.concatenate([self._last, values])
         self._last = full[full.shape[0] - self._span:]
-        comb = mapped.max(axis=0) if self.params["combine"] == "max" else mapped.mean(axis=0)
+        comb = mapped.max(axis=0) if self.combine == "max" else mapped.mean(axis=0)
         out = np.empty_like(comb)
-        if int(self.params["debounce"]) > 0:
-            _debounce(comb, self._deb_ring, self._deb_st, float(self.params["quiet"]), out)
+        if int(self.debounce) > 0:
+            _debounce(comb, self._deb_ring, self._deb_st, float(self.quiet), out)
         else:
             out[:] = comb
         self.n_seen += values.shape[0]
         return np.clip(out, 0.0, 1.0)
 
-    def update(self, value: float) -> float:
-        """Score one new value, then learn it."""
-        return float(self.step(np.array([float(value)]))[0])
-
-    def score_series(self, values) -> np.ndarray:
-        """Scores of a whole series replayed causally (identical to calling :meth:`update` per value)."""
-        return self.step(values)
-
-    # --- persistence: numpy .npz + JSON in a folder, never pickle ---------------------------
-    def save(self, folder) -> None:
-        """Write the full state to ``folder`` (created): ``detector.json``, ``state.npz`` and one
-        ``view<i>.npz/.json`` pair per view."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+    # --- persistence: to_state / from_state (numpy arrays + JSON), never pickle ---------------------------
+    def to_state(self) -> dict:
+        """Flat dict of numpy arrays and JSON strings (``.npz``-able, no pickle); each view's state
+        under the prefix ``view<i>.``."""
         params = {k: (list(map(list, v)) if k == "views" else v) for k, v in self.params.items()}
-        (folder / "detector.json").write_text(json.dumps({"seed": self.seed, "params": params,
-                                                          "n_seen": self.n_seen}))
-        arrays = {"last": self._last, "deb_ring": self._deb_ring, "deb_st": self._deb_st}
+        out: dict = {"meta": json.dumps({"seed": self.seed, "params": params, "n_seen": self.n_seen}),
+                     "last": self._last.copy(), "deb_ring": self._deb_ring.copy(), "deb_st": self._deb_st.copy()}
         for i, t in enumerate(self._tails):
-            arrays.update({f"tail{i}_ring": t._ring, f"tail{i}_raw": t._raw_ring,
-                           f"tail{i}_f": t._st_f, f"tail{i}_i": t._st_i})
-        np.savez(folder / "state.npz", **arrays)
+            out.update({f"tail{i}_ring": t._ring.copy(), f"tail{i}_raw": t._raw_ring.copy(),
+                        f"tail{i}_f": t._st_f.copy(), f"tail{i}_i": t._st_i.copy()})
         for i, det in enumerate(self._detectors):
-            det.save(folder / f"view{i}")
+            out.update({f"view{i}.{k}": v for k, v in det.to_state().items()})
+        return out
 
     @classmethod
-    def load(cls, folder) -> "TimeSeriesAnomalyDetector":
-        """Restore a detector written by :meth:`save`; it continues exactly where it stopped."""
-        folder = Path(folder)
-        meta = json.loads((folder / "detector.json").read_text())
+    def from_state(cls, state) -> "TimeSeriesAnomalyDetector":
+        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
+        meta = json.loads(str(state["meta"]))
         params = dict(meta["params"])
         params["views"] = tuple(tuple(v) for v in params["views"])
         det = cls(seed=meta["seed"], **params)
         det.n_seen = int(meta["n_seen"])
-        with np.load(folder / "state.npz") as st:
-            det._last = st["last"].copy()
-            det._deb_ring[...] = st["deb_ring"]
-            det._deb_st[...] = st["deb_st"]
-            for i, t in enumerate(det._tails):
-                t._ring[...] = st[f"tail{i}_ring"]
-                t._raw_ring[...] = st[f"tail{i}_raw"]
-                t._st_f[...] = st[f"tail{i}_f"]
-                t._st_i[...] = st[f"tail{i}_i"]
-        det._detectors = [StreamingOutlierDetector.load(folder / f"view{i}") for i in range(len(det.views))]
+        det._last = np.array(state["last"], dtype=np.float64)
+        det._deb_ring[...] = state["deb_ring"]
+        det._deb_st[...] = state["deb_st"]
+        for i, t in enumerate(det._tails):
+            t._ring[...] = state[f"tail{i}_ring"]
+            t._raw_ring[...] = state[f"tail{i}_raw"]
+            t._st_f[...] = state[f"tail{i}_f"]
+            t._st_i[...] = state[f"tail{i}_i"]
+        det._detectors = [
+            StreamingOutlierDetector.from_state({k[len(f"view{i}."):]: v for k, v in state.items()
+                                                 if k.startswith(f"view{i}.")})
+            for i in range(len(det.views))]
         return det
+
+    def save(self, path) -> None:
+        """Write :meth:`to_state` to ``<path>.npz`` (atomically: a crash leaves the old file)."""
+        write_state(Path(path).with_suffix(".npz"), self.to_state())
+
+    @classmethod
+    def load(cls, path) -> "TimeSeriesAnomalyDetector":
+        """Restore a detector written by :meth:`save`; it continues exactly where it stopped."""
+        return cls.from_state(read_state(Path(path).with_suffix(".npz")))

@@ -39,6 +39,10 @@ step also compares the contemporaneous correlations of the two windows: the Fish
 the same AR surrogates. It takes half the false-alarm rate (the kernel score keeps the other
 half), and alarms then carry the larger of the two views' scores in units of their thresholds.
 
+Dict samples: the first sample's keys are the channels. A key that appears later is ignored and a
+key that is absent is a missing value, each said once by a :class:`KeysChangedWarning` (a change
+carried by a new key must not go unseen in silence; make the warning an error to refuse such input).
+
 Missing values and gaps: see :mod:`ratiowatch.stream.series.preprocess` (carry forward; held until every channel was
 seen once; infinities are rejected).
 
@@ -55,14 +59,18 @@ True
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
+import numbers
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
 from river import base
 
+from ratiowatch.core.kliep_window import TwoWindowKLIEP
+from ratiowatch.core.lsdd_window import TwoWindowLSDD
+from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
 from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
 from ratiowatch.stream.calibration.correlation import corr_ratio
@@ -88,27 +96,12 @@ def _lag1_autocorr(x: np.ndarray) -> float:
     r = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
     return float(r.max())
 
-# where the incremental two-window states live
-_STATE_CLASSES = {
-    "rulsif": [("ratiowatch.core.window", "TwoWindowRuLSIF")],
-    "ulsif": [("ratiowatch.core.window", "TwoWindowRuLSIF")],
-    "lsdd": [("ratiowatch.core.lsdd_window", "TwoWindowLSDD")],
-    "kliep": [("ratiowatch.core.kliep_window", "TwoWindowKLIEP")],
-}
+# the incremental two-window state behind each method
+_STATE_CLASSES = {"rulsif": TwoWindowRuLSIF, "ulsif": TwoWindowRuLSIF, "lsdd": TwoWindowLSDD, "kliep": TwoWindowKLIEP}
 
 
 def _state_class(method: str):
-    for module, name in _STATE_CLASSES[method]:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue
-        cls = getattr(mod, name, None)
-        if cls is not None:
-            return cls
-    raise ValueError(f"method={method!r} needs an incremental two-window state "
-                     f"({_STATE_CLASSES[method][0][1]}) that is not available in this build; "
-                     "use method='rulsif' or 'ulsif'")
+    return _STATE_CLASSES[method]
 
 
 def _rungs(n_min: int, n_max: int) -> list[int]:
@@ -120,6 +113,42 @@ def _rungs(n_min: int, n_max: int) -> list[int]:
         if r >= n_max:
             return out
         j += 1
+
+
+class KeysChangedWarning(UserWarning):
+    """A dict sample's keys differ from the first sample's, which fixed the channels.
+
+    A new key is ignored and a missing key is a missing value (carried forward); each key is
+    warned about once per detector. To make it an error::
+
+        warnings.simplefilter("error", KeysChangedWarning)
+    """
+
+
+#: constructor parameters by type (lower bound of the integers); ranges are checked in __init__
+_INT_PARAMS = {"k": 1, "n": 2, "reselect_every": 0, "n_perm": 3, "calibrate_every": 0, "n_min": 2, "delay": 0,
+               "min_spacing": 0, "refresh_every": 1, "perm_block": 0, "seed": 0}
+_REAL_PARAMS = ("alpha", "false_alarm_rate", "window_frac", "sigma_factor", "lam")
+_BOOL_PARAMS = ("symmetric", "history_guard", "corr_view")
+
+
+def _check_param_types(params: Mapping) -> None:
+    """Reject a constructor argument of the wrong type, naming it (no silent ``bool('no')``,
+    ``int(1.5)`` or a conversion error without the parameter's name)."""
+    for name, lo in _INT_PARAMS.items():
+        v = params[name]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}; got {v!r}")
+    for name in _REAL_PARAMS:
+        v = params[name]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise ValueError(f"{name} must be a number; got {v!r}")
+    for name in _BOOL_PARAMS:
+        if not isinstance(params[name], (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False; got {params[name]!r}")
+    if not (params["difference"] == "auto" if isinstance(params["difference"], str)
+            else isinstance(params["difference"], (bool, np.bool_))):
+        raise ValueError(f"difference must be 'auto', True or False; got {params['difference']!r}")
 
 
 def _ratio(score: float, threshold: float) -> float:
@@ -239,6 +268,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                  history_guard: bool = True, perm_block: int = 0, refresh_every: int = 256,
                  null: str = "auto", corr_view: bool = True, seed: int = 0):
         super().__init__()
+        _check_param_types(locals())
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {method!r}")
         for name, val, lo in (("k", k, 1), ("n", n, 2), ("reselect_every", reselect_every, 0),
@@ -294,6 +324,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     def _reset(self) -> None:
         super()._reset()
         self._keys: list | None = None  # dict inputs: channel names fixed at first sight
+        self._keys_warned: set = set()  # keys already warned about (KeysChangedWarning)
         self._dim: int | None = None
         self._pre: Differencer | None = None
         self._diff_on = self.difference is True
@@ -337,6 +368,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 self._keys = sorted(x, key=str)
                 if not self._keys:
                     raise ValueError("the first sample is an empty dict; give at least one numeric field")
+            elif len(x) != len(self._keys) or x.keys() != set(self._keys):
+                self._warn_keys(x)
             # features that appear later are ignored; a field that disappears counts as missing
             vals = []
             for key in self._keys:
@@ -356,6 +389,26 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if v.size != self._dim:
             raise ValueError(f"sample has {v.size} values but the detector was started with {self._dim}")
         return v
+
+    def _warn_keys(self, x: Mapping) -> None:
+        """Say once per key that a dict sample's keys differ from the first sample's (the channels).
+
+        The policy (see :class:`KeysChangedWarning`): a new key is ignored, a missing key is a
+        missing value; both are said, so a change carried by a new key is not lost in silence.
+        """
+        warned = self._keys_warned
+        known = set(self._keys)
+        new = [k for k in x if k not in known and k not in warned]
+        gone = [k for k in self._keys if k not in x and k not in warned]
+        if new:
+            warned.update(new)
+            warnings.warn(f"ChangePointDetector: key(s) {new} not in the first sample are ignored (the "
+                          f"channels are the first sample's keys {self._keys}); start a new detector "
+                          "to watch them", KeysChangedWarning, stacklevel=4)
+        if gone:
+            warned.update(gone)
+            warnings.warn(f"ChangePointDetector: key(s) {gone} missing from a sample are read as missing "
+                          "values (last value carried forward)", KeysChangedWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ main loop
     def step(self, x) -> Alarm | None:
@@ -509,11 +562,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         past, cur = y[:n], y[n:]
         sigma, lam = self._select_params(past, cur)
         self._win = self._make_state(n, sigma, lam)
-        if hasattr(self._win, "push_many"):  # one compiled loop (filling pushes solve nothing)
-            self._win.push_many(y)
-        else:
-            for row in y:
-                self._win.push(row)
+        self._win.push_many(y)  # one compiled loop where the state has one (filling pushes solve nothing)
         # a full rebuild of the accumulators from the stored samples once the windows are filled
         # (cheap, and independent of how the state treats its filling phase)
         self._win.set_params(sigma, lam)
@@ -589,7 +638,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return
         rng = np.random.default_rng([self.seed, self._t])
         n = self._n_eff
-        sigma, lam = self._win.sigma, getattr(self._win, "lam", 0.1)  # KLIEP has no ridge
+        sigma, lam = self._win.sigma, self._win.lam
         uses_ar = self._null_mode == "ar" or self._null == "ar_or_permutation"
         ar_values = self._ar_values(n) if uses_ar else None  # once: it is also the switch's test
         if self._null_mode == "permutation" and ar_values is not None and ar_values.shape[0] >= AR_MIN_VALUES:

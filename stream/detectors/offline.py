@@ -1,32 +1,27 @@
-"""Offline change-point detection as a causal replay of the streaming detector.
+"""Offline change-point detection: binary segmentation of a density-ratio split profile with a
+calibrated stop test.
 
-``detect(series)`` feeds the series sample by sample into a :class:`ChangePointDetector` and
-collects its alarms: the detector never sees a sample beyond the one it is scoring (its alarms
-are raised at most ``delay`` steps after the peak, as documented in :mod:`ratiowatch.stream.calibration.peaks`), and it
-never sees annotations. At the end of the series an open run above threshold is closed (the only
-offline step). The reported change points are the alarms' change indices (window boundaries),
-clipped to ``[1, len(series) - 1]``.
+``detect(series)`` may look at the whole series (it is not causal):
 
-Periodic series (period rule, :func:`period_plan`): a univariate series whose warm-up prefix (the
-first quarter, at least 64 values) has a clear period P >= 16 samples (autocorrelation peak >= 0.5,
-:func:`ratiowatch.stream.series.period.estimate_period`) is averaged over phase-locked blocks, exactly 8 per estimated
-period (:func:`ratiowatch.stream.series.period.aggregate_periods`; about P / 8 samples each), and replayed with windows
-of 4 periods (n = 32 subsequences of k = 3 aggregated values), so both windows hold whole periods
-and the score follows the distribution, not the phase. Its threshold comes from a *whole-period*
-permutation null: the 8 periods of the pooled windows are re-split by exchanging whole periods
-(``perm_block`` = 8 aggregated steps), so every random split is made of whole periods as the real one
-is, recalibrated once per period from the current windows alone, at ``(P / 8) x false_alarm_rate``
-per aggregated step (the same rate per input sample). Shuffling single subsequences instead mixes
-phases and that null was far too wide (alarms on 2 of TSSB's 17 periodic series); a threshold
-learned from the score's own history (the rule before) learned from the first 8 periods, which often
-hold a change, and then stayed above later changes' peaks. Because this null is computed from
-windows that already hold a change, it rises with the score, and the run above it covers only the
-change's entry into the current window: the change index is therefore the peak of the score from
-the run's peak to one window length (4 periods) after its alarm, where the change sits at the
-window boundary, and the alarm is raised then. Change indices map back to the centre of their
-block; alarms are not raised before the prefix has been seen (the prefix is buffered: causal, with
-a delay, given the length T). Every other series (no clear period, P < 16, multivariate, or ``k`` /
-``n`` given explicitly) is replayed exactly as before.
+1. Missing values are carried forward, each channel is standardised, and the subsequence width
+   comes from the series' own autocorrelation (:func:`~ratiowatch.stream.series.width.subsequence_width`:
+   its period when it has a significant one, else 3 samples; at most T / 10).
+2. The split profile (:mod:`ratiowatch.core.split_profile`) scores every candidate split of the
+   segment: the symmetric RuLSIF divergence between the subsequences before and after it, scaled
+   by the effective sample size, on raw and z-normalised subsequence views.
+3. The segment's largest score is tested against the largest scores of change-free AR surrogates
+   of the same segment (:mod:`ratiowatch.stream.calibration.split_test`). If it is significant,
+   the best split is a change point and both halves are segmented again (breadth first);
+   otherwise the segment has no change.
+
+Because a change-free series can only gain a change point through the first test, the chance that
+it gets any change point at all is the level of that test (``false_alarm_rate``, 0.05 by default,
+an exact Monte-Carlo rank test), whatever its length; the test is a scan over all splits, so it
+accounts for the search. The later tests spend the level (``spending``): the k-th test rejects
+only if it passes the rank test and the Gumbel-tail p-value of its maximum is at most
+``false_alarm_rate / k``, so the expected number of false splits grows like the harmonic sum of
+the tests made, not like their number. Each change point is the split itself (the first sample of
+the new segment), never a detection time.
 
 Examples
 --------
@@ -34,37 +29,52 @@ Examples
 >>> rng = np.random.default_rng(1)
 >>> y = np.r_[rng.normal(0, 1, 200), rng.normal(0, 5, 200)]
 >>> cps = detect(y)
->>> any(abs(c - 200) <= 20 for c in cps)
+>>> len(cps) == 1 and abs(cps[0] - 200) <= 10
 True
->>> t = np.arange(4000)
->>> wave = np.where(t < 2000, np.sin(2 * np.pi * t / 50), np.sign(np.sin(2 * np.pi * t / 50)))
->>> plan = period_plan(wave + rng.normal(0, 0.1, 4000))
->>> (plan.period, plan.block, plan.k, plan.n)
-(50, 6.25, 3, 32)
+>>> detect(rng.normal(size=300))
+[]
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
-from ratiowatch.stream.detectors.changepoint import ChangePointDetector
-from ratiowatch.stream.series.period import MIN_ACF, aggregate_periods, block_centre, block_end, estimate_period
+from ratiowatch.core.split_profile import SplitProfile
+from ratiowatch.stream.calibration.peaks import Alarm
+from ratiowatch.stream.calibration.split_test import MAX_ORDER, max_split_test
 from ratiowatch.stream.series.preprocess import fill_missing
+from ratiowatch.stream.series.width import DEFAULT_WIDTH, MIN_ROWS, subsequence_width
 
 
 @dataclass
 class Replay:
-    """Everything a replay produced: change points, alarms, and per-step score / threshold."""
+    """Everything a run produced: change points, alarms, and the profile and threshold traces.
+
+    ``scores[t]`` is the split profile at split ``t`` of the deepest segment tested around ``t``
+    (held between the grid splits; NaN where no split was scored), ``thresholds[t]`` the largest
+    surrogate maximum drawn for that segment's test.
+    """
 
     change_points: list[int]
     alarms: list[Alarm]
     scores: np.ndarray
     thresholds: np.ndarray
     config: dict = field(default_factory=dict)
+
+
+#: The one default configuration. The constants follow from the method (see the modules):
+#: alpha = 0.1 and a sharp kernel (0.5 x median distance) with a small ridge (1e-3) keep the
+#: profile peaked; 32 centres per view; 200 grid splits then a refinement; AR surrogates of order
+#: <= 5; subsequence starts every width / 4 samples (neighbours overlap by three quarters), and
+#: at most MAX_ROWS subsequences per segment (a coarser stride on very long series).
+DEFAULTS = {"false_alarm_rate": 0.05, "alpha": 0.1, "lam": 1e-3, "sigma_factor": 0.5, "n_centres": 32,
+            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True}
+MAX_ROWS = 5000
+METHODS = ("rulsif", "ulsif")
 
 
 def _as_rows(series) -> np.ndarray:
@@ -83,184 +93,119 @@ def _as_rows(series) -> np.ndarray:
     return arr
 
 
-#: The one default configuration (chosen on reasoning + the dev sample, see the README table):
-#: windows of 5% of the series length (6 to 50 subsequences) as the lessons file found for TCPD,
-#: subsequences of 3 first differences, sigma = 0.5 x median distance re-chosen every 10 steps,
-#: lambda = 0.1, level or difference by the lag-1 autocorrelation at warm-up, and the
-#: "ar_or_permutation" null: per-step permutations (unblocked: blocks of k subsequences would leave
-#: a 6-subsequence window only 2 blocks) while fewer than 50 values exist before the current window,
-#: AR surrogates (the streaming detector's calibrated null, recalibrated every n steps) once they
-#: do. Why not permutations throughout: they are exact only for exchangeable subsequences, and on
-#: stationary AR(1) series (T = 200-2000, phi = 0-0.9) the replay then found 37 spurious change
-#: points per 10,000 samples (5.7 with the switch; README). It differs from the streaming detector's
-#: defaults because offline series are short (15 to ~800 points) and windows small: per-step
-#: calibration and re-selection while the windows are small, and a null for the first 50 values.
-DEFAULTS = {"k": 3, "alpha": 0.1, "symmetric": True, "false_alarm_rate": 1e-4, "n_perm": 10,
-            "calibrate_every": 1, "reselect_every": 10, "select": "median", "difference": "auto",
-            "perm_block": 1, "null": "ar_or_permutation"}
-WINDOW_FRAC, N_MIN, N_MAX = 0.05, 6, 50
+def _standardise(x: np.ndarray) -> np.ndarray:
+    x = fill_missing(x)
+    # divide by the largest magnitude first: the squares of values near 1e-300 underflow
+    big = np.abs(x).max(axis=0)
+    x = x / np.where(big > 0, big, 1.0)
+    sd = x.std(axis=0)
+    return (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 
 
-def default_window(t_len: int) -> int:
-    """Window size for a series of ``t_len`` samples: 5% of it, between 6 and 50."""
-    return int(min(N_MAX, max(N_MIN, round(WINDOW_FRAC * t_len))))
-
-
-#: The period rule (see the module docstring): prefix = first PREFIX_FRAC of the series, at least
-#: PREFIX_MIN values; periodic when the period is >= PERIOD_MIN samples (two or more samples per
-#: block at POINTS_PER_PERIOD blocks per period; shorter periods already fit several times in the
-#: default window); windows of WINDOW_PERIODS periods (several periods so that each window's
-#: distribution is stable, few enough that a segment of ~5 periods still fills the current window).
-PREFIX_FRAC, PREFIX_MIN, PERIOD_MIN, POINTS_PER_PERIOD, WINDOW_PERIODS = 0.25, 64, 16, 8, 4
-
-
-@dataclass(frozen=True)
-class PeriodPlan:
-    """How a periodic series is replayed: period and mean block size (samples), k and n (aggregated)."""
-
-    period: int
-    block: float
-    k: int
-    n: int
-    prefix: int
-
-
-def period_plan(series, min_acf: float = MIN_ACF) -> PeriodPlan | None:
-    """The period rule for a univariate series (None: not periodic, replay it as is).
-
-    Looks only at the warm-up prefix (the first quarter, at least 64 values; missing values carried
-    forward); see the module docstring for the rule and its reasons.
-
-    Examples
-    --------
-    >>> period_plan(np.random.default_rng(0).normal(size=1000)) is None
-    True
-    """
-    x = _as_rows(series)
-    if x.shape[1] != 1:
-        return None
-    t_len = x.shape[0]
-    prefix = min(t_len, max(PREFIX_MIN, int(PREFIX_FRAC * t_len)))
-    head = fill_missing(x[:prefix])[:, 0]
-    p = estimate_period(head, min_acf=min_acf)
-    if p < PERIOD_MIN:
-        return None
-    return PeriodPlan(period=p, block=p / POINTS_PER_PERIOD, k=int(DEFAULTS["k"]),
-                      n=WINDOW_PERIODS * POINTS_PER_PERIOD, prefix=prefix)
-
-
-def _replay_periodic(x: np.ndarray, plan: PeriodPlan, progress, params: dict) -> Replay:
-    """Replay of the phase-locked block means with the whole-period permutation null, on the time axis."""
-    t_len = x.shape[0]
-    xa, edges = aggregate_periods(fill_missing(x)[:, 0], plan.period, POINTS_PER_PERIOD)
-    n, per_period = plan.n, POINTS_PER_PERIOD
+def _config(params: dict) -> dict:
+    unknown = set(params) - set(DEFAULTS) - {"method"}
+    if unknown:
+        raise TypeError(f"unknown detect() parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)} and 'method'")
     cfg = {**DEFAULTS, **params}
-    # false_alarm_rate is per input sample; one aggregated step stands for P / 8 of them
-    cfg.update({"k": plan.k, "n": n, "n_min": n, "window_frac": 0.0, "null": "permutation",
-                "perm_block": per_period, "calibrate_every": per_period,
-                "false_alarm_rate": min(0.25, plan.block * cfg["false_alarm_rate"])})
-    det = ChangePointDetector(**cfg)
-    m = xa.shape[0]
-    sc, thr_a = np.full(m, np.nan), np.full(m, np.nan)
-    for j in range(m):
-        det.step(float(xa[j]))
-        sc[j], thr_a[j] = det.score, det.threshold
-        if progress is not None and (j % 1000 == 0 or j == m - 1):
-            progress(min(t_len, int(edges[j + 1])), t_len)
-    shift = n - 1 + (plan.k - 1) // 2  # a peak at step j puts the change at block j - shift
-    # the score of a periodic series wavers within a period: a dip shorter than one period does not
-    # end a run (it split the rising edge of changes, with alarms up to 3 periods early)
-    picker = PeakPicker(n, n, merge_gap=per_period)
-    runs = [a for a in (picker.update(j, sc[j], thr_a[j], j - shift) for j in range(m)) if a is not None]
-    last = picker.flush(m - 1)
-    if last is not None:
-        runs.append(last)
-    agg_alarms: list[Alarm] = []
-    for run in runs:
-        # the null rose with the change: the score's own peak (change at the window boundary) comes
-        # after the run; look for it up to one window after the run's alarm, and alarm then
-        lo, hi = run.change_index + shift, min(m - 1, run.alarm_index + n)
-        peak = lo + int(np.argmax(np.where(np.isfinite(sc[lo: hi + 1]), sc[lo: hi + 1], -np.inf)))
-        if agg_alarms and peak - shift - agg_alarms[-1].change_index < n:
-            continue  # one event, one alarm (the streaming detector's minimum spacing)
-        agg_alarms.append(Alarm(change_index=peak - shift, alarm_index=hi, score=float(sc[peak]),
-                                threshold=float(run.threshold)))
-    alarms = [Alarm(change_index=block_centre(a.change_index, edges),
-                    alarm_index=max(block_end(a.alarm_index, edges), plan.prefix - 1),
-                    score=a.score, threshold=a.threshold) for a in agg_alarms]
-    # traces on the original axis: a block's value holds from the sample completing it on
-    scores, thr = np.full(t_len, np.nan), np.full(t_len, np.nan)
-    for j in range(m):
-        end = edges[j + 2] - 1 if j + 2 < edges.size else t_len
-        scores[edges[j + 1] - 1: end], thr[edges[j + 1] - 1: end] = sc[j], thr_a[j]
-    cps = sorted({min(max(a.change_index, 1), t_len - 1) for a in alarms})
-    config = {**det._params(), "period": plan.period, "block": plan.block, "prefix": plan.prefix,
-              "threshold": "permutation null exchanging whole periods between the windows"}
-    return Replay(cps, alarms, scores, thr, config)
+    method = cfg.pop("method", "rulsif")
+    if method not in METHODS:
+        raise ValueError(f"offline detect supports method in {METHODS} (the split profile is a RuLSIF fit); got {method!r}")
+    if method == "ulsif":
+        cfg["alpha"] = 0.0
+    if not 0.0 < float(cfg["false_alarm_rate"]) < 1.0:
+        raise ValueError(f"false_alarm_rate must be in (0, 1), e.g. 0.05; got {cfg['false_alarm_rate']}")
+    if cfg["width"] is not None and int(cfg["width"]) < 1:
+        raise ValueError(f"width must be >= 1 or None (from the data); got {cfg['width']}")
+    return cfg
 
 
 def describe_config(params: dict | None = None) -> dict:
-    """The replay configuration as data (for benchmark reports): defaults, window and period rules.
+    """The configuration as data (for benchmark reports).
 
     Examples
     --------
     >>> describe_config({"seed": 3})["seed"]
     3
     """
-    cfg = {**DEFAULTS, "n": f"round({WINDOW_FRAC} x T) clipped to [{N_MIN}, {N_MAX}]",
-           "period_rule": (f"P from the autocorrelation of the first {PREFIX_FRAC:g} of the series (at least "
-                           f"{PREFIX_MIN} values, peak >= {MIN_ACF:g}); if P >= {PERIOD_MIN}: blocks of "
-                           f"P/{POINTS_PER_PERIOD} samples (phase-locked), k = {DEFAULTS['k']}, n = {WINDOW_PERIODS} "
-                           "periods, permutation null exchanging whole periods at block x false_alarm_rate, "
-                           "change index at the score's peak up to one window after the run")}
+    cfg = {**DEFAULTS, "width_rule": (f"significant autocorrelation period, else {DEFAULT_WIDTH}; at most "
+                                      f"T // {MIN_ROWS}"),
+           "stride": f"max(1, width // 4, ceil(rows / {MAX_ROWS}))",
+           "stop": ("breadth-first binary segmentation; max of the split profile vs AR-surrogate maxima, "
+                    "test k at level false_alarm_rate / k (Gumbel tail) after the first")}
     cfg.update(params or {})
     return cfg
 
 
-def replay(series, progress: Callable[[int, int], None] | None = None, period: str | None = "auto",
-           **params) -> Replay:
-    """Causal replay returning alarms and the score trace (see :func:`detect` for ``params``).
-
-    Offline the length T is known, so unless ``n`` is given the window is fixed at
-    :func:`default_window` (T) (the streaming detector instead grows its window with the length seen).
-    ``period="auto"`` (default) applies the period rule of the module docstring when neither ``k``
-    nor ``n`` is given; ``period=None`` never does.
-    """
-    if period not in ("auto", None):
-        raise ValueError(f"period must be 'auto' (the period rule) or None (never aggregate); got {period!r}")
-    x = _as_rows(series)
-    if period == "auto" and "k" not in params and "n" not in params:
-        plan = period_plan(x)
-        if plan is not None:
-            return _replay_periodic(x, plan, progress, params)
-    cfg = {**DEFAULTS, **params}
-    if "n" not in params:
-        n = default_window(x.shape[0])
-        cfg.update(n=n, n_min=n, window_frac=0.0)
-    det = ChangePointDetector(**cfg)
-    t_len = x.shape[0]
+def replay(series, progress: Callable[[int, int], None] | None = None, **params) -> Replay:
+    """Change points, alarms and traces of ``series`` (see :func:`detect` for ``params``)."""
+    cfg = _config(params)
+    raw = _as_rows(series)
+    t_len = raw.shape[0]
+    x = _standardise(raw)
+    width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
+    stride = max(1, width // 4, math.ceil((t_len - width + 1) / MAX_ROWS))
+    prof = SplitProfile(width=width, stride=stride, alpha=float(cfg["alpha"]), lam=float(cfg["lam"]),
+                        n_centres=int(cfg["n_centres"]), sigma_factor=float(cfg["sigma_factor"]),
+                        grid=int(cfg["grid"]))
+    rng = np.random.default_rng(cfg["seed"])
+    level = float(cfg["false_alarm_rate"])
     scores = np.full(t_len, np.nan)
-    thr = np.full(t_len, np.nan)
+    thresholds = np.full(t_len, np.nan)
     alarms: list[Alarm] = []
-    for t in range(t_len):
-        a = det.step(x[t])
-        scores[t], thr[t] = det.score, det.threshold
-        if a is not None:
-            alarms.append(a)
-        if progress is not None and (t % 1000 == 0 or t == t_len - 1):
-            progress(t + 1, t_len)
-    a = det.flush()
-    if a is not None:
-        alarms.append(a)
-    cps = sorted({min(max(a.change_index, 1), t_len - 1) for a in alarms}) if t_len > 1 else []
-    return Replay(cps, alarms, scores, thr, det._params())
+    done = 0
+    stack = [(0, t_len)]
+    n_tests = 0
+    while stack:
+        a, e = stack.pop(0)
+        seg = x[a:e]
+        stat, split, (grid, prof_values) = prof.best(seg, trace=True) if e - a >= prof.min_length() else (
+            -math.inf, -1, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+        if split < 0:
+            done += e - a
+            if progress is not None:
+                progress(done, t_len)
+            continue
+        test = max_split_test(seg, prof, stat, level, rng, max_order=int(cfg["max_order"]))
+        n_tests += 1
+        reject = test.reject
+        if reject and cfg["spending"] and n_tests > 1:
+            reject = test.tail_p_value <= level / n_tests
+        # traces: the profile held from each grid split to the next, the threshold over the segment
+        for g, s in enumerate(grid):
+            stop = grid[g + 1] if g + 1 < grid.size else e - a
+            scores[a + s: a + stop] = prof_values[g]
+        thresholds[a:e] = test.critical
+        if reject:
+            alarms.append(Alarm(change_index=a + split, alarm_index=t_len - 1, score=stat,
+                                threshold=test.critical))
+            stack.extend([(a, a + split), (a + split, e)])
+        else:
+            done += e - a
+            if progress is not None:
+                progress(done, t_len)
+    alarms.sort(key=lambda al: al.change_index)
+    config = {**cfg, "width": width, "period": period, "stride": stride}
+    return Replay([al.change_index for al in alarms], alarms, scores, thresholds, config)
 
 
 def detect(series, **params) -> list[int]:
-    """Change points of ``series`` (shape (T,) or (T, m); NaN/None = missing) by causal replay.
+    """Change points of ``series`` (shape (T,) or (T, m); NaN/None = missing), sorted.
 
-    ``params`` are :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` arguments (and
-    ``period``, see :func:`replay`); the defaults are the one configuration used for every
-    benchmark series.
+    Parameters (all optional; the defaults are the one configuration used for every series)
+    ----------
+    false_alarm_rate : float
+        Chance that a change-free series gets any change point (the stop test's level); 0.05.
+    width : int or None
+        Subsequence width; None (default) chooses it from the data.
+    alpha, lam, sigma_factor, n_centres, grid : float / int
+        Split profile settings (:class:`~ratiowatch.core.split_profile.SplitProfile`).
+    max_order : int
+        Largest AR order of the surrogates.
+    spending : bool
+        Test k > 1 at level ``false_alarm_rate / k`` (module docstring); True by default.
+    method : {"rulsif", "ulsif"}
+        The divergence (uLSIF is RuLSIF with alpha = 0).
+    seed : int
+        Drives the surrogates (results are deterministic given it).
     """
     return replay(series, **params).change_points

@@ -7,7 +7,8 @@ Yamada et al. 2013 §4.2). Getting the direction wrong turns an AUC into ``1 - A
 
 Two detectors share this idea:
 
-* :class:`DensityRatioOutlierDetector`: batch, scikit-learn idiom. ``fit(X_reference)`` stores the
+* :class:`DensityRatioOutlierDetector`: batch, a scikit-learn estimator (``BaseEstimator``,
+  ``OutlierMixin``: ``get_params``, ``clone``, ``fit_predict``, ``GridSearchCV`` work). ``fit(X_reference)`` stores the
   clean reference; ``score_samples(X)`` fits the ratio with the reference as numerator and
   **reference + the batch being scored** as denominator (the batch's own mass makes the ratio dip
   where the batch has points the reference lacks; with the reference in the denominator the fit is
@@ -33,9 +34,17 @@ import math
 import numpy as np
 
 from ratiowatch.core.kernels import median_distance, sq_dist
-from ratiowatch.core.validation import as_samples, check_alpha, make_rng
+from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
+from ratiowatch.core.validation import check_alpha, make_rng
+
+try:  # scikit-learn is optional: with it the detector is a full scikit-learn estimator
+    from sklearn.base import BaseEstimator, OutlierMixin
+    from sklearn.exceptions import NotFittedError
+except ImportError:  # pragma: no cover - exercised only without scikit-learn
+    from ratiowatch.stream.detectors._estimator_base import BaseEstimator, NotFittedError, OutlierMixin
 
 METHODS = ("rulsif", "ulsif", "kliep")
+SIGMA_RULES = ("lcv", "local", "cv")
 
 
 # ============================================================================================
@@ -71,8 +80,56 @@ def local_scale(x: np.ndarray, k: int = 10, max_query: int = 500, seed=0) -> flo
     return float(pos.mean()) if pos.size else median_distance(x, seed=0)
 
 
-class DensityRatioOutlierDetector:
-    """Batch inlier-based outlier detector (scikit-learn idiom).
+#: kernel widths tried by :func:`lcv_width`, as multiples of the local scale (about sqrt(2) apart)
+LCV_FACTORS = (0.05, 0.07, 0.1, 0.14, 0.2, 0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0, 11.0, 16.0)
+
+
+def lcv_width(x: np.ndarray, n_centres: int = 1000, factors=LCV_FACTORS, seed=0) -> tuple[float, float]:
+    """Kernel width by likelihood cross-validation of a Gaussian kernel density on ``x`` alone.
+
+    ``min(n_centres, n // 2)`` random rows of ``x`` are the kernel centres, the other rows are held
+    out, and the width ``f x local_scale(x)`` maximising the held-out log-likelihood
+
+    ``mean_i log( (1/b) sum_l exp(-|x_i - c_l|^2 / (2 s^2)) ) - d log s``  (+ constants)
+
+    is returned with its factor ``f``. Label-free and uses the clean reference only (Hido et al.
+    2011 choose the width of their ratio model by likelihood cross-validation on the same side);
+    no held-out row is a centre, so the criterion cannot reward a width that only fits the
+    centres themselves.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(400, 2))
+    >>> s, f = lcv_width(x, n_centres=200)
+    >>> 0.05 <= f <= 16.0 and s > 0
+    True
+    """
+    from scipy.special import logsumexp
+
+    x = np.asarray(x, dtype=np.float64)
+    n, d = x.shape
+    if n < 4:
+        raise ValueError(f"lcv_width needs at least 4 samples; got {n}")
+    perm = make_rng(seed).permutation(n)
+    b = min(int(n_centres), n // 2)
+    cen, held = x[perm[:b]], x[perm[b:]]
+    d2 = sq_dist(np.ascontiguousarray(held), np.ascontiguousarray(cen))
+    scale = local_scale(x, seed=seed)
+    best_ll, best_f = -np.inf, float(factors[0])
+    for f in factors:
+        s = float(f) * scale
+        ll = float(np.mean(logsumexp(-d2 / (2.0 * s * s), axis=1))) - d * math.log(s)
+        if ll > best_ll:
+            best_ll, best_f = ll, float(f)
+    return best_f * scale, best_f
+
+
+class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
+    """Batch inlier-based outlier detector, a scikit-learn estimator.
+
+    ``score_samples(X) = r(X)``, the ratio ``p_ref / (alpha p_ref + (1 - alpha) p_mix)`` fitted
+    with the reference as numerator and reference + ``X`` as denominator (higher = more normal);
+    ``decision_function(X) = score_samples(X) - offset_``; ``predict`` gives +1 (inlier) or -1.
 
     Parameters
     ----------
@@ -80,32 +137,51 @@ class DensityRatioOutlierDetector:
         Ratio estimator. RuLSIF (relative ratio, bounded by ``1/alpha``) is the default.
     alpha : float in [0, 1)
         RuLSIF mixture weight (ignored by uLSIF, which is alpha = 0, and KLIEP). Larger values give
-        a smoother ratio, easier to estimate in high dimension (reference 004b D.4 uses up to 0.95).
-    sigma : "local", "cv" or float
-        Kernel width. ``"local"`` (default): ``sigma_factor`` x the median distance to the 10th
-        nearest reference neighbour (:func:`local_scale`). ``"cv"``: the estimator's own criterion
-        (exact LOOCV of RuLSIF/uLSIF over sigma and lambda, likelihood CV of KLIEP) on at most
-        ``n_select`` samples per side. A float is used as is.
+        a smoother ratio, easier to estimate in high dimension (Yamada et al. 2013 use up to 0.95).
+    sigma : "lcv", "local", "cv" or float
+        Kernel width. ``"lcv"`` (default): the multiple of the local scale that maximises the
+        held-out likelihood of a kernel density on the reference (:func:`lcv_width`; label-free).
+        ``"local"``: ``sigma_factor`` x the median distance to the 10th nearest reference
+        neighbour (:func:`local_scale`). ``"cv"``: the ratio estimator's own criterion (exact
+        LOOCV of RuLSIF/uLSIF over sigma and lambda, likelihood CV of KLIEP) on at most
+        ``n_select`` samples per side; it prefers wide, flat ratios and ranks outliers poorly
+        (``docs/evaluation_anomalies.md``). A float is used as is.
     sigma_factor : float
-        Multiplier of the local scale (default 0.35, see the README for how it was chosen).
+        Multiplier of the local scale for ``sigma="local"``.
     lam : float
         Ridge strength of RuLSIF/uLSIF (used unless ``sigma="cv"``).
     n_centres : int
         Gaussian centres drawn at random from the reference.
     n_select : int
         Subsample size per side for ``sigma="cv"``.
-    contamination : float in (0, 0.5)
-        Expected outlier fraction, only used to place the ``decision_function`` threshold.
+    contamination : float in (0, 0.5]
+        Fraction of the training samples that ``predict`` flags: :attr:`offset_` is that quantile
+        of the training samples' cross-fitted scores (:attr:`train_scores_`).
     seed : int
         Drives the centre subset and the subsamples.
+
+    Attributes
+    ----------
+    reference_ : ndarray of shape (n_samples, n_features)
+        The training samples (the numerator of every fit).
+    sigma_ : float or None
+        Kernel width fixed at fit time (None with ``sigma="cv"``: chosen per ratio fit).
+    train_scores_ : ndarray of shape (n_samples,)
+        Cross-fitted ratios of the training samples: each half scored by a ratio fitted on the
+        other half (a fit scoring its own centres would be biased high).
+    offset_ : float
+        Ratio below which a sample is an outlier: the ``contamination`` quantile of ``train_scores_``.
+    n_features_in_ : int
 
     Notes
     -----
     Denominator = reference + the batch being scored (``score_samples(X)``). The batch's own mass
     makes the ratio dip where ``X`` has points the reference lacks, and with the reference in the
     denominator the fit is defined even for a batch of one point. A point's score therefore depends
-    (weakly) on the batch it is scored with: score a whole batch at once for the transductive
-    protocol of the papers.
+    (weakly) on the batch it is scored with (the transductive protocol of Hido et al. 2011): score a
+    whole batch at once. A batch made only of training rows (any order, any subset) gets their
+    cross-fitted scores :attr:`train_scores_`, so ``fit_predict(X)`` flags the ``contamination``
+    share of ``X``.
 
     Examples
     --------
@@ -119,7 +195,7 @@ class DensityRatioOutlierDetector:
         self,
         method: str = "rulsif",
         alpha: float = 0.5,
-        sigma: str | float = "local",
+        sigma: str | float = "lcv",
         sigma_factor: float = 0.35,
         lam: float = 1e-3,
         n_centres: int = 1000,
@@ -137,24 +213,39 @@ class DensityRatioOutlierDetector:
         self.contamination = contamination
         self.seed = seed
 
+    #: fewest training samples (the local scale looks at up to 10 neighbours)
+    MIN_SAMPLES = 10
+
     # --- helpers -------------------------------------------------------------------------
     def _check_params(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
-        check_alpha(self.alpha)
+        check_choice(self.method, "method", METHODS)
+        check_alpha(check_real(self.alpha, "alpha"))
         if isinstance(self.sigma, str):
-            if self.sigma not in ("local", "cv"):
-                raise ValueError(f"sigma must be 'local', 'cv' or a positive number; got {self.sigma!r}")
-        elif not (float(self.sigma) > 0 and math.isfinite(float(self.sigma))):
-            raise ValueError(f"sigma must be 'local', 'cv' or a positive number; got {self.sigma!r}")
-        if not (self.sigma_factor > 0 and self.lam > 0):
+            if self.sigma not in SIGMA_RULES:
+                raise ValueError(f"sigma must be one of {SIGMA_RULES} or a positive number; got {self.sigma!r}")
+        elif not check_real(self.sigma, "sigma") > 0:
+            raise ValueError(f"sigma must be one of {SIGMA_RULES} or a positive number; got {self.sigma!r}")
+        if not (check_real(self.sigma_factor, "sigma_factor") > 0 and check_real(self.lam, "lam") > 0):
             raise ValueError(f"sigma_factor and lam must be positive; got {self.sigma_factor}, {self.lam}")
-        if not (0.0 < float(self.contamination) < 0.5):
-            raise ValueError(f"contamination must be in (0, 0.5); got {self.contamination}")
-        if int(self.n_centres) < 1 or int(self.n_select) < 10:
-            raise ValueError("n_centres must be >= 1 and n_select >= 10")
+        if not (0.0 < check_real(self.contamination, "contamination") <= 0.5):
+            raise ValueError(f"contamination must be in (0, 0.5]; got {self.contamination}")
+        check_int(self.n_centres, "n_centres", minimum=1)
+        check_int(self.n_select, "n_select", minimum=10)
+        check_seed(self.seed)
+
+    def _validate(self, X, reset: bool) -> np.ndarray:
+        """X as float64 (n, d), with scikit-learn's messages and feature-name bookkeeping when available."""
+        if _validate_data is not None:
+            x = _validate_data(self, X, reset=reset, dtype=np.float64, order="C")
+        else:  # pragma: no cover - without scikit-learn
+            x = _plain_validate(self, X, reset)
+        if reset and x.shape[0] < self.MIN_SAMPLES:
+            raise ValueError(f"X needs at least {self.MIN_SAMPLES} samples to fit; got {x.shape[0]} sample(s)")
+        return np.ascontiguousarray(x, dtype=np.float64)
 
     def _width(self, ref: np.ndarray) -> float | None:
+        if self.sigma == "lcv":
+            return lcv_width(ref, n_centres=int(self.n_centres), seed=int(self.seed))[0]
         if self.sigma == "local":
             return float(self.sigma_factor) * local_scale(ref, seed=self.seed)
         if self.sigma == "cv":
@@ -181,44 +272,49 @@ class DensityRatioOutlierDetector:
             sigma, lam = sel.sigma, sel.lam
         return fit_rulsif(x_nu, x_de, alpha=alpha, sigma=sigma, lam=lam, n_centres=b, seed=seed)
 
-    # --- public API ----------------------------------------------------------------------
-    def fit(self, X_reference, y=None) -> "DensityRatioOutlierDetector":
-        """Store the clean reference set and fix the kernel width.
+    def _ratio(self, x: np.ndarray) -> np.ndarray:
+        fit = self._fit_ratio(self.reference_, np.vstack([self.reference_, x]), self.sigma_, int(self.seed))
+        r = np.asarray(fit.ratio(x), dtype=np.float64)
+        if not np.all(np.isfinite(r)):
+            raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
+        return r
 
-        The decision threshold (:attr:`offset_`) is placed lazily, on first use of
-        ``decision_function``/``predict``, so pure ranking (``score_samples``) does not pay for it.
+    # --- public API ----------------------------------------------------------------------
+    def fit(self, X, y=None) -> "DensityRatioOutlierDetector":
+        """Store the clean reference set ``X``, fix the kernel width and place :attr:`offset_`.
+
+        ``y`` is ignored (present for scikit-learn's API).
         """
         self._check_params()
-        ref = as_samples(X_reference, "X_reference (clean reference samples)", min_samples=10)
+        ref = self._validate(X, reset=True)
         self.reference_ = ref
-        self.n_features_in_ = ref.shape[1]
         self.sigma_ = self._width(ref)
-        self._offset = None
+        self._rows = {row.tobytes(): i for i, row in enumerate(ref)}
+        self.train_scores_ = self._cross_fitted(ref)
+        self.offset_ = float(np.quantile(self.train_scores_, float(self.contamination)))
         return self
 
-    @property
-    def offset_(self) -> float:
-        """Ratio below which a point is an outlier: the ``contamination`` quantile of reference scores.
+    def _cross_fitted(self, ref: np.ndarray) -> np.ndarray:
+        """Held-out ratios of the reference rows: each half scored by a ratio fitted on the other.
 
-        The reference scores come from 2-fold cross-fitting (each half scored by a ratio fitted on
-        the other half), so they are not biased by scoring points the fit has seen.
+        A fit scoring its own numerator rows sees each of them at a centre, so their ratio is
+        biased high (with a narrow kernel, far above any new inlier's); held-out scores are not.
         """
-        self._check_fitted()
-        if self._offset is None:
-            ref = self.reference_
-            perm = make_rng(self.seed).permutation(ref.shape[0])
-            half = ref.shape[0] // 2
-            a, b = ref[np.sort(perm[:half])], ref[np.sort(perm[half:])]
-            held = np.concatenate([
-                self._fit_ratio(a, np.vstack([a, b]), self.sigma_, self.seed).ratio(b),
-                self._fit_ratio(b, np.vstack([b, a]), self.sigma_, self.seed + 1).ratio(a),
-            ])
-            self._offset = float(np.quantile(held, float(self.contamination)))
-        return self._offset
+        perm = make_rng(int(self.seed)).permutation(ref.shape[0])
+        half = ref.shape[0] // 2
+        ia, ib = np.sort(perm[:half]), np.sort(perm[half:])
+        a, b = ref[ia], ref[ib]
+        out = np.empty(ref.shape[0])
+        out[ib] = self._fit_ratio(a, np.vstack([a, b]), self.sigma_, int(self.seed)).ratio(b)
+        out[ia] = self._fit_ratio(b, np.vstack([b, a]), self.sigma_, int(self.seed) + 1).ratio(a)
+        if not np.all(np.isfinite(out)):
+            raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
+        return out
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "reference_"):
-            raise ValueError("this DensityRatioOutlierDetector is not fitted; call fit(X_reference) first")
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call "
+                                 "fit(X_reference) with the clean reference samples first")
 
     def score_samples(self, X) -> np.ndarray:
         """Density ratio at the rows of ``X`` (higher = more normal, about 1 for typical inliers).
@@ -226,13 +322,11 @@ class DensityRatioOutlierDetector:
         Denominator = reference + ``X``: the batch is scored transductively, as in the papers.
         """
         self._check_fitted()
-        x = as_samples(X, "X (samples to screen)", dim=self.n_features_in_)
-        fit = self._fit_ratio(self.reference_, np.vstack([self.reference_, x]), self.sigma_, self.seed)
-        self.ratio_fit_ = fit
-        r = np.asarray(fit.ratio(x), dtype=np.float64)
-        if not np.all(np.isfinite(r)):
-            raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
-        return r
+        x = self._validate(X, reset=False)
+        idx = [self._rows.get(row.tobytes()) for row in x]
+        if all(i is not None for i in idx):  # rows of the reference itself: their held-out scores
+            return self.train_scores_[np.array(idx, dtype=np.int64)]
+        return self._ratio(x)
 
     def decision_function(self, X) -> np.ndarray:
         """``score_samples(X) - offset_``: negative for outliers."""
@@ -241,3 +335,36 @@ class DensityRatioOutlierDetector:
     def predict(self, X) -> np.ndarray:
         """+1 for inliers, -1 for outliers (scikit-learn's convention)."""
         return np.where(self.decision_function(X) < 0.0, -1, 1)
+
+
+def _plain_validate(est, X, reset: bool) -> np.ndarray:  # pragma: no cover - without scikit-learn
+    """Minimal stand-in for scikit-learn's ``validate_data`` (2-d, finite, real, feature count)."""
+    arr = np.asarray(X)
+    if np.iscomplexobj(arr):
+        raise ValueError("Complex data not supported")
+    arr = arr.astype(np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"Expected a 2-d array (n_samples, n_features); got shape {arr.shape}. "
+                         "Reshape a single feature with X.reshape(-1, 1)")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"X has shape {arr.shape}; at least one sample and one feature are required")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("Input X contains NaN or infinity; clean or impute it first")
+    if reset:
+        est.n_features_in_ = arr.shape[1]
+    elif arr.shape[1] != est.n_features_in_:
+        raise ValueError(f"X has {arr.shape[1]} features, but {type(est).__name__} is expecting "
+                         f"{est.n_features_in_} features as input.")
+    return arr
+
+
+try:
+    from sklearn.utils.validation import validate_data as _validate_data
+except ImportError:  # scikit-learn < 1.6 (the method form) or no scikit-learn at all
+    try:
+        from sklearn.base import BaseEstimator as _B
+
+        def _validate_data(est, X, **kw):
+            return _B._validate_data(est, X, **kw)
+    except ImportError:  # pragma: no cover
+        _validate_data = None

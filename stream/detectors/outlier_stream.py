@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,10 @@ from numba import njit
 from river.base import AnomalyDetector
 
 from ratiowatch.core.kernels import gauss_kernel, gauss_row, median_distance
+from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples, check_alpha, make_rng
 from ratiowatch.stream.detectors.outlier import local_scale
+from ratiowatch.stream.detectors.state_file import read_state, write_state
 
 # ============================================================================================
 # numba kernels of the streaming state
@@ -177,6 +180,10 @@ def _farthest_point(x, b, start):
 # ============================================================================================
 # streaming detector
 # ============================================================================================
+class FeatureSetWarning(UserWarning):
+    """A dict sample's keys differ from the features the detector learned (see the input policy)."""
+
+
 class StreamingOutlierDetector(AnomalyDetector):
     """Streaming density-ratio outlier detector with a bounded, self-cleaning reference buffer.
 
@@ -220,6 +227,15 @@ class StreamingOutlierDetector(AnomalyDetector):
         then points are admitted again, so the buffer follows the new regime.
     seed : int
         Drives the random centre choice and subsamples.
+
+    Notes
+    -----
+    Input: ``learn_one`` / ``score_one`` take a dict (feature -> number) or a 1-d array-like (list,
+    tuple, ndarray); the first sample fixes which. A dict whose keys differ from the learned ones
+    follows a documented policy, with a :class:`FeatureSetWarning`: a new key is left out (the
+    fitted model has no dimension for it); a missing key is never filled in: ``score_one`` scores
+    the sample on the features it has and ``learn_one`` skips it. ``process`` takes an (n, d)
+    array whose columns follow the learned order (sorted keys, or positions).
 
     Examples
     --------
@@ -267,6 +283,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         self.seed = seed
         self._check_params()
         self._features: list | None = None
+        self._keyed = True
         self._dim = 0
         self._fitted = False
         self._n_learned = 0
@@ -281,21 +298,21 @@ class StreamingOutlierDetector(AnomalyDetector):
 
     # --- validation and allocation ------------------------------------------------------
     def _check_params(self) -> None:
-        check_alpha(self.alpha)
+        check_alpha(check_real(self.alpha, "alpha"))
         for name in ("buffer_size", "window_size", "n_centres", "refit_every", "solve_every", "warmup"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be a positive integer; got {getattr(self, name)}")
+            check_int(getattr(self, name), name, minimum=1)
         if int(self.warmup) < 10:
             raise ValueError(f"warmup must be >= 10 points; got {self.warmup}")
         if int(self.warmup) > int(self.buffer_size):
             raise ValueError(f"warmup ({self.warmup}) cannot exceed buffer_size ({self.buffer_size})")
-        if not (self.sigma_factor > 0 and self.lam > 0):
+        if not (check_real(self.sigma_factor, "sigma_factor") > 0 and check_real(self.lam, "lam") > 0):
             raise ValueError(f"sigma_factor and lam must be positive; got {self.sigma_factor}, {self.lam}")
-        if self.scale not in ("median", "local"):
-            raise ValueError(f"scale must be 'median' or 'local'; got {self.scale!r}")
-        if self.centres not in ("farthest", "random"):
-            raise ValueError(f"centres must be 'farthest' or 'random'; got {self.centres!r}")
-        if not (0.0 < self.contamination < 1.0) or not (0.0 < self.max_reject_rate <= 1.0):
+        check_choice(self.scale, "scale", ("median", "local"))
+        check_choice(self.centres, "centres", ("farthest", "random"))
+        check_bool(self.select, "select")
+        check_seed(self.seed)
+        if not (0.0 < check_real(self.contamination, "contamination") < 1.0) or not (
+                0.0 < check_real(self.max_reject_rate, "max_reject_rate") <= 1.0):
             raise ValueError("contamination must be in (0, 1) and max_reject_rate in (0, 1]")
 
     def _allocate(self, dim: int) -> None:
@@ -322,26 +339,83 @@ class StreamingOutlierDetector(AnomalyDetector):
         self._out1 = np.zeros(1)
         self._phi1 = np.zeros(b)
 
-    # --- dict <-> vector -----------------------------------------------------------------
-    def _vector(self, x: dict) -> np.ndarray:
+    # --- input <-> vector ------------------------------------------------------------------
+    # Policy: the first sample fixes the features (the ratio lives in a space of fixed dimension).
+    # A dict's keys become the feature names (sorted); an array-like (list, tuple, ndarray) gives
+    # features 0..d-1 by position and must keep its length. When a dict's keys change:
+    # - a new key cannot enter the fitted model: it is left out, with a FeatureSetWarning naming it;
+    # - a missing key is not filled in: score_one scores the sample on the features it has (a
+    #   missing coordinate contributes no distance to any centre, so it adds no evidence either
+    #   way), and learn_one does not learn the incomplete sample; both warn.
+    # The warning text names the keys, so each new key set is reported (Python shows a given
+    # warning once per call site by default).
+    def _init_features(self, x) -> None:
+        if isinstance(x, dict):
+            if not x:
+                raise ValueError("x is an empty dict; a sample needs at least one feature")
+            self._features = sorted(x.keys(), key=str)
+            self._keyed = True
+        else:
+            v = self._array(x)
+            self._features = list(range(v.shape[0]))
+            self._keyed = False
+        self._allocate(len(self._features))
+
+    def _array(self, x) -> np.ndarray:
+        if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
+            raise TypeError(f"x must be a dict of feature -> number or a 1-d array-like of numbers "
+                            f"(list, tuple, ndarray); got {type(x).__name__}")
+        try:
+            v = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"x must hold numbers only; got {x!r} ({exc})") from None
+        if v.ndim != 1 or v.shape[0] == 0:
+            raise ValueError(f"x must be one sample (a 1-d array-like of numbers); got shape {v.shape}")
+        return v
+
+    def _vector(self, x) -> tuple[np.ndarray, np.ndarray | None]:
+        """The sample as a vector in the learned feature order, and the mask of observed features
+        (None when every learned feature is present)."""
         if self._features is None:
             raise RuntimeError("no features yet")
-        try:
-            out = np.array([x[f] for f in self._features], dtype=np.float64)
-        except KeyError:  # a missing feature takes the buffer's mean: it does not push x outwards
-            fill = self._fill_values()
-            out = np.array([x[f] if f in x else fill[k] for k, f in enumerate(self._features)],
-                           dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"x must map feature names to numbers; got {x!r} ({exc})") from None
+        mask = None
+        if isinstance(x, dict):
+            if not self._keyed:
+                raise TypeError(f"this detector learned array-like samples of {self._dim} features; "
+                                "pass an array-like, not a dict")
+            try:
+                try:  # the usual case, kept fast: exactly the learned keys
+                    out = np.array([x[f] for f in self._features], dtype=np.float64)
+                    same = len(x) == self._dim
+                except KeyError:
+                    out = np.array([x[f] if f in x else 0.0 for f in self._features], dtype=np.float64)
+                    same = False
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"x must map feature names to numbers; got {x!r} ({exc})") from None
+            if not same:
+                known = set(self._features)
+                new = [k for k in x if k not in known]
+                if new:
+                    warnings.warn(f"x has keys {sorted(new, key=str)} this detector did not learn (it "
+                                  f"learned {self._features}); they are left out", FeatureSetWarning,
+                                  stacklevel=3)
+                if len(x) - len(new) < self._dim:
+                    mask = np.array([f in x for f in self._features])
+        else:
+            if self._keyed:
+                raise TypeError(f"this detector learned dict samples with keys {self._features}; "
+                                "pass a dict with those keys")
+            out = self._array(x)
+            if out.shape[0] != self._dim:
+                raise ValueError(f"x has {out.shape[0]} values but this detector learned samples of "
+                                 f"{self._dim} features")
         if not np.isfinite(out).all():
             raise ValueError(f"x holds NaN or infinite values: {x!r}; clean or impute them first")
-        return out
+        return out, mask
 
-    def _fill_values(self) -> np.ndarray:
-        # a missing feature takes the buffer's mean, so it does not push the point outwards
-        n = int(self._ref_state[0])
-        return self._ref_buf[:n].mean(axis=0) if n else np.zeros(self._dim)
+    def _missing(self, mask: np.ndarray, action: str) -> None:
+        missing = [f for f, m in zip(self._features, mask) if not m]
+        warnings.warn(f"x lacks the learned feature(s) {missing}; {action}", FeatureSetWarning, stacklevel=3)
 
     # --- refit -----------------------------------------------------------------------------
     def _refit(self) -> None:
@@ -410,6 +484,7 @@ class StreamingOutlierDetector(AnomalyDetector):
             self._allocate(x0.shape[1])
             if self._features is None:
                 self._features = list(range(x0.shape[1]))
+                self._keyed = False
         xs = as_samples(X, "X", min_samples=1, dim=self._dim)
         out = np.zeros(xs.shape[0])
         t = 0
@@ -451,11 +526,15 @@ class StreamingOutlierDetector(AnomalyDetector):
             state[1] = (state[1] + 1) % cap
 
     # --- river API -----------------------------------------------------------------------
-    def learn_one(self, x: dict) -> None:
+    def learn_one(self, x) -> None:
+        """Learn one sample: a dict of feature -> number, or a 1-d array-like (list, ndarray)."""
         if self._features is None:
-            self._features = sorted(x.keys(), key=str)
-            self._allocate(len(self._features))
-        v = self._vector(x)[None, :]
+            self._init_features(x)
+        v, mask = self._vector(x)
+        if mask is not None:
+            self._missing(mask, "the sample is not learned (a missing value is never made up)")
+            return
+        v = v[None, :]
         if self._fitted and self._since_refit + 1 < int(self.refit_every):
             # hot path: one compiled call, no validation overhead (v is already clean)
             _run_chunk(v, self._centres, self._sigma, self._theta, self._params,
@@ -467,10 +546,19 @@ class StreamingOutlierDetector(AnomalyDetector):
         else:
             self.process(v, learn=True)
 
-    def score_one(self, x: dict) -> float:
+    def score_one(self, x) -> float:
+        """``1 - r(x)`` (higher = more anomalous; 0 before the first fit); ``x`` as in :meth:`learn_one`."""
         if self._features is None or not self._fitted:
+            if self._features is None and not isinstance(x, dict):
+                self._array(x)  # still check what is passed in
             return 0.0
-        gauss_row(self._vector(x), self._centres, self._sigma, self._phi1)
+        v, mask = self._vector(x)
+        if mask is None:
+            gauss_row(v, self._centres, self._sigma, self._phi1)
+        else:
+            self._missing(mask, "it is scored on the features it has")
+            d2 = ((v[mask][None, :] - self._centres[:, mask]) ** 2).sum(axis=1)
+            self._phi1[:] = np.exp(-0.5 * d2 / (self._sigma * self._sigma))
         return float(1.0 - self._phi1 @ self._theta)
 
     @property
@@ -478,35 +566,48 @@ class StreamingOutlierDetector(AnomalyDetector):
         """Score above which a point is flagged (and kept out of the reference buffer)."""
         return float(self._params[2]) if self._fitted else math.inf
 
-    # --- persistence: numpy .npz + JSON, never pickle --------------------------------------
+    # --- persistence: to_state / from_state (numpy arrays + JSON), never pickle --------------------------------------
     _ARRAYS = ("_ref_buf", "_ref_phi", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_phi",
                "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params")
 
-    def save(self, path) -> None:
-        """Write the state as ``<path>.npz`` (arrays) and ``<path>.json`` (parameters)."""
-        path = Path(path)
-        meta = {"params": self._get_params(), "features": self._features, "dim": self._dim,
+    def to_state(self) -> dict:
+        """Flat dict of numpy arrays and one JSON string (``"meta"``): ``.npz``-able, no pickle.
+
+        The same persistence as every detector: ``to_state`` / :meth:`from_state`, with
+        :meth:`save` / :meth:`load` writing it to one ``.npz`` file.
+        """
+        meta = {"params": self._get_params(), "features": self._features, "keyed": self._keyed,
+                "dim": self._dim,
                 "fitted": self._fitted, "sigma": getattr(self, "_sigma", 1.0),
                 "lam": getattr(self, "_lam", float(self.lam)), "n_learned": self._n_learned,
                 "since_refit": getattr(self, "_since_refit", 0),
                 "rng": self._rng.bit_generator.state if self._dim else None}
-        path.with_suffix(".json").write_text(json.dumps(meta))
+        out: dict = {"meta": json.dumps(meta)}
         if self._dim:
-            np.savez(path.with_suffix(".npz"), **{k: getattr(self, k) for k in self._ARRAYS})
+            out.update({k: getattr(self, k).copy() for k in self._ARRAYS})
+        return out
 
     @classmethod
-    def load(cls, path) -> "StreamingOutlierDetector":
-        """Restore a detector written by :meth:`save`."""
-        path = Path(path)
-        meta = json.loads(path.with_suffix(".json").read_text())
+    def from_state(cls, state) -> "StreamingOutlierDetector":
+        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
+        meta = json.loads(str(state["meta"]))
         det = cls(**meta["params"])
         det._features = meta["features"]
+        det._keyed = bool(meta.get("keyed", True))
         if meta["dim"]:
             det._allocate(int(meta["dim"]))
-            with np.load(path.with_suffix(".npz")) as arrs:
-                for k in cls._ARRAYS:
-                    getattr(det, k)[...] = arrs[k]
+            for k in cls._ARRAYS:
+                getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
         det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]
         return det
+
+    def save(self, path) -> None:
+        """Write :meth:`to_state` to ``<path>.npz`` (atomically: a crash leaves the old file)."""
+        write_state(Path(path).with_suffix(".npz"), self.to_state())
+
+    @classmethod
+    def load(cls, path) -> "StreamingOutlierDetector":
+        """Restore a detector written by :meth:`save`."""
+        return cls.from_state(read_state(Path(path).with_suffix(".npz")))

@@ -93,6 +93,26 @@ def _decode(data: np.lib.npyio.NpzFile, path: Path) -> tuple[dict[str, Any], dic
     return state, doc["meta"]
 
 
+def decode_bytes(payload: bytes, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(state, meta)`` from a checkpoint's bytes (a file's content or a changelog record's value)."""
+    try:
+        data = np.load(io.BytesIO(payload), allow_pickle=False)
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{where}: unreadable checkpoint ({exc})") from None
+    try:
+        return _decode(data, Path(where))
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+        raise ValueError(f"{where}: unreadable checkpoint ({exc})") from None
+    finally:
+        data.close()
+
+
+def meta_of_bytes(payload: bytes) -> dict[str, Any]:
+    """Only the metadata of a checkpoint's bytes (the arrays are not read)."""
+    with np.load(io.BytesIO(payload), allow_pickle=False) as data:
+        return json.loads(bytes(data[_JSON_MEMBER]).decode()).get("meta", {})
+
+
 class CheckpointStore:
     """A directory of per-key checkpoint files (shared by the processes of one consumer group)."""
 
@@ -205,6 +225,10 @@ class CheckpointStore:
             return None
         state, meta = self.load_path(target)
         return state, meta
+
+    def load_entry(self, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(state, meta)`` of an entry :meth:`scan` listed."""
+        return self.load_path(path)
 
     @staticmethod
     def load_path(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -60,8 +60,10 @@ _SOURCE = [
     Opt("heartbeat_interval_ms", "int", 1000, "kafka: heartbeat interval", minimum=100),
     Opt("max_poll_interval_ms", "int", 60000, "kafka: max time between polls before the group evicts us",
         minimum=1000),
-    Opt("check_crcs", "bool", True, "kafka: verify record CRCs (pure-Python crc32c in kafka-python unless the "
-                                    "`crc32c` package is installed: costly at high rates)"),
+    Opt("check_crcs", "bool", True, "kafka: verify record CRCs (fast with the `crc32c` package, a dependency "
+                                    "of ratiowatch; kafka-python's pure-Python fallback is costly at high rates)"),
+    Opt("connect_timeout_s", "float", 30.0, "kafka: at start, wait this long for the broker before giving up with "
+                                            "an error (exit code 4)", minimum=0.0),
     Opt("max_poll_records", "int", 2000, "records per poll batch (also the file/stdin batch size)", minimum=1),
     Opt("options", "table", {}, "kafka: extra KafkaConsumer settings passed through unchanged "
                                 "(security_protocol, sasl_mechanism, ssl_cafile, ...)"),
@@ -95,10 +97,31 @@ _PIPELINE = [
         minimum=0.0),
     Opt("check_timestamps", "bool", True, "send records whose timestamp goes backwards (per key) to the dead "
                                           "letter sink"),
+    Opt("max_timestamp_ahead", "float", 31536000.0,
+        "with check_timestamps: a record more than this far (in the timestamps' own unit; the default is a "
+        "year of seconds) ahead of its key's latest accepted timestamp goes to the dead-letter sink as "
+        "`timestamp_too_far_ahead` and does not move the key's clock, so one far-future timestamp cannot "
+        "make the key's later records `timestamp_backwards`; 0 disables the bound", minimum=0.0),
+    Opt("timestamp_jump_confirm", "int", 2,
+        "a jump beyond max_timestamp_ahead is real once this many records of the key in a row are beyond it, "
+        "each within max_timestamp_ahead after the one before: the last of them is accepted and moves the "
+        "key's clock, the earlier ones stay in the dead-letter sink", minimum=1),
 ]
 
 _CHECKPOINT = [
-    Opt("dir", "str", "state", "checkpoint directory (shared by the processes of one consumer group)"),
+    Opt("store", "str", "directory",
+        "where per-key checkpoints live: `directory` (files in `dir`; several processes of a group need it "
+        "shared) or `kafka` (a compacted changelog topic, restored by whichever process is assigned a "
+        "partition: no shared disk)", ("directory", "kafka")),
+    Opt("dir", "str", "state", "checkpoint directory (store = directory; also the file source's offsets)"),
+    Opt("topic", "str", None, "store = kafka: changelog topic (created if missing, with the source topic's "
+                              "partition count and cleanup.policy=compact); default `<group_id>-checkpoints`"),
+    Opt("max_message_bytes", "int", 1000000, "store = kafka: a checkpoint larger than this is split into "
+                                            "parts (keep it below the broker's message.max.bytes)", minimum=1024),
+    Opt("replication_factor", "int", -1, "store = kafka: replication factor of a created changelog; -1: the "
+                                         "broker's default", minimum=-1),
+    Opt("timeout_s", "float", 30.0, "store = kafka: bound on one checkpoint write's acknowledgements and on "
+                                    "one partition's restore", minimum=0.1),
     Opt("every_records", "int", 100000, "checkpoint changed keys and commit offsets every this many records "
         "(a crash replays at most this many; each checkpoint rewrites every changed key's ~40 kB state)",
         minimum=1),
@@ -114,9 +137,17 @@ _SINK = [
         required_when=("type", "webhook")),
     Opt("timeout_s", "float", 5.0, "webhook/kafka: timeout of one delivery attempt", minimum=0.001),
     Opt("retries", "int", 3, "webhook: retries after the first attempt before dead-lettering", minimum=0),
-    Opt("backoff_s", "float", 0.5, "webhook: first retry delay, doubled each retry", minimum=0.0),
+    Opt("backoff_s", "float", 0.5, "webhook: first retry delay, doubled each retry, plus a random jitter below "
+                                    "backoff_s / 2; a 429 or 503 with Retry-After waits what the server asks "
+                                    "(at most 60 s)", minimum=0.0),
     Opt("headers", "table", {}, "webhook: extra HTTP headers"),
     Opt("options", "table", {}, "kafka: extra KafkaProducer settings passed through"),
+    Opt("queue_size", "int", 1000, "batches of alerts waiting for this sink's delivery thread; when full, the "
+                                   "daemon stops reading until there is room (nothing is dropped)", minimum=1),
+    Opt("circuit_failures", "int", 5, "webhook: failed deliveries in a row that open the circuit breaker "
+                                      "(alerts then go straight to the dead-letter sink)", minimum=1),
+    Opt("circuit_reset_s", "float", 30.0, "webhook: with the circuit open, try one alert (a probe) this often; "
+                                          "its success closes the circuit", minimum=0.0),
 ]
 
 _DEAD_LETTER = [
@@ -181,7 +212,15 @@ class Config:
         return kw
 
 
-def _check_type(where: str, opt: Opt, value: Any) -> Any:
+class ConfigError(ValueError):
+    """Every problem of a config at once: ``errors`` lists them, one ``"where: what"`` each."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("\n".join(errors))
+        self.errors = list(errors)
+
+
+def _check_type(where: str, opt: Opt, value: Any, errors: list[str]) -> Any:
     t = opt.type
     ok: bool
     if t == "str":
@@ -205,46 +244,67 @@ def _check_type(where: str, opt: Opt, value: Any) -> Any:
     else:  # pragma: no cover - schema bug
         raise AssertionError(t)
     if not ok:
-        raise ValueError(f"{where}: expected {t}, got {type(value).__name__} {value!r}")
+        errors.append(f"{where}: expected {t}, got {type(value).__name__} {value!r}")
+        return opt.default
     if opt.choices is not None and value not in opt.choices:
-        raise ValueError(f"{where}: must be one of {list(opt.choices)}; got {value!r}")
-    if opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
-        raise ValueError(f"{where}: must be >= {opt.minimum}; got {value!r}")
+        errors.append(f"{where}: must be one of {list(opt.choices)}; got {value!r}")
+    elif opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
+        errors.append(f"{where}: must be >= {opt.minimum}; got {value!r}")
     return value
 
 
-def _validate_table(section: str, opts: list[Opt], table: Any) -> dict[str, Any]:
+def _validate_table(section: str, opts: list[Opt], table: Any, errors: list[str]) -> dict[str, Any]:
     if not isinstance(table, dict):
-        raise ValueError(f"{section}: expected a table ([{section}]), got {type(table).__name__}")
+        errors.append(f"{section}: expected a table ([{section}]), got {type(table).__name__}")
+        table = {}
     known = {o.name: o for o in opts}
     for name in table:
         if name not in known:
-            raise ValueError(f"{section}.{name}: unknown option; known options of [{section}] are "
-                             f"{sorted(known)}")
+            errors.append(f"{section}.{name}: unknown option; known options of [{section}] are {sorted(known)}")
     out: dict[str, Any] = {}
     for o in opts:
         if o.name in table:
-            out[o.name] = _check_type(f"{section}.{o.name}", o, table[o.name])
+            out[o.name] = _check_type(f"{section}.{o.name}", o, table[o.name], errors)
         else:
             out[o.name] = o.default.copy() if isinstance(o.default, (dict, list)) else o.default
     for o in opts:
-        if o.required and out[o.name] is None:
+        if o.required and out[o.name] is None and o.name not in table:
             hint = f"; one of {list(o.choices)}" if o.choices else ""
-            raise ValueError(f"{section}.{o.name}: required option is missing{hint}")
+            errors.append(f"{section}.{o.name}: required option is missing{hint}")
         if o.required_when is not None and out[o.name] is None:
             other, value = o.required_when
             if out.get(other) == value:
-                raise ValueError(f"{section}.{o.name}: required when {section}.{other} = {value!r} ({o.help})")
+                errors.append(f"{section}.{o.name}: required when {section}.{other} = {value!r} ({o.help})")
     return out
 
 
+def detector_parameters() -> tuple[str, ...]:
+    """Keyword arguments ChangePointDetector accepts, read from its source (no numerics imported)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("ratiowatch.stream.detectors.changepoint")
+    if spec is None or spec.origin is None:  # pragma: no cover - broken install
+        return ()
+    tree = ast.parse(Path(spec.origin).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ChangePointDetector":
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "__init__":
+                    a = f.args
+                    return tuple(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg != "self")
+    return ()  # pragma: no cover
+
+
 def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
-    """Validate a decoded TOML document; raises ``ValueError`` naming the offending key."""
+    """Validate a decoded TOML document; raises :class:`ConfigError` (a ``ValueError``) listing every
+    problem, one line each, each naming the offending key."""
+    errors: list[str] = []
     for name in doc:
         if name not in SCHEMA:
-            raise ValueError(f"{name}: unknown section; known sections are {sorted(SCHEMA)}")
+            errors.append(f"{name}: unknown section; known sections are {sorted(SCHEMA)}")
     if "source" not in doc:
-        raise ValueError("source: required section is missing; add [source] with type = 'file', 'kafka' or 'stdin'")
+        errors.append("source: required section is missing; add [source] with type = 'file', 'kafka' or 'stdin'")
     out: dict[str, Any] = {}
     for section, (opts, is_array, _) in SCHEMA.items():
         raw = doc.get(section)
@@ -252,26 +312,46 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
             if raw is None:
                 raw = [{"type": "stdout"}]
             if not isinstance(raw, list):
-                raise ValueError(f"{section}: expected an array of tables ([[{section}]])")
-            out[section] = [_validate_table(f"{section}[{i}]", opts, t) for i, t in enumerate(raw)]
+                errors.append(f"{section}: expected an array of tables ([[{section}]])")
+                raw = []
+            out[section] = [_validate_table(f"{section}[{i}]", opts, t, errors) for i, t in enumerate(raw)]
         else:
-            out[section] = _validate_table(section, opts, raw if raw is not None else {})
+            out[section] = _validate_table(section, opts, raw if raw is not None else {}, errors)
     det = out["detector"]
-    if det["alpha"] is not None and not (0.0 <= det["alpha"] < 1.0):
-        raise ValueError(f"detector.alpha: must be in [0, 1); got {det['alpha']}")
+    if isinstance(det["alpha"], float) and not (0.0 <= det["alpha"] < 1.0):
+        errors.append(f"detector.alpha: must be in [0, 1); got {det['alpha']}")
+    if isinstance(det["options"], dict) and det["options"]:
+        params = set(detector_parameters())
+        direct = {o.name for o in _DETECTOR} - {"options", "dim"}
+        for name in det["options"]:
+            if params and name not in params:
+                errors.append(f"detector.options.{name}: unknown detector option; ChangePointDetector takes "
+                              f"{sorted(params - direct)}")
     flds = out["fields"]
     if not flds["values"]:
-        raise ValueError("fields.values: needs at least one value field name")
+        errors.append("fields.values: needs at least one value field name")
     src = out["source"]
-    if src["type"] == "kafka" and not src["topics"]:
-        raise ValueError("source.topics: needs at least one topic")
+    if src["type"] == "kafka" and src["topics"] is not None and not src["topics"]:
+        errors.append("source.topics: needs at least one topic")
     for i, s in enumerate(out["sinks"]):
         if s["type"] == "kafka" and not (s["bootstrap_servers"] or src.get("bootstrap_servers")):
-            raise ValueError(f"sinks[{i}].bootstrap_servers: required for a kafka sink when the source is not kafka")
+            errors.append(f"sinks[{i}].bootstrap_servers: required for a kafka sink when the source is not kafka")
     dl = out["dead_letter"]
     if dl["type"] == "kafka" and not (dl["bootstrap_servers"] or src.get("bootstrap_servers")):
-        raise ValueError("dead_letter.bootstrap_servers: required for a kafka dead-letter sink when the source "
-                         "is not kafka")
+        errors.append("dead_letter.bootstrap_servers: required for a kafka dead-letter sink when the source "
+                      "is not kafka")
+    ck = out["checkpoint"]
+    if ck["store"] == "kafka":
+        if src["type"] != "kafka":
+            errors.append("checkpoint.store: 'kafka' keeps checkpoints next to a kafka source; with a "
+                          f"{src['type']!r} source use store = 'directory'")
+        elif src["topics"] and len(src["topics"]) != 1:
+            errors.append("checkpoint.store: 'kafka' needs exactly one source topic (the changelog's partitions "
+                          "follow its partitions)")
+        if src["type"] == "kafka" and not ck["topic"] and src["topics"]:
+            ck["topic"] = f"{src['group_id']}-checkpoints"
+    if errors:
+        raise ConfigError(errors)
     return Config(**out, base_dir=base_dir or Path.cwd())
 
 

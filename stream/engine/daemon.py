@@ -1,18 +1,23 @@
-"""The daemon loop: source -> pipeline -> sinks -> commit, with checkpoints, metrics and signals.
+"""The daemon loop: source -> pipeline -> sink queues -> checkpoint -> commit, with metrics and signals.
 
 One iteration: poll a bounded batch (columns, from sources that offer ``poll_batch``) ->
-``Pipeline.process`` -> deliver alerts to every sink (failed deliveries and bad records go to the
-dead-letter sink) -> every ``checkpoint.every_records`` records (or ``every_s`` seconds): flush all
-sinks, snapshot the changed keys' states and the source positions, write the checkpoint files on a
-writer thread while the loop goes on, and only once they are durable commit that snapshot's
-positions. So a crash at any point replays from the last commit: alerts may repeat (same
-idempotency key), none is lost, and restored keys skip the records already in their state.
-Metrics are updated once per batch (counts aggregated), not per record.
+``Pipeline.process`` -> hand the alerts to every sink's delivery thread and the bad records to the
+dead-letter sink's (:mod:`connectors.delivery`: bounded queues, so a slow or hanging sink never
+holds up the other keys; a full queue stops the reading instead of dropping anything) -> every
+``checkpoint.every_records`` records (or ``every_s`` seconds): snapshot the changed keys' states
+and the source positions, and on a writer thread wait until every sink acknowledged the alerts
+handed over so far (or dead-lettered them), then write the checkpoints (files, or records of a
+Kafka changelog topic); only then does the loop commit that snapshot's positions. So a crash at
+any point replays from the last commit: alerts may repeat (same idempotency key), none is lost, and
+restored keys skip the records already in their state. Metrics are updated once per batch.
 
-SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, flushes, checkpoints, commits and
-``run()`` returns 0. Rebalances (Kafka group) checkpoint and commit the revoked partitions' keys
-and evict them; keys are restored from the shared checkpoint directory when their partition is
-assigned (or at start, for partitions known up front), else on first sight.
+SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, waits for the sinks, checkpoints,
+commits and ``run()`` returns 0. Rebalances (Kafka group): when partitions are revoked the
+daemon waits for the sinks, checkpoints the revoked partitions' keys and evicts them, and the
+source commits their positions from the rebalance listener itself, before the partitions move on
+(kafka-python 3 runs that listener on its network thread, where only its asynchronous commit may
+be awaited). Keys are restored from the checkpoint store when their partition is assigned (or at
+start, for partitions known up front), else on first sight.
 
 Examples
 --------
@@ -37,13 +42,17 @@ from ratiowatch.connectors.records import BadRecord, FieldSpec
 log = logging.getLogger("ratiowatch.daemon")
 
 
+class StartupError(RuntimeError):
+    """The daemon cannot start (broker unreachable, port in use, ...); the message says what to do."""
+
+
 def field_spec(cfg: Config) -> FieldSpec:
     f = cfg.fields
     return FieldSpec(key=f["key"] or None, timestamp=f["timestamp"] or None, values=tuple(f["values"]),
                      default_key=f["default_key"])
 
 
-def build_source(cfg: Config, store: CheckpointStore, on_revoke=None, on_assign=None):
+def build_source(cfg: Config, store: Any, on_revoke=None, on_assign=None):
     from ratiowatch.connectors.sources import FileSource, KafkaSource, StdinSource
 
     s = cfg.source
@@ -58,7 +67,10 @@ def build_source(cfg: Config, store: CheckpointStore, on_revoke=None, on_assign=
                        partitions=s["partitions"], auto_offset_reset=s["auto_offset_reset"],
                        session_timeout_ms=s["session_timeout_ms"], heartbeat_interval_ms=s["heartbeat_interval_ms"],
                        max_poll_interval_ms=s["max_poll_interval_ms"], max_bytes=max_bytes,
-                       options={"check_crcs": s["check_crcs"], **s["options"]},
+                       options={"check_crcs": s["check_crcs"],
+                                # a first contact bounded like the daemon's wait for the broker
+                                "bootstrap_timeout_ms": max(1000, int(1000 * s["connect_timeout_s"])),
+                                **s["options"]},
                        on_revoke=on_revoke, on_assign=on_assign)
 
 
@@ -80,11 +92,26 @@ def build_sink(cfg: Config, s: dict[str, Any], name: str):
                        headers=s["headers"], name=name)
 
 
+def _broker_unreachable(exc: BaseException) -> bool:
+    try:
+        from kafka import errors as kerr
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, (kerr.NoBrokersAvailable, kerr.KafkaTimeoutError, kerr.KafkaConnectionError))
+
+
 class Daemon:
     """Wires config -> source, pipeline, sinks, dead-letter sink, metrics; ``run()`` is the loop.
 
     Every part can be injected (tests, benchmarks); missing parts are built from the config.
     """
+
+    #: how long a stop (SIGTERM) waits for the sinks to acknowledge what they hold before it gives
+    #: up the final commit (what was not acknowledged is replayed at the next start)
+    shutdown_timeout_s = 20.0
+    #: how long a revocation waits for the sinks before it evicts the revoked keys without a new
+    #: checkpoint (the new owner then replays from the last commit)
+    revoke_timeout_s = 20.0
 
     def __init__(self, config: Config, *, factory: DetectorFactory | None = None, source: Any = None,
                  sinks: list[Any] | None = None, dead_letter: Any = None, metrics: Any = None):
@@ -98,11 +125,14 @@ class Daemon:
         self.stats = {"records": 0, "alerts": 0, "bad": 0, "batches": 0, "commits": 0, "commit_failures": 0}
         self.metrics_port: int | None = None
         self.pipeline: Pipeline | None = None
+        self.store: Any = None
         self._writer: Any = None      # checkpoint writer thread (created on the first periodic checkpoint)
         self._inflight: Any = None    # (future, job, positions) of the checkpoint being written
         self._started = False
         self._owns_metrics = False
         self.source: Any = None
+        self.workers: list[Any] = []
+        self.dead_letter_worker: Any = None
 
     # --- signals ------------------------------------------------------------------------------
     def stop(self, *_args) -> None:
@@ -116,39 +146,102 @@ class Daemon:
     # --- wiring -------------------------------------------------------------------------------
     def _setup(self) -> None:
         cfg = self.config
-        self.store = CheckpointStore(cfg.resolve(cfg.checkpoint["dir"]))
+        ck = cfg.checkpoint
         factory = self._factory or ChangePointFactory(cfg.detector_kwargs())
-        self.pipeline = Pipeline(factory, store=self.store, dim=cfg.detector["dim"],
-                                 check_timestamps=cfg.pipeline["check_timestamps"])
+        pl = cfg.pipeline
+        self.pipeline = Pipeline(factory, store=None, dim=cfg.detector["dim"],
+                                 check_timestamps=pl["check_timestamps"],
+                                 max_timestamp_ahead=pl["max_timestamp_ahead"] or None,
+                                 ahead_confirm=pl["timestamp_jump_confirm"])
+        if ck["store"] == "kafka":
+            self.store = self._kafka_call("the changelog topic", self._changelog_store)
+        else:
+            self.store = CheckpointStore(cfg.resolve(ck["dir"]))
+        self.pipeline.store = self.store
         if self.metrics is None and cfg.metrics["enabled"]:
             from ratiowatch.connectors.metrics import Metrics
 
             self.metrics = Metrics(cfg.metrics["score_keys"])
             self._owns_metrics = True
-            self.metrics_port = self.metrics.serve(cfg.metrics["host"], cfg.metrics["port"])
+            try:
+                self.metrics_port = self.metrics.serve(cfg.metrics["host"], cfg.metrics["port"])
+            except OSError as exc:
+                raise StartupError(f"metrics: cannot listen on {cfg.metrics['host']}:{cfg.metrics['port']} "
+                                   f"({exc.strerror or exc}); is another ratiowatch running? choose another "
+                                   "metrics.port (or --metrics-port), or disable metrics") from None
             log.info("metrics serving", extra={"host": cfg.metrics["host"], "port": self.metrics_port})
-        self.sinks = self._sinks if self._sinks is not None else [
-            build_sink(cfg, s, f"{s['type']}[{i}]") for i, s in enumerate(cfg.sinks)]
-        if self._dead_letter is not None:
-            self.dead_letter = self._dead_letter
-        else:
-            dl = cfg.dead_letter
-            self.dead_letter = build_sink(cfg, {**dl, "type": "jsonl" if dl["type"] == "file" else dl["type"]},
-                                          "dead_letter")
         if self._source is not None:
             self.source = self._source
             if hasattr(self.source, "on_revoke"):
                 self.source.on_revoke, self.source.on_assign = self._on_revoke, self._on_assign
         else:
             self.source = self._connect_source()
+            if self.source is None:  # stopped while waiting for the broker
+                return
+        sinks = self._sinks if self._sinks is not None else [
+            self._kafka_call(f"sinks[{i}]", build_sink, cfg, s, f"{s['type']}[{i}]") for i, s in enumerate(cfg.sinks)]
+        if self._dead_letter is not None:
+            dead = self._dead_letter
+        else:
+            dl = cfg.dead_letter
+            dead = self._kafka_call("dead_letter", build_sink, cfg,
+                                    {**dl, "type": "jsonl" if dl["type"] == "file" else dl["type"]}, "dead_letter")
+        self._start_workers(sinks, dead)
         # partitions known up front (files, manual Kafka assignment): restore their keys at start
         static = getattr(self.source, "static_partitions", None)
         if static:
             self._restore(static)
 
+    def _start_workers(self, sinks: list[Any], dead: Any) -> None:
+        from ratiowatch.connectors.delivery import CircuitBreaker, SinkWorker
+
+        cfg_sinks = self.config.sinks if self._sinks is None else [{} for _ in sinks]
+        self.dead_letter_worker = SinkWorker(dead, maxsize=1000)
+        self.workers = []
+        for sink, s in zip(sinks, cfg_sinks):
+            breaker = CircuitBreaker(s.get("circuit_failures", 5), s.get("circuit_reset_s", 30.0))
+            self.workers.append(SinkWorker(sink, dead_letter=self.dead_letter_worker,
+                                           maxsize=s.get("queue_size", 1000), breaker=breaker,
+                                           on_dead_letter=self._count_bad))
+
+    @property
+    def sinks(self) -> list[Any]:
+        return [w.sink for w in self.workers]
+
+    @property
+    def dead_letter(self) -> Any:
+        return None if self.dead_letter_worker is None else self.dead_letter_worker.sink
+
+    def _changelog_store(self) -> Any:
+        from ratiowatch.connectors.changelog import ChangelogStore
+
+        cfg = self.config
+        ck, src = cfg.checkpoint, cfg.source
+        assert self.pipeline is not None
+        return ChangelogStore(src["bootstrap_servers"], ck["topic"], src["topics"][0],
+                              partition_of=self.pipeline.key_partition.get,
+                              max_message_bytes=ck["max_message_bytes"],
+                              replication_factor=ck["replication_factor"], timeout_s=ck["timeout_s"],
+                              options=src["options"])
+
+    def _kafka_call(self, what: str, fn, *args):
+        """``fn(*args)``, turning an unreachable broker into one clear StartupError."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable
+            if _broker_unreachable(exc):
+                raise StartupError(f"{what}: cannot reach the Kafka broker(s) {self._servers()} "
+                                   f"({type(exc).__name__}); is the broker running and the address right?") from None
+            raise
+
+    def _servers(self) -> str:
+        return ", ".join(self.config.source.get("bootstrap_servers") or []) or "(none configured)"
+
     def _connect_source(self) -> Any:
-        """Build the source; a broker that is not up yet is waited for (backoff), not a crash."""
+        """Build the source; a broker that is not up yet is waited for (backoff) up to
+        ``source.connect_timeout_s``, then the start fails with one clear line."""
         delay = 0.5
+        deadline = time.monotonic() + self.config.source["connect_timeout_s"]
         while True:
             try:
                 return build_source(self.config, self.store, on_revoke=self._on_revoke, on_assign=self._on_assign)
@@ -157,27 +250,51 @@ class Daemon:
             except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable
                 if self.stopping:
                     return None
+                if time.monotonic() + delay > deadline:
+                    raise StartupError(f"source: cannot reach the Kafka broker(s) {self._servers()} within "
+                                       f"source.connect_timeout_s = {self.config.source['connect_timeout_s']:g} s "
+                                       f"({type(exc).__name__}); is the broker running and the address "
+                                       "right?") from None
                 log.warning("source not reachable; retrying", extra={"error": f"{type(exc).__name__}: {exc}",
                                                                      "retry_in_s": delay})
                 time.sleep(delay)
                 delay = min(2 * delay, 10.0)
 
     # --- rebalance callbacks (run inside source.poll) -----------------------------------------
-    def _on_revoke(self, partitions: set[str]) -> None:
+    def _on_revoke(self, partitions: set[str]) -> dict[str, int]:
+        """Checkpoint and evict the revoked partitions' keys; returns the positions the source must
+        commit before the partitions move on (it commits them itself: this may run on the
+        consumer's network thread, where a blocking commit is refused)."""
         assert self.pipeline is not None
-        self._drain_checkpoint()  # its commit still covers these partitions: we own them until we return
-        keys = self.pipeline.keys_of_partitions(partitions)
-        self._flush_sinks()
-        self.pipeline.evict(keys)
-        positions = {p: o for p, o in self.pipeline.positions.items() if p in partitions}
-        self._commit(positions)
+        pipe = self.pipeline
+        # the checkpoint in flight covers these partitions too: finish it, its commit goes out with ours
+        try:
+            positions = self._finish_checkpoint(wait=True, commit=False, timeout_s=self.revoke_timeout_s) or {}
+            caught_up = self._wait_delivered(self._tickets(), self.revoke_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - e.g. the sinks are behind; at-least-once holds by replay
+            log.warning("checkpoint before the revocation failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+            positions, caught_up = {}, False
+        keys = pipe.keys_of_partitions(partitions)
+        if caught_up:
+            pipe.evict(keys)
+            positions.update({p: o for p, o in pipe.positions.items() if p in partitions})
+        else:  # a sink is too slow: no new checkpoint; the new owner replays from the last commit
+            log.warning("revoked while sinks were behind: keys evicted without a checkpoint; the new owner "
+                        "replays from the last commit", extra={"keys": len(keys)})
+            for k in keys:
+                pipe.keys.pop(k, None)
+                pipe.key_partition.pop(k, None)
         for p in partitions:
-            self.pipeline.positions.pop(p, None)
+            pipe.positions.pop(p, None)
+        forget = getattr(self.store, "forget_partitions", None)
+        if forget is not None:
+            forget(partitions)
         log.info("revoked: checkpointed and evicted keys", extra={"keys": len(keys), "partitions": sorted(partitions)})
+        return positions
 
     def _on_assign(self, partitions: set[str]) -> None:
-        # The new partitions' keys are restored from the shared checkpoint directory now, so their
-        # first records do not pay for it (keys beyond the limit are restored on first sight).
+        # The new partitions' keys are restored now, so their first records do not pay for it
+        # (keys beyond the limit are restored on first sight).
         self._restore(partitions)
         if self.metrics is not None:
             self.metrics.ready = True
@@ -185,45 +302,15 @@ class Daemon:
     def _restore(self, partitions: set[str]) -> None:
         assert self.pipeline is not None
         t0 = time.perf_counter()
+        fetch = getattr(self.store, "restore", None)
+        if fetch is not None:  # a changelog: read those partitions to their end first
+            fetch(set(partitions))
         n = self.pipeline.restore_partitions(set(partitions))
         if n:
             log.info("restored keys from checkpoints", extra={"keys": n, "partitions": sorted(partitions),
                                                               "seconds": round(time.perf_counter() - t0, 3)})
 
     # --- delivery -----------------------------------------------------------------------------
-    # Two failure policies. A sink with ``dead_letter_on_failure`` (webhook) gives up on an item
-    # after its own bounded retries and the item goes to the dead-letter sink. Other sinks (Kafka,
-    # files) and the dead-letter sink itself fail only when their backend is down: the daemon then
-    # waits and retries (backpressure: nothing is read, nothing committed) until the backend is back
-    # or a stop is requested, in which case it exits without committing so a restart replays.
-    def _wait_out(self, sink: Any, failures: list[tuple[Any, str]]) -> None:
-        delay = 0.2
-        tries = 0
-        while failures:
-            tries += 1
-            if self.stopping and tries > 3:
-                raise RuntimeError(f"sink {sink.name} is failing ({failures[0][1]}); stopping without committing")
-            log.warning("sink failing; retrying", extra={"sink": sink.name, "items": len(failures),
-                                                          "reason": failures[0][1], "retry_in_s": delay})
-            time.sleep(delay)
-            delay = min(2 * delay, 5.0)
-            failures = sink.deliver([it for it, _ in failures])
-            failures += sink.flush()
-
-    def _deliver(self, sink: Any, items: list[Any], *, flush: bool = False) -> None:
-        failures = sink.deliver(items) if items else []
-        if flush:
-            failures += sink.flush()
-        if not failures:
-            return
-        if getattr(sink, "dead_letter_on_failure", False):
-            bad = [BadRecord("delivery_failed", reason, it.to_json(), None, getattr(it, "key", None))
-                   for it, reason in failures]
-            self._count_bad(bad)
-            self._deliver(self.dead_letter, bad)
-        else:
-            self._wait_out(sink, failures)
-
     def _count_bad(self, bad: list[BadRecord]) -> None:
         if not bad:
             return
@@ -235,10 +322,33 @@ class Daemon:
             for reason, c in reasons.items():
                 self.metrics.bad_records.labels(reason=reason).inc(c)
 
-    def _flush_sinks(self) -> None:
-        for sink in self.sinks:
-            self._deliver(sink, [], flush=True)
-        self._deliver(self.dead_letter, [], flush=True)
+    def _all_workers(self) -> list[Any]:
+        # alert sinks before the dead-letter sink: what they give up on lands there
+        return [*self.workers, *([self.dead_letter_worker] if self.dead_letter_worker is not None else [])]
+
+    def _tickets(self) -> list[tuple[Any, int]]:
+        return [(w, w.issued) for w in self._all_workers()]
+
+    def _wait_delivered(self, tickets: list[tuple[Any, int]], timeout_s: float | None = None) -> bool:
+        """Wait until every worker acknowledged its ticket; False on timeout. A stop request bounds
+        the wait by :attr:`shutdown_timeout_s`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        stop_deadline = None
+        for w, ticket in tickets:
+            while not w.wait(ticket, 0.5):
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    return False
+                if self.stopping:
+                    stop_deadline = stop_deadline or now + self.shutdown_timeout_s
+                    if now >= stop_deadline:
+                        raise RuntimeError(f"sink {w.name} did not acknowledge its alerts within "
+                                           f"{self.shutdown_timeout_s:g} s of the stop "
+                                           f"({w.failing or 'slow'}); stopping without committing")
+        return True
+
+    def _caught_up(self) -> bool:
+        return all(w.acked >= w.issued for w in self._all_workers())
 
     def _commit(self, positions: dict[str, int]) -> None:
         if not positions:
@@ -251,50 +361,82 @@ class Daemon:
             log.warning("offset commit failed", extra={"error": f"{type(exc).__name__}: {exc}"})
 
     def checkpoint_and_commit(self) -> None:
-        """Flush sinks -> checkpoint changed keys -> commit offsets (this order is the guarantee)."""
+        """Wait for the sinks -> checkpoint changed keys -> commit offsets (this order is the guarantee)."""
         assert self.pipeline is not None
         self._drain_checkpoint()
-        self._flush_sinks()
+        self._wait_delivered(self._tickets())
         n = self.pipeline.checkpoint()
         if self.metrics is not None:
             self.metrics.checkpoints.inc(n)
         self._commit(dict(self.pipeline.positions))
 
-    # The periodic checkpoint of the loop runs in the background: the sinks are flushed and the
-    # changed keys' states encoded here, at a batch boundary, together with a copy of the source
-    # positions; a writer thread writes, syncs and renames the files while the loop goes on with
-    # the next batches; the loop commits that copy of the positions once the writer is done. So
-    # the order flush -> checkpoint durable -> commit holds for every commit, and the loop no
-    # longer waits for the disk. At most one checkpoint is in flight (a second one waits for it).
+    # The periodic checkpoint of the loop runs in the background: the changed keys' states are
+    # encoded here, at a batch boundary, together with a copy of the source positions and each
+    # sink's last ticket; a writer thread waits until the sinks acknowledged those tickets, then
+    # writes the checkpoints, while the loop goes on with the next batches; the loop commits that
+    # copy of the positions once the writer is done. So the order delivered -> checkpoint durable
+    # -> commit holds for every commit, and the loop waits neither for the disk nor for a slow
+    # sink. At most one checkpoint is in flight; while one is, the next is simply not started.
     def _checkpoint_async(self) -> None:
         assert self.pipeline is not None
-        self._drain_checkpoint()
-        self._flush_sinks()
         positions = dict(self.pipeline.positions)
+        tickets = self._tickets()
         job = self.pipeline.checkpoint_begin()
-        if not job.items:
+        if not job.items and self._caught_up():
             self._commit(positions)
             return
         if self._writer is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._inflight = (self._writer.submit(job.run), job, positions)
 
-    def _finish_checkpoint(self, wait: bool) -> None:
-        """Commit the in-flight checkpoint's positions once its files are durable."""
+        import threading
+
+        cancel = threading.Event()
+
+        def write():
+            for w, ticket in tickets:
+                while not w.wait(ticket, 0.2):
+                    if self._writer_stop or cancel.is_set():
+                        raise RuntimeError("given up before the sinks acknowledged: nothing written")
+            return job.run()
+
+        self._inflight = (self._writer.submit(write), job, positions, cancel)
+
+    _writer_stop = False
+
+    def _finish_checkpoint(self, wait: bool, commit: bool = True,
+                           timeout_s: float | None = None) -> dict[str, int] | None:
+        """Apply the in-flight checkpoint once it is written; commit its positions (or, with
+        ``commit=False``, return them). With ``timeout_s``, a checkpoint still waiting for the
+        sinks after that long is given up (its keys stay dirty) and the error is raised."""
         if self._inflight is None:
-            return
-        fut, job, positions = self._inflight
+            return None
+        fut, job, positions, cancel = self._inflight
         if not wait and not fut.done():
-            return
-        fut.result()
+            return None
+        if timeout_s is not None:
+            from concurrent.futures import TimeoutError as FutureTimeout
+
+            try:
+                fut.result(timeout=timeout_s)
+            except FutureTimeout:
+                cancel.set()
+            except BaseException:  # noqa: BLE001 - judged below
+                pass
         self._inflight = None
+        try:
+            fut.result()
+        except BaseException as exc:  # noqa: BLE001 - the wait before the write failed: nothing written
+            job.error = exc
         assert self.pipeline is not None
         n = self.pipeline.checkpoint_end(job)  # raises if the write failed: nothing is committed
         if self.metrics is not None:
             self.metrics.checkpoints.inc(n)
-        self._commit(positions)
+        if commit:
+            self._commit(positions)
+            return None
+        return positions
 
     def _drain_checkpoint(self) -> None:
         self._finish_checkpoint(wait=True)
@@ -306,8 +448,11 @@ class Daemon:
         poll = getattr(src, "poll_batch", None) or src.poll
         return poll(max_records, timeout_s)
 
+    def _should_stop(self) -> bool:
+        return self.stopping
+
     def step(self) -> int:
-        """One poll-process-deliver iteration; returns the number of items polled."""
+        """One poll-process-hand-over iteration; returns the number of items polled."""
         cfg = self.config
         pipe = self.pipeline
         assert pipe is not None
@@ -320,12 +465,13 @@ class Daemon:
         n_rec = len(items) - len(bad) - (pipe.skipped_replays - skipped)  # folded into detectors
         self.stats["records"] += n_rec
         self.stats["batches"] += 1
-        self._count_bad(bad)
-        self._deliver(self.dead_letter, bad)
+        if bad:
+            self._count_bad(bad)
+            self.dead_letter_worker.put(bad, self._should_stop)
         if alerts:
             self.stats["alerts"] += len(alerts)
-            for sink in self.sinks:
-                self._deliver(sink, alerts)
+            for w in self.workers:
+                w.put(alerts, self._should_stop)  # blocks only while that sink's queue is full
         m = self.metrics
         if m is not None:
             if n_rec:
@@ -346,14 +492,15 @@ class Daemon:
     def run(self, max_records: int | None = None) -> int:
         """Run until the source is exhausted, a stop signal, or ``max_records`` records were folded
         (benchmarks); returns the exit code."""
-        if self.pipeline is None:
-            self._setup()
-        if self.source is None:  # stopped before the source could connect: nothing read, nothing to commit
-            self.close()
+        if self.stopping and self.pipeline is None:  # stopped before it started: nothing to do
             return 0
-        pipe = self.pipeline
-        assert pipe is not None
         try:
+            if self.pipeline is None:
+                self._setup()
+            if self.source is None:  # stopped before the source could connect: nothing read, nothing to commit
+                return 0
+            pipe = self.pipeline
+            assert pipe is not None
             self._loop(max_records)
             self.checkpoint_and_commit()
         finally:
@@ -389,20 +536,20 @@ class Daemon:
                 self.metrics.checkpoint_age.set_function(lambda: time.monotonic() - pipe.last_checkpoint)
                 if cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None:
                     self.metrics.ready = True  # a group consumer becomes ready on its first assignment
-            log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [s.name for s in self.sinks]})
+            log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [w.name for w in self.workers]})
         while not self.stopping:
             self.step()
             self._finish_checkpoint(wait=False)
             now = time.monotonic()
-            if pipe.items_since_checkpoint >= every_n or (
-                    pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s):
+            if self._inflight is None and (pipe.items_since_checkpoint >= every_n or (
+                    pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s)):
                 self._checkpoint_async()
             if idle_s > 0 and now - last_idle_check >= min(idle_s, 10.0):
                 last_idle_check = now
                 idle = pipe.idle_keys(idle_s, now)
-                if idle:
-                    self._drain_checkpoint()
-                    self._flush_sinks()
+                # evicting writes the idle keys' checkpoints: only once the sinks hold none of their
+                # alerts (else next time), so a checkpoint is never ahead of the deliveries
+                if idle and self._inflight is None and self._caught_up():
                     pipe.evict(idle)
                     log.info("evicted idle keys", extra={"keys": len(idle)})
             if self.metrics is not None:
@@ -418,6 +565,7 @@ class Daemon:
 
     def close(self) -> None:
         if self._writer is not None:  # let a checkpoint being written finish (its offsets stay uncommitted)
+            self._writer_stop = True
             self._writer.shutdown(wait=True)
             self._writer = None
             self._inflight = None
@@ -428,12 +576,11 @@ class Daemon:
                 src.close()
             except Exception as exc:  # noqa: BLE001 - closing must not hide the real error
                 log.warning("closing the source failed", extra={"error": str(exc)})
-        for part in (*getattr(self, "sinks", []), getattr(self, "dead_letter", None)):
-            if part is None:
-                continue
-            try:
-                part.close()
-            except Exception as exc:  # noqa: BLE001
-                log.warning("closing a sink failed", extra={"sink": getattr(part, "name", "?"), "error": str(exc)})
+        for w in self._all_workers():
+            w.close(timeout_s=5.0)
+        self.workers, self.dead_letter_worker = [], None
+        close_store = getattr(self.store, "close", None)
+        if close_store is not None:
+            close_store()
         if self.metrics is not None and self._owns_metrics:
             self.metrics.close()

@@ -101,6 +101,8 @@ class KeyState:
     seq: int = 0
     dirty: bool = False
     last_seen: float = field(default_factory=time.monotonic)
+    ahead_streak: int = 0               # records in a row rejected as too far ahead (not checkpointed)
+    ahead_last: float = float("-inf")   # the latest of them
 
 
 class Pipeline:
@@ -116,14 +118,26 @@ class Pipeline:
         Required value dimension; ``None`` learns it from each key's first record.
     check_timestamps : bool
         Reject records whose timestamp is older than the key's previous one.
+    max_timestamp_ahead : float or None
+        With ``check_timestamps``: a record more than this far ahead of its key's latest accepted
+        timestamp is rejected (``timestamp_too_far_ahead``) and does not move the key's clock, so a
+        single far-future timestamp cannot make every later record of the key "go backwards".
+        ``None``: no bound.
+    ahead_confirm : int
+        A real jump is accepted when this many records in a row are all too far ahead, each within
+        ``max_timestamp_ahead`` after the one before: the last of them is admitted and becomes the
+        key's clock; the ones before it are in the dead-letter sink.
     """
 
     def __init__(self, factory: DetectorFactory, *, store: CheckpointStore | None = None,
-                 dim: int | None = None, check_timestamps: bool = True):
+                 dim: int | None = None, check_timestamps: bool = True,
+                 max_timestamp_ahead: float | None = None, ahead_confirm: int = 2):
         self.factory = factory
         self.store = store
         self.dim = dim
         self.check_timestamps = check_timestamps
+        self.max_timestamp_ahead = max_timestamp_ahead
+        self.ahead_confirm = max(1, int(ahead_confirm))
         self.keys: dict[str, KeyState] = {}
         self.positions: dict[str, int] = {}     # partition -> next offset to read (all earlier handled)
         self.key_partition: dict[str, str] = {}
@@ -172,7 +186,7 @@ class Pipeline:
             if not ref or ref[0] not in partitions or key in self.keys:
                 continue
             try:
-                ks = self._restored(*self.store.load_path(path))
+                ks = self._restored(*self.store.load_entry(path))
             except Exception:  # noqa: BLE001 - the lazy path will raise it with the key's context
                 continue
             self.keys[key] = ks
@@ -199,16 +213,22 @@ class Pipeline:
             if isinstance(item, BadRecord):
                 bad.append(item)
                 continue
-            ks = self._state_for(item.key, item.values.shape[0])
-            ks.last_seen = now
-            if ref is not None:
-                self.key_partition[item.key] = ref[0]
-            if self._admit(ks, item, bad):
-                groups.setdefault(item.key, (ks, []))[1].append(item)
+            try:
+                ks = self._state_for(item.key, item.values.shape[0])
+                ks.last_seen = now
+                if ref is not None:
+                    self.key_partition[item.key] = ref[0]
+                if self._admit(ks, item, bad):
+                    groups.setdefault(item.key, (ks, []))[1].append(item)
+            except Exception as exc:  # noqa: BLE001 - a failure while handling one record is that record's fault
+                self._reject_all([item], exc, bad)
         alerts: list[Alert] = []
         for key, (ks, recs) in groups.items():
-            block = np.vstack([r.values for r in recs]) if len(recs) > 1 else recs[0].values[None, :]
-            self._fold(key, ks, block, [r.timestamp for r in recs], lambda recs=recs: recs, alerts, bad)
+            try:
+                block = np.vstack([r.values for r in recs]) if len(recs) > 1 else recs[0].values[None, :]
+                self._fold(key, ks, block, [r.timestamp for r in recs], lambda recs=recs: recs, alerts, bad)
+            except Exception as exc:  # noqa: BLE001
+                self._reject_all(recs, exc, bad)
         return alerts, bad
 
     def _admit(self, ks: KeyState, item: Record, bad: list[BadRecord]) -> bool:
@@ -220,13 +240,25 @@ class Pipeline:
                 return False
             ks.replay_gate = None
         if item.values.shape[0] != ks.dim:
-            bad.append(BadRecord("wrong_dimension", f"key {item.key!r} has dimension {ks.dim}, record has "
-                                 f"{item.values.shape[0]}", item.to_json(), ref, item.key))
+            bad.append(item.rejected("wrong_dimension", f"key {item.key!r} has dimension {ks.dim}, record has "
+                                     f"{item.values.shape[0]}"))
             return False
-        if self.check_timestamps and item.timestamp < ks.last_ts:
-            bad.append(BadRecord("timestamp_backwards", f"timestamp {item.timestamp} is older than the key's "
-                                 f"previous {ks.last_ts}", item.to_json(), ref, item.key))
-            return False
+        if self.check_timestamps:
+            t = item.timestamp
+            if t < ks.last_ts:
+                bad.append(item.rejected("timestamp_backwards", f"timestamp {t} is older than the key's "
+                                         f"previous {ks.last_ts}"))
+                return False
+            ahead = self.max_timestamp_ahead
+            if ahead is not None and ks.last_ts != float("-inf") and t - ks.last_ts > ahead:
+                # a jump is confirmed by records close to each other, not by two wild ones in a row
+                streak = ks.ahead_streak + 1 if 0.0 <= t - ks.ahead_last <= ahead else 1
+                if streak < self.ahead_confirm:
+                    ks.ahead_streak, ks.ahead_last = streak, t
+                    bad.append(item.rejected("timestamp_too_far_ahead", f"timestamp {t} is more than "
+                                             f"max_timestamp_ahead={ahead} after the key's latest {ks.last_ts}"))
+                    return False
+            ks.ahead_streak, ks.ahead_last = 0, float("-inf")  # in range, or a jump confirmed
         ks.last_ts = item.timestamp
         ks.last_ref = ref
         return True
@@ -239,7 +271,7 @@ class Pipeline:
             events = ks.detector.update_batch(block)
         except Exception as exc:  # noqa: BLE001 - a detector failure must not kill the daemon
             for r in records():
-                bad.append(BadRecord("detector_error", f"{type(exc).__name__}: {exc}", r.to_json(), r.ref, key))
+                bad.append(r.rejected("detector_error", f"{type(exc).__name__}: {exc}"))
             return
         finally:
             self.detector_cpu_s += time.thread_time() - c0
@@ -279,35 +311,45 @@ class Pipeline:
                 g.append(i)
         alerts: list[Alert] = []
         check_ts = self.check_timestamps
+        ahead = float("inf") if self.max_timestamp_ahead is None else self.max_timestamp_ahead
         for key, rows in groups.items():
-            ks = self._state_for(key, dim)
-            ks.last_seen = now
-            last = rows[-1]
-            self.key_partition[key] = parts[last]
-            if ks.replay_gate is not None or dim != ks.dim:
-                admitted = [i for i in rows if self._admit(ks, batch.record(i), bad)]
-            else:
-                ts_rows = [stamps[i] for i in rows]
-                prev = ks.last_ts
-                ok = True
-                if check_ts:
-                    for t in ts_rows:
-                        if t < prev:
-                            ok = False
-                            break
-                        prev = t
-                if ok:
-                    admitted = rows
-                    ks.last_ts = ts_rows[-1]
-                    ks.last_ref = (parts[last], offs[last])
-                else:  # some go backwards: the per-record checks decide which
+            try:
+                ks = self._state_for(key, dim)
+                ks.last_seen = now
+                last = rows[-1]
+                self.key_partition[key] = parts[last]
+                if ks.replay_gate is not None or dim != ks.dim or ks.ahead_streak:
                     admitted = [i for i in rows if self._admit(ks, batch.record(i), bad)]
-            if not admitted:
-                continue
-            block = values[admitted] if len(admitted) < len(keys) else values
-            self._fold(key, ks, block, [stamps[i] for i in admitted],
-                       lambda admitted=admitted: [batch.record(i) for i in admitted], alerts, bad)
+                else:
+                    ts_rows = [stamps[i] for i in rows]
+                    prev = ks.last_ts
+                    ok = True
+                    if check_ts:
+                        for t in ts_rows:
+                            # (a key's first record, prev = -inf, takes the per-record path when bounded)
+                            if t < prev or t - prev > ahead:
+                                ok = False
+                                break
+                            prev = t
+                    if ok:
+                        admitted = rows
+                        ks.last_ts = ts_rows[-1]
+                        ks.last_ref = (parts[last], offs[last])
+                    else:  # some go backwards or too far ahead: the per-record checks decide which
+                        admitted = [i for i in rows if self._admit(ks, batch.record(i), bad)]
+                if not admitted:
+                    continue
+                block = values[admitted] if len(admitted) < len(keys) else values
+                self._fold(key, ks, block, [stamps[i] for i in admitted],
+                           lambda admitted=admitted: [batch.record(i) for i in admitted], alerts, bad)
+            except Exception as exc:  # noqa: BLE001 - a failure while handling one key is its records' fault
+                self._reject_all([batch.record(i) for i in rows], exc, bad)
         return alerts, bad
+
+    @staticmethod
+    def _reject_all(records: list[Record], exc: BaseException, bad: list[BadRecord]) -> None:
+        detail = f"{type(exc).__name__}: {exc}"
+        bad.extend(r.rejected("processing_error", detail) for r in records)
 
     # --- checkpoints and eviction ------------------------------------------------------------
     def _meta(self, ks: KeyState) -> dict[str, Any]:

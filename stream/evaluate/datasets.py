@@ -62,6 +62,26 @@ def add_eval_arguments(parser, name: str) -> None:
                              "`make peers`) on the same series")
 
 
+def eval_dir_problem(given, root, name: str) -> str | None:
+    """Why the benchmark folder cannot be used (None: it can), naming the folder the user gave.
+
+    Examples
+    --------
+    >>> eval_dir_problem(Path("/nonexistent"), Path("/nonexistent"), "tcpd")
+    '/nonexistent does not exist; give a TCPD folder (laid out like ../shared/bench/tcpd)'
+    """
+    layout = f"a {name.upper()} folder (laid out like ../shared/bench/{name})"
+    if given is None:
+        if root is None:
+            return f"no folder given and ../shared/bench/{name} not found; give {layout} or set {ENV_VAR}"
+        return None
+    if not Path(given).exists():
+        return f"{given} does not exist; give {layout}"
+    if not Path(given).is_dir():
+        return f"{given} is not a folder; give {layout}"
+    return None
+
+
 def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     """Locate the data, select the half, run ``evaluate``, print JSON or ``summary(result)`` lines.
 
@@ -74,23 +94,42 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     from ratiowatch.stream.evaluate.peers import ALL_PEERS
     from ratiowatch.stream.evaluate.protocol import seed_spread_by_half, select
 
-    root = args.dir or bench_dir(name)
-    if root is None or not Path(root).is_dir():
-        print(f"ratiowatch eval {name}: no {name.upper()} folder given and ../shared/bench/{name} not found",
-              file=sys.stderr)
+    root = args.dir if args.dir is not None else bench_dir(name)
+    problem = eval_dir_problem(args.dir, root, name)
+    if problem:
+        print(f"ratiowatch eval {name}: {problem}", file=sys.stderr)
         return 2
-    if args.plot is not None:
-        args.plot.mkdir(parents=True, exist_ok=True)
     if args.seeds < 1:
         print(f"ratiowatch eval {name}: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
         return 2
-    names = select(series_names(Path(root)), args.half)
+    if args.plot is not None:
+        from ratiowatch.stream.commands.plot import plot_formats
+
+        try:
+            plot_formats()
+            args.plot.mkdir(parents=True, exist_ok=True)
+        except ImportError as exc:
+            print(f"ratiowatch eval {name}: --plot needs matplotlib ({exc}); install it with: "
+                  "pip install matplotlib", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"ratiowatch eval {name}: --plot {args.plot}: cannot create the folder "
+                  f"({exc.strerror or exc})", file=sys.stderr)
+            return 2
 
     def progress(msg: str) -> None:
         print(f"[{Path(root).name}] {msg}", file=sys.stderr, flush=True)
 
-    out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
-                   peers=ALL_PEERS if args.peers else (), progress=progress)
+    if sys.stderr.isatty():  # a terminal shows the progress bar instead of a line per series
+        progress = None  # noqa: F811
+
+    try:
+        names = select(series_names(Path(root)), args.half)
+        out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
+                       peers=ALL_PEERS if args.peers else (), progress=progress)
+    except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
+        print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
+        return 2
     out["half"] = args.half
     if args.seeds > 1:
         runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s)

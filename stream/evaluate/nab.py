@@ -269,6 +269,94 @@ def score_corpus(
     return out
 
 
+def score_at_threshold(
+    items: list[tuple[ScoringRows, np.ndarray]], profile: dict[str, float], threshold: float
+) -> dict[str, float]:
+    """Raw and normalised score of ``items`` when rows with ``score >= threshold`` are flagged.
+
+    The normalised score is NaN when the items hold no window (perfect = null = 0).
+    """
+    tp_w, fn_w, fp_w = profile["tpWeight"], profile["fnWeight"], profile["fpWeight"]
+    max_tp = float(scaled_sigmoid(-1.0))
+    raw, n_win, n_det, n_fp = 0.0, 0, 0, 0
+    for rows, scores in items:
+        keep = rows.window != -2
+        win, unw = rows.window[keep], rows.unweighted[keep]
+        flag = np.asarray(scores, dtype=np.float64)[keep] >= threshold
+        fp = flag & (win < 0)
+        n_fp += int(fp.sum())
+        raw += float((unw[fp] * fp_w).sum())
+        for w in range(rows.n_windows):
+            sel = flag & (win == w)
+            if sel.any():  # a window counts its best (earliest) flagged row
+                raw += float(unw[sel].max()) * tp_w / max_tp
+                n_det += 1
+            else:
+                raw -= fn_w
+        n_win += rows.n_windows
+    perfect, null = tp_w * n_win, -fn_w * n_win
+    norm = 100.0 * (raw - null) / (perfect - null) if n_win else math.nan
+    return {"score": norm, "raw": raw, "windows_detected": n_det, "windows": n_win, "false_positive_rows": n_fp}
+
+
+def leave_one_category_out(
+    names: list[str], items: list[tuple[ScoringRows, np.ndarray]], profiles: dict[str, dict[str, float]]
+) -> dict:
+    """NAB leave-one-category-out: the threshold is chosen on every other category, then applied.
+
+    ``names`` are the files' ``<category>/<file>`` names, in the order of ``items``. Per profile and
+    category: ``score`` (left out), ``threshold`` (chosen without the category), ``own_threshold_score``
+    (the threshold optimised on the category itself, an upper bound) and the counts. ``mean`` is
+    the mean of the left-out scores of the categories that hold windows (a category without any,
+    such as ``artificialNoAnomaly``, has no normalised score: only its false positives count);
+    ``pooled`` scores every file at its own fold's threshold, as one corpus, so those false
+    positives count too.
+    """
+    cats = sorted({n.split("/")[0] for n in names})
+    out: dict = {}
+    for pname, prof in profiles.items():
+        per_cat, pooled_raw, pooled_win = {}, 0.0, 0
+        for c in cats:
+            train = [it for n, it in zip(names, items) if n.split("/")[0] != c]
+            test = [it for n, it in zip(names, items) if n.split("/")[0] == c]
+            thr = score_corpus(train, {pname: prof})[pname]["threshold"]
+            res = score_at_threshold(test, prof, thr)
+            own = score_corpus(test, {pname: prof})[pname]["score"] if res["windows"] else math.nan
+            per_cat[c] = {**res, "threshold": thr, "own_threshold_score": own}
+            pooled_raw += res["raw"]
+            pooled_win += res["windows"]
+        scored = [v["score"] for v in per_cat.values() if not math.isnan(v["score"])]
+        perfect, null = prof["tpWeight"] * pooled_win, -prof["fnWeight"] * pooled_win
+        out[pname] = {
+            "categories": per_cat,
+            "mean": float(np.mean(scored)) if scored else math.nan,
+            "pooled": 100.0 * (pooled_raw - null) / (perfect - null) if pooled_win else math.nan,
+            "full_corpus": score_corpus(items, {pname: prof})[pname]["score"],
+        }
+    return out
+
+
+def stored_detectors(root: Path) -> list[str]:
+    """Names of the detectors under ``root/results`` (the published NAB results shipped with the data)."""
+    res = Path(root) / "results"
+    return sorted(p.name for p in res.iterdir() if p.is_dir()) if res.is_dir() else []
+
+
+def stored_items(root: Path, detector: str) -> tuple[list[str], list[tuple[ScoringRows, np.ndarray]]]:
+    """(names, items) of the stored results of ``detector`` against ``root``'s labels."""
+    corpus = load_corpus(root)
+    windows = load_windows(root)
+    names, items = [], []
+    for f in corpus:
+        cat, base = f.name.split("/")
+        path = Path(root) / "results" / detector / cat / f"{detector}_{base}"
+        if not path.is_file():
+            raise ValueError(f"missing result file {path}")
+        names.append(f.name)
+        items.append((rows_for_file(f, windows.get(f.name, [])), read_result_scores(path, len(f.values))))
+    return names, items
+
+
 def score_results_dir(root: Path, results: Path, detector: str) -> dict[str, dict[str, float]]:
     """Score stored NAB results ``results/<detector>/<category>/<detector>_<file>.csv`` against ``root``'s labels."""
     corpus = load_corpus(root)
@@ -308,18 +396,23 @@ def write_result(path: Path, f: NabFile, scores: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------------
 # running the detector
 # --------------------------------------------------------------------------------------------
-def run_detector(values: np.ndarray, factory=None) -> np.ndarray:
-    """Causal pass of a fresh default detector over one series; returns scores in [0, 1]."""
+def run_detector(values: np.ndarray, factory=None, params: dict | None = None) -> np.ndarray:
+    """Causal pass of a fresh detector (default configuration, or ``params``) over one series."""
     if factory is None:
         from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
 
         factory = TimeSeriesAnomalyDetector
-    det = factory()
+    det = factory(**(params or {}))
     return np.asarray(det.score_series(values), dtype=np.float64)
 
 
-def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | None = None, factory=None) -> dict:
-    """Run the detector on every file of ``root`` and score it; the JSON object of ``eval nab``."""
+def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | None = None, factory=None,
+             params: dict | None = None, leave_one_out: bool = False) -> dict:
+    """Run the detector on every file of ``root`` and score it; the JSON object of ``eval nab``.
+
+    With ``leave_one_out`` the object also holds :func:`leave_one_category_out` for our detector
+    and for every stored detector under ``root/results``.
+    """
     root = Path(root)
     corpus = load_corpus(root)
     windows = load_windows(root)
@@ -327,9 +420,11 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
     items = []
     per_file_time = {}
     all_scores = {}
-    for f in corpus:
+    from ratiowatch.stream.commands.progress import track
+
+    for f in track(corpus, desc="nab", unit="file"):
         t0 = time.perf_counter()
-        scores = run_detector(f.values, factory)
+        scores = run_detector(f.values, factory, params)
         per_file_time[f.name] = time.perf_counter() - t0
         all_scores[f.name] = scores
         items.append((rows_for_file(f, windows.get(f.name, [])), scores))
@@ -340,14 +435,55 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
     if plot_dir is not None:
         _plot(corpus, windows, all_scores, result, Path(plot_dir))
     order = [p for p in PROFILE_NAMES if p in result] + [p for p in result if p not in PROFILE_NAMES]
-    return {
+    obj = {
         "benchmark": "nab",
         "files": len(corpus),
+        "params": params or {},
         "scores": {p: round(float(result[p]["score"]), 3) for p in order},
         "thresholds": {p: result[p]["threshold"] for p in order},
         "detail": {p: {k: v for k, v in result[p].items() if k not in ("score", "threshold")} for p in order},
         "seconds": round(sum(per_file_time.values()), 2),
     }
+    if leave_one_out:
+        loo = {"ratiowatch": leave_one_category_out([f.name for f in corpus], items, profiles)}
+        for det in stored_detectors(root):
+            try:
+                loo[det] = leave_one_category_out(*stored_items(root, det), profiles)
+            except ValueError:  # an incomplete stored result folder is skipped, not fatal
+                continue
+        obj["leave_one_out"] = _rounded(loo)
+    return obj
+
+
+def _rounded(obj):
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else round(obj, 3)
+    return obj
+
+
+def print_leave_one_out(loo: dict, file=None) -> None:
+    """Per profile: one row per detector with each category's left-out score, the mean and pooled."""
+    file = sys.stdout if file is None else file
+    for pname in PROFILE_NAMES:
+        dets = [d for d in loo if pname in loo[d]]
+        if not dets:
+            continue
+        cats = list(loo[dets[0]][pname]["categories"])
+        print(f"\n{pname}: left-out score per category (threshold chosen on the other categories)", file=file)
+        head = "".join(f"{c[:22]:>24s}" for c in cats)
+        print(f"{'detector':>18s}{head}{'mean':>9s}{'pooled':>9s}{'full':>9s}", file=file)
+        for d in dets:
+            r = loo[d][pname]
+            cells = ""
+            for c in cats:
+                v = r["categories"][c]
+                sc = "-" if v["score"] is None else f"{v['score']:.2f}"
+                cells += f"{sc + ' (' + str(v['false_positive_rows']) + ' fp)':>24s}"
+            fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+            print(f"{d:>18s}{cells}{fmt(r['mean']):>9s}{fmt(r['pooled']):>9s}{fmt(r['full_corpus']):>9s}",
+                  file=file)
 
 
 def _plot(corpus, windows, all_scores, result, out: Path) -> None:
@@ -390,13 +526,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per file")
     parser.add_argument("--score-stored", default=None, metavar="DETECTOR",
                         help="only score DIR/results/DETECTOR (checks the scorer against stored results)")
+    parser.add_argument("--leave-one-out", action="store_true",
+                        help="also score each category with the threshold chosen on the other categories, "
+                             "for ours and every stored detector (the left-out mean is the number that counts)")
+    parser.add_argument("--params", default=None, metavar="JSON",
+                        help="detector parameters instead of the default, e.g. '{\"debounce\": 64}'")
 
 
 def run(args) -> int:
+    from ratiowatch.stream.evaluate.datasets import eval_dir_problem
+
     root = args.dir if args.dir is not None else default_bench_dir()
-    if root is None:
-        print("ratiowatch eval nab: no DIR given and ../shared/bench/nab not found (set RATIOWATCH_BENCH)",
-              file=sys.stderr)
+    problem = eval_dir_problem(args.dir, root, "nab")
+    if problem:
+        print(f"ratiowatch eval nab: {problem}", file=sys.stderr)
         return 2
     try:
         if args.score_stored:
@@ -405,8 +548,9 @@ def run(args) -> int:
                    "scores": {p: round(v["score"], 3) for p, v in res.items()},
                    "thresholds": {p: v["threshold"] for p, v in res.items()}}
         else:
-            obj = evaluate(root, args.write_results, args.plot)
-    except ValueError as exc:
+            params = _parse_params(args.params)
+            obj = evaluate(root, args.write_results, args.plot, params=params, leave_one_out=args.leave_one_out)
+    except (ValueError, TypeError) as exc:
         print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -414,4 +558,20 @@ def run(args) -> int:
     else:
         for p, s in obj["scores"].items():
             print(f"{p:>20s}: {s:7.2f}  (threshold {obj['thresholds'][p]})")
+        if "leave_one_out" in obj:
+            print_leave_one_out(obj["leave_one_out"])
     return 0
+
+
+def _parse_params(text: str | None) -> dict | None:
+    if not text:
+        return None
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--params is not valid JSON ({exc}); e.g. '{{\"debounce\": 64}}'") from None
+    if not isinstance(params, dict):
+        raise ValueError("--params must be a JSON object of detector parameters")
+    if "views" in params:
+        params["views"] = tuple(tuple(v) for v in params["views"])
+    return params

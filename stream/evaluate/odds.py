@@ -64,15 +64,50 @@ def _baseline(name: str, seed: int):
     raise ValueError(f"unknown baseline {name!r}; choose from {BASELINES}")
 
 
-def ours_scores(ref: np.ndarray, test: np.ndarray, seed: int) -> np.ndarray:
-    """Outlier scores (higher = more anomalous) of the default density-ratio detector."""
+#: configurations compared by ``--leave-one-out`` (the default first): the kernel-width rules
+CANDIDATES = {
+    "lcv": {},  # default: width by likelihood cross-validation of a kernel density on the reference
+    "local": {"sigma": "local"},  # 0.35 x the median 10th-neighbour distance
+    "cv": {"sigma": "cv"},  # the ratio estimator's own LOOCV over sigma and lambda
+}
+
+#: a set where ours is this far below its best baseline is a finding to explain
+GAP = 0.03
+
+
+def ours_scores(ref: np.ndarray, test: np.ndarray, seed: int, params: dict | None = None) -> np.ndarray:
+    """Outlier scores (higher = more anomalous) of the density-ratio detector (default or ``params``)."""
     from ratiowatch.stream.detectors.outlier import DensityRatioOutlierDetector
 
-    det = DensityRatioOutlierDetector(seed=seed).fit(ref)
+    det = DensityRatioOutlierDetector(seed=seed, **(params or {})).fit(ref)
     return -det.score_samples(test)
 
 
-def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES) -> dict:
+def leave_one_set_out(candidates: dict[str, dict[str, float]], best_baseline: dict[str, float]) -> dict:
+    """Choose a candidate on every set but one by mean AUC, check it on the one left out; rotate.
+
+    ``candidates`` maps a configuration name to its AUC per set; ``best_baseline`` the best sklearn
+    baseline's AUC per set. Returns per set the choice, its left-out AUC and its gap to the best
+    baseline, the mean left-out AUC against the mean best baseline, and the sets more than
+    :data:`GAP` below their best baseline.
+    """
+    sets = sorted(best_baseline)
+    per = {}
+    for held in sets:
+        rest = [s for s in sets if s != held]
+        chosen = max(candidates, key=lambda c: (float(np.mean([candidates[c][s] for s in rest])), -list(candidates).index(c)))
+        auc = candidates[chosen][held]
+        per[held] = {"chosen": chosen, "auc": auc, "best_baseline": best_baseline[held],
+                     "gap": auc - best_baseline[held]}
+    return {
+        "sets": per,
+        "mean": float(np.mean([v["auc"] for v in per.values()])),
+        "mean_best_baseline": float(np.mean([best_baseline[s] for s in sets])),
+        "below_best_baseline_by_more_than_gap": [s for s, v in per.items() if v["gap"] < -GAP],
+    }
+
+
+def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES, params: dict | None = None) -> dict:
     """Mean ROC-AUC over ``seeds`` of our detector and of each baseline, on identical splits."""
     from sklearn.metrics import roc_auc_score
 
@@ -89,7 +124,7 @@ def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES) -> dict:
     for s in seeds:
         ref, test, y_te = split_standardise(X, y, int(s))
         t0 = time.perf_counter()
-        ours.append(roc_auc_score(y_te, ours_scores(ref, test, int(s))))
+        ours.append(roc_auc_score(y_te, ours_scores(ref, test, int(s), params)))
         t_ours += time.perf_counter() - t0
         for b in baselines:
             t0 = time.perf_counter()
@@ -104,8 +139,12 @@ def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES) -> dict:
     }
 
 
-def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES) -> dict:
-    """Every ``<name>.npz`` of ``root`` (or only ``names``); the JSON object of ``eval odds``."""
+def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES, leave_one_out=None) -> dict:
+    """Every ``<name>.npz`` of ``root`` (or only ``names``); the JSON object of ``eval odds``.
+
+    ``leave_one_out``: a list of :data:`CANDIDATES` names; each is run on every set and
+    :func:`leave_one_set_out` picks among them (needs the baselines and at least two sets).
+    """
     root = Path(root)
     files = sorted(root.glob("*.npz"))
     if names:
@@ -116,8 +155,10 @@ def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES) -> di
             raise ValueError(f"no {sorted(missing)} in {root}")
     if not files:
         raise ValueError(f"{root} holds no <name>.npz files (X, y with 1 = outlier)")
+    from ratiowatch.stream.commands.progress import track
+
     datasets = {}
-    for f in files:
+    for f in track(files, desc="odds", unit="data set"):
         with np.load(f) as d:
             if "X" not in d or "y" not in d:
                 raise ValueError(f"{f} must hold arrays X and y")
@@ -125,12 +166,28 @@ def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES) -> di
         datasets[f.stem] = {k: (round(v, 4) if isinstance(v, float) else v)
                             for k, v in evaluate_dataset(X, y, seeds, baselines).items()}
         datasets[f.stem]["baselines"] = {b: round(v, 4) for b, v in datasets[f.stem]["baselines"].items()}
+        for cand in leave_one_out or ():
+            if cand == next(iter(CANDIDATES)):  # the default: already measured above
+                auc = datasets[f.stem]["auc"]
+            else:
+                auc = round(evaluate_dataset(X, y, seeds, (), CANDIDATES[cand])["auc"], 4)
+            datasets[f.stem].setdefault("candidates", {})[cand] = auc
     mean = {
         "auc": round(float(np.mean([d["auc"] for d in datasets.values()])), 4),
         "baselines": {b: round(float(np.mean([d["baselines"][b] for d in datasets.values()])), 4)
                       for b in baselines},
     }
-    return {"benchmark": "odds", "seeds": len(list(seeds)), "datasets": datasets, "mean": mean}
+    obj = {"benchmark": "odds", "seeds": len(list(seeds)), "datasets": datasets, "mean": mean}
+    if leave_one_out:
+        if not baselines or len(datasets) < 2:
+            raise ValueError("--leave-one-out needs the baselines and at least two data sets")
+        cands = {c: {n: d["candidates"][c] for n, d in datasets.items()} for c in leave_one_out}
+        best = {n: max(d["baselines"].values()) for n, d in datasets.items()}
+        loo = leave_one_set_out(cands, best)
+        obj["leave_one_out"] = {**loo, "mean": round(loo["mean"], 4),
+                                "mean_best_baseline": round(loo["mean_best_baseline"], 4),
+                                "sets": {k: {**v, "gap": round(v["gap"], 4)} for k, v in loo["sets"].items()}}
+    return obj
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,24 +197,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds 0..N-1 (protocol: 10)")
     parser.add_argument("--only", default=None, help="comma-separated data set names")
     parser.add_argument("--no-baselines", action="store_true", help="skip the sklearn baselines")
+    parser.add_argument("--leave-one-out", action="store_true",
+                        help="run every candidate width rule, choose one on all sets but one, check it on "
+                             "the one left out, rotate (reports the left-out mean vs the best baseline per set)")
+    parser.add_argument("--candidates", default=",".join(CANDIDATES),
+                        help=f"comma-separated candidates for --leave-one-out (default: {','.join(CANDIDATES)})")
 
 
 def run(args) -> int:
-    root = args.dir
-    if root is None:
-        from ratiowatch.stream.evaluate.datasets import bench_dir
+    from ratiowatch.stream.evaluate.datasets import bench_dir, eval_dir_problem
 
-        root = bench_dir("odds")
-        if root is None:
-            print("ratiowatch eval odds: no DIR given and ../shared/bench/odds not found "
-                  "(set RATIOWATCH_BENCH)", file=sys.stderr)
-            return 2
+    root = args.dir if args.dir is not None else bench_dir("odds")
+    problem = eval_dir_problem(args.dir, root, "odds")
+    if problem:
+        print(f"ratiowatch eval odds: {problem}", file=sys.stderr)
+        return 2
     if args.seeds < 1:
         print("ratiowatch eval odds: --seeds must be >= 1", file=sys.stderr)
         return 2
+    loo = None
+    if args.leave_one_out:
+        loo = [c.strip() for c in args.candidates.split(",") if c.strip()]
+        unknown = [c for c in loo if c not in CANDIDATES]
+        if unknown or not loo:
+            print(f"ratiowatch eval odds: unknown candidate(s) {unknown}; choose from {list(CANDIDATES)}",
+                  file=sys.stderr)
+            return 2
+        loo = [next(iter(CANDIDATES))] + [c for c in loo if c != next(iter(CANDIDATES))]
     try:
         obj = evaluate(root, range(args.seeds), args.only.split(",") if args.only else None,
-                       () if args.no_baselines else BASELINES)
+                       () if args.no_baselines else BASELINES, leave_one_out=loo)
     except ValueError as exc:
         print(f"ratiowatch eval odds: {exc}", file=sys.stderr)
         return 2
@@ -169,4 +238,12 @@ def run(args) -> int:
             print(f"{name:>12s}: ours {d['auc']:.3f}  {base}")
         print(f"{'mean':>12s}: ours {obj['mean']['auc']:.3f}  "
               + "  ".join(f"{b} {v:.3f}" for b, v in obj["mean"]["baselines"].items()))
+        if "leave_one_out" in obj:
+            lo = obj["leave_one_out"]
+            print("\nleave one set out (candidate chosen on the other sets):")
+            for name, v in lo["sets"].items():
+                flag = "  <-- more than 0.03 below" if v["gap"] < -GAP else ""
+                print(f"{name:>12s}: {v['chosen']:>6s} {v['auc']:.3f}  best baseline {v['best_baseline']:.3f}"
+                      f"  gap {v['gap']:+.3f}{flag}")
+            print(f"{'mean':>12s}: {lo['mean']:.3f}  best baselines {lo['mean_best_baseline']:.3f}")
     return 0

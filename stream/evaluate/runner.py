@@ -37,17 +37,20 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
                     detect: Callable[[np.ndarray], list[int]] | None = None,
                     plot: Callable[[str, np.ndarray, object], None] | None = None,
                     progress: Callable[[str], None] | None = None, notes: list[str] | None = None,
-                    **params) -> dict[str, dict]:
+                    desc: str = "series", **params) -> dict[str, dict]:
     """``{name: row}`` for every series in ``data`` (see the module docstring).
 
     ``params`` go to ``replay`` (e.g. ``seed``); the streaming detector gets ``seed`` only (the
     daemon runs its defaults). ``detect`` replaces the offline detector (tests). ``peers`` names
-    peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``.
+    peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
+    shows a progress bar labelled ``desc``; ``progress(line)`` receives one line per series.
     """
     from ratiowatch.stream.evaluate.streaming import default_factory, streaming_result
 
+    from ratiowatch.stream.commands.progress import track
+
     rows: dict[str, dict] = {}
-    for name, x in data.items():
+    for name, x in track(data.items(), desc=desc, total=len(data), unit="series"):
         t_len = int(x.shape[0])
         t0 = time.perf_counter()
         try:

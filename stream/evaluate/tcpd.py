@@ -87,7 +87,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
 
     notes: list[str] = []
     results = evaluate_series(data, score, halves, streaming=streaming, peers=peers,
-                              plot=plotter(plot_dir, truth, "TCPD"), progress=progress, notes=notes, **params)
+                              desc="tcpd", plot=plotter(plot_dir, truth, "TCPD"), progress=progress, notes=notes, **params)
     uni = [r for n, r in results.items() if is_univariate_default(n, data[n])]
     multi = [r for n, r in results.items() if data[n].shape[1] > 1]
     mean = {"f1": float(np.mean([r["f1"] for r in uni])) if uni else None,

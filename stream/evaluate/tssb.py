@@ -100,7 +100,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
 
     notes: list[str] = []
     results = evaluate_series(data, score, halves, streaming=streaming, peers=peers,
-                              plot=plotter(plot_dir, lambda n: truth[n], root.name.upper()), progress=progress,
+                              desc=Path(root).name, plot=plotter(plot_dir, lambda n: truth[n], root.name.upper()), progress=progress,
                               notes=notes, **params)
     for method, per in load_stored(root, set(data)).items():
         for name, r in per.items():

@@ -6,7 +6,7 @@ path update per sample) and scores a new value by its standardised forecast resi
 ``|r - mean(r)| / std(r)``, the residual statistics coming from the last ``resid_window``
 prequential residuals (each residual is taken before the model learns that value).
 
-The kernel needs a fixed input scale (reference 002, P9: re-normalising would change every kernel
+The kernel needs a fixed input scale (re-normalising would change every kernel
 value and break the path), so the first ``warmup`` values fix a mean and a standard deviation
 once; the model is then trained on the warm-up lags in one path update and kept up to date per
 sample.
@@ -204,3 +204,8 @@ class ForecastResidualDetector(AnomalyDetector):
     @classmethod
     def _unit_test_params(cls):
         yield {"k": 3, "window": 40, "warmup": 20}
+
+    def _unit_test_skips(self):
+        # river's feature checks drop three keys of each sample: a one-key sample becomes {}, which
+        # a univariate detector rightly refuses (ValueError naming ``key``)
+        return {"check_emerging_features", "check_disappearing_features"}

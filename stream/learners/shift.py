@@ -4,7 +4,7 @@ After the input distribution moves (for example after a detected change point), 
 points are re-weighted by the importance ``w(x) = p_new(x) / p_train(x)`` estimated directly by
 uLSIF (``ratiowatch.core.rulsif.fit_ulsif(x_new, x_train).ratio(x_train)``, numerator = new inputs), and the
 SVM follows the exact solution path from its current weights to ``base * w`` instead of being
-refitted (reference 002, Sec. 4.3). ``flatten`` in [0, 1] picks a point on that segment,
+refitted (Karasuyama et al. 2012, Sec. 4.3). ``flatten`` in [0, 1] picks a point on that segment,
 ``base * ((1 - flatten) + flatten * w)``: the linear flattening whose intermediate solutions the
 path passes through anyway.
 """
@@ -44,7 +44,7 @@ class AdaptResult:
 
 
 def importance_weights(x_new, x_train, **ratio_kwargs) -> tuple[np.ndarray, RatioFit]:
-    """uLSIF importance ``p_new / p_train`` at the training inputs, clipped at 0 (reference 002, P10)."""
+    """uLSIF importance ``p_new / p_train`` at the training inputs, clipped at 0 (Karasuyama et al. 2012: negative weights would make the SVM non-convex)."""
     fit = fit_ulsif(x_new, x_train, **ratio_kwargs)
     return np.maximum(fit.ratio(x_train), 0.0), fit
 

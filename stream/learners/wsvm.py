@@ -1,7 +1,7 @@
 """Online instance-weighted SVMs over a sliding window, updated by one exact path step each.
 
 The window keeps the last ``window`` points. Their weights follow the sigmoid time profile of
-Cao and Tay (2003), reference 002 eq. (28)::
+Cao and Tay (2003), as in Karasuyama et al. (2012), eq. (28)::
 
     C_i = C * 2 / (1 + exp(decay - 2 decay i / window)),   i = window for the newest point,
 
@@ -11,7 +11,7 @@ enter at the top (their weight rises from 0) and the points pushed out go to 0: 
 segment ``c_old -> c_new`` that :meth:`ratiowatch.core.wsvm.WeightedSVR.path` follows exactly instead of
 refitting. Features are read from the dict keys seen in the first sample (missing keys read as
 0, keys never seen before are ignored): the kernel needs a fixed input space, and the scale of
-the inputs must be fixed too, so standardise upstream with frozen statistics (reference 002, P9).
+the inputs must be fixed too, so standardise upstream with frozen statistics (a kernel on re-scaled inputs is a different kernel).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class OnlineWeightedSVR(_WindowedSVM, base.Regressor):
     decay : float
         Steepness ``a`` of the Cao-Tay profile (0 = equal weights).
     ridge : float
-        Diagonal ridge of the dual (reference 002, P1). The default 1e-6 is the paper's: streams
+        Diagonal ridge of the dual (keeps the margin systems invertible). The default 1e-6 is the paper's: streams
         often repeat inputs, and exact duplicates on the margin make the margin system singular.
 
     Examples

@@ -51,10 +51,10 @@ def test_alert_id_is_stable_and_depends_on_key_change_index_and_detector():
 
 
 def test_config_defaults_and_detector_kwargs():
-    cfg = parse_config({"source": {"type": "stdin"}, "detector": {"n": 30, "options": {"threshold": 2.0}}})
+    cfg = parse_config({"source": {"type": "stdin"}, "detector": {"n": 30, "options": {"false_alarm_rate": 0.01}}})
     assert cfg.sinks == [dict(cfg.sinks[0])] and cfg.sinks[0]["type"] == "stdout"
     assert cfg.metrics["host"] == "127.0.0.1" and cfg.metrics["port"] == 9108
-    assert cfg.detector_kwargs() == {"method": "rulsif", "n": 30, "seed": 0, "threshold": 2.0}
+    assert cfg.detector_kwargs() == {"method": "rulsif", "n": 30, "seed": 0, "false_alarm_rate": 0.01}
 
 
 @pytest.mark.parametrize("doc,where", [
@@ -93,3 +93,35 @@ def test_config_reference_lists_every_option():
         assert (f"[[{section}]]" if is_array else f"[{section}]") in md
         for o in opts:
             assert f"| `{o.name}` |" in md
+
+
+def test_config_reports_every_error_at_once_each_naming_its_key():
+    with pytest.raises(ValueError) as err:
+        parse_config({"source": {"type": "kafka", "topics": ["t"], "pth": 1},
+                      "detector": {"n": "30", "options": {"window": 3}},
+                      "metrics": {"port": -1}, "sourse": {}})
+    lines = str(err.value).splitlines()
+    assert [x.split(":")[0] for x in lines] == ["sourse", "source.pth", "source.bootstrap_servers", "detector.n",
+                                                "metrics.port", "detector.options.window"]
+    assert err.value.errors == lines
+
+
+def test_unknown_detector_option_is_a_config_error_and_known_ones_pass():
+    with pytest.raises(ValueError, match=r"detector.options.window: unknown detector option.*false_alarm_rate"):
+        parse_config({"source": {"type": "stdin"}, "detector": {"options": {"window": 3}}})
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+    import inspect
+
+    params = [p for p in inspect.signature(ChangePointDetector).parameters if p not in ("self", "method", "n")]
+    assert params  # read from the source without importing it, the same names
+    from ratiowatch.stream.engine.config import detector_parameters
+
+    assert set(params) <= set(detector_parameters())
+
+
+def test_kafka_checkpoint_store_needs_a_kafka_source_and_names_its_topic():
+    with pytest.raises(ValueError, match="checkpoint.store"):
+        parse_config({"source": {"type": "stdin"}, "checkpoint": {"store": "kafka"}})
+    cfg = parse_config({"source": {"type": "kafka", "bootstrap_servers": ["h:1"], "topics": ["t"], "group_id": "g"},
+                        "checkpoint": {"store": "kafka"}})
+    assert cfg.checkpoint["topic"] == "g-checkpoints"

@@ -26,11 +26,47 @@ def test_webhook_delivers_alert_json(http_server):
 def test_webhook_down_retries_a_bounded_number_of_times_with_backoff_then_gives_up(http_server):
     http_server["code"] = 503
     sleeps = []
-    sink = WebhookSink(http_server["url"], retries=3, backoff_s=0.1, sleep=sleeps.append)
+    sink = WebhookSink(http_server["url"], retries=3, backoff_s=0.1, sleep=sleeps.append, seed=0)
     failed = sink.deliver([alert(1)])
     assert http_server["hits"] == 4
-    assert sleeps == [0.1, 0.2, 0.4]
+    # exponential backoff plus a jitter below backoff_s / 2
+    assert len(sleeps) == 3 and all(b <= s < b + 0.05 for s, b in zip(sleeps, [0.1, 0.2, 0.4]))
+    assert len(set(round(s - b, 9) for s, b in zip(sleeps, [0.1, 0.2, 0.4]))) == 3  # jittered, not fixed
     assert len(failed) == 1 and failed[0][0] == alert(1) and "HTTP 503 after 4 attempt(s)" in failed[0][1]
+
+
+def test_webhook_honours_retry_after_up_to_its_cap():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            hits.append(self.headers.get("Idempotency-Key"))
+            code, extra = [(429, ("Retry-After", "7")), (503, ("Retry-After", "3600")), (200, None)][len(hits) - 1]
+            self.send_response(code)
+            if extra:
+                self.send_header(*extra)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        sleeps = []
+        sink = WebhookSink(f"http://127.0.0.1:{srv.server_address[1]}/a", retries=3, backoff_s=0.1,
+                           sleep=sleeps.append, max_wait_s=60.0)
+        assert sink.deliver([alert(3)]) == []
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert sleeps == [7.0, 60.0]  # the server's Retry-After, capped at max_wait_s
+    assert hits == [alert(3).alert_id] * 3
 
 
 def test_webhook_client_error_is_not_retried(http_server):
@@ -108,3 +144,22 @@ def test_webhook_sends_the_alert_id_as_idempotency_key_on_every_attempt(free_por
         server.server_close()
     assert [k for k, _, _ in seen] == [alert(1).alert_id, alert(1).alert_id, alert(2).alert_id]
     assert all(k == body_id and team == "ops" for k, body_id, team in seen)
+
+
+def test_metrics_endpoint_negotiates_openmetrics_and_gzip(free_port):
+    import gzip
+
+    m = Metrics()
+    port = m.serve("127.0.0.1", free_port)
+    try:
+        m.records.inc(2)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                     headers={"Accept": "application/openmetrics-text; version=1.0.0",
+                                              "Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            ctype, enc, body = resp.headers["Content-Type"], resp.headers.get("Content-Encoding"), resp.read()
+        assert ctype.startswith("application/openmetrics-text") and enc == "gzip"
+        text = gzip.decompress(body).decode()
+        assert "ratiowatch_records_total 2.0" in text and text.rstrip().endswith("# EOF")
+    finally:
+        m.close()

@@ -1,6 +1,6 @@
 """LSDD (ratiowatch.core.lsdd): density-difference fit, bias-corrected L2 estimate, T-fold CV.
 
-Spec numbers from reference 001: on p = N(mu e1, (4 pi)^-1 I), p' = N(0, (4 pi)^-1 I) the true
+Spec numbers from Sugiyama et al. 2013: on p = N(mu e1, (4 pi)^-1 I), p' = N(0, (4 pi)^-1 I) the true
 L2-distance is 2 (1 - exp(-pi mu^2)); with n = n' = 200, d = 1 the mean over 20 runs is within 0.1.
 """
 
@@ -72,7 +72,7 @@ def test_l2_estimate_matches_the_gaussian_truth(mu):
 
 
 def test_sigma_grid_floor_keeps_d5_honest():
-    # Reference 001 section 4.1 / pitfall 11: in d = 5 a grid reaching 0.1 x median lets CV pick
+    # Sugiyama et al. 2013, section 4.1: in d = 5 a grid reaching 0.1 x median lets CV pick
     # non-overlapping kernels (mean 0.74 at mu = 0). With the 10^-0.5 floor: near 0 at mu = 0 and
     # within 10% of the truth at mu = 0.8.
     means = {}

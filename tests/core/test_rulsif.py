@@ -86,7 +86,7 @@ def test_ulsif_is_rulsif_with_alpha_zero_and_clips():
     assert np.all(a.theta >= 0) and a.alpha == 0.0
 
 
-# True alpha-PE(P || P') with P = N(0, 1), from reference 004b appendix R (quadrature values).
+# True alpha-PE(P || P') with P = N(0, 1), by numerical quadrature (the values Yamada et al. 2013 tabulate).
 TOY = {
     "a": ((0.0, 1.0), {0.5: 0.0, 0.95: 0.0}),
     "b": ((0.0, 0.6), {0.5: 0.0147, 0.95: 0.0001}),

@@ -136,6 +136,29 @@ def test_dockerfile_final_stage_is_slim_python_non_root_with_healthcheck_volume_
     assert ["deploy/config/ratiowatch.toml", config_path] in copies
 
 
+def test_dockerfile_compiles_the_kernels_at_build_time_as_the_runtime_user_into_its_cache():
+    """``ratiowatch warmup`` runs in the final stage after USER, with the daemon's NUMBA_CACHE_DIR,
+    which is created for that user and is not on a VOLUME (a volume would drop what the build wrote)."""
+    stage = final_stage(dockerfile_instructions())
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for w, a in stage if w == "ENV")))
+    cache = env.get("NUMBA_CACHE_DIR")
+    assert cache, "the final stage must set NUMBA_CACHE_DIR"
+    runs = [(i, a) for i, (w, a) in enumerate(stage) if w == "RUN"]
+    warm = [i for i, a in runs if a.startswith("[") and exec_form(a) == ["ratiowatch", "warmup"]]
+    assert len(warm) == 1, "the final stage must RUN [\"ratiowatch\", \"warmup\"] once"
+    user_at = max(i for i, (w, _a) in enumerate(stage) if w == "USER")
+    assert user_at < warm[0], "warm up as the runtime user, so it can read and extend the cache"
+    env_at = min(i for i, (w, a) in enumerate(stage) if w == "ENV" and "NUMBA_CACHE_DIR=" in a)
+    assert env_at < warm[0]
+    prepared = [a for i, a in runs if i < warm[0] and f"mkdir -p" in a and cache in a]
+    assert prepared and any("chown" in a and str(PurePosixPath(cache).parent) in a for a in prepared), \
+        f"{cache} must be created and owned by the runtime user before the warm-up"
+    volumes = [v for w, a in stage if w == "VOLUME" for v in exec_form(a)]
+    assert not is_under(cache, volumes), f"{cache} on a VOLUME would lose the compiled kernels"
+    copy_at = max(i for i, (w, a) in enumerate(stage) if w == "COPY" and "/opt/ratiowatch" in a)
+    assert copy_at < warm[0], "warm up after the installed package is in place"
+
+
 def test_dockerfile_copies_only_existing_paths_that_the_dockerignore_lets_through():
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
@@ -223,7 +246,7 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path):
 # --- Kubernetes ---------------------------------------------------------------------------------
 def test_k8s_manifests_parse_and_fit_together(tmp_path):
     objs = k8s_objects()
-    assert {"ConfigMap", "Deployment", "Service", "ServiceMonitor", "PersistentVolumeClaim",
+    assert {"ConfigMap", "Deployment", "Service", "ServiceMonitor",
             "Kustomization"} <= set(objs)
     dep, svc, sm, cm = objs["Deployment"], objs["Service"], objs["ServiceMonitor"], objs["ConfigMap"]
     pod = dep["spec"]["template"]
@@ -270,8 +293,11 @@ def test_k8s_manifests_parse_and_fit_together(tmp_path):
     env = {e["name"]: e["value"] for e in container.get("env", [])}
     assert is_under(env["NUMBA_CACHE_DIR"], writable)
     assert is_under(cfg.checkpoint["dir"], writable)
+    # checkpoints in the Kafka changelog: no volume shared between pods (no ReadWriteMany needed)
+    assert cfg.checkpoint["store"] == "kafka"
     state_vol = next(n for n, m in mounts.items() if is_under(cfg.checkpoint["dir"], [m["mountPath"]]))
-    assert volumes[state_vol]["persistentVolumeClaim"]["claimName"] == objs["PersistentVolumeClaim"]["metadata"]["name"]
+    assert "emptyDir" in volumes[state_vol] and "PersistentVolumeClaim" not in objs
+    assert not any("persistentVolumeClaim" in v for v in volumes.values())
     assert "/tmp" in writable
     assert pod["spec"]["terminationGracePeriodSeconds"] >= 30  # time to flush, checkpoint, commit
 
@@ -294,7 +320,7 @@ def test_kubectl_kustomize_renders_the_manifests():
     res = subprocess.run([kubectl, "kustomize", str(DEPLOY / "k8s")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     kinds = re.findall(r"^kind: (\w+)$", res.stdout, re.M)
-    assert sorted(kinds) == ["ConfigMap", "Deployment", "PersistentVolumeClaim", "Service"]
+    assert sorted(kinds) == ["ConfigMap", "Deployment", "Service"]
 
 
 # --- Grafana ------------------------------------------------------------------------------------

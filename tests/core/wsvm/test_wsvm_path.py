@@ -1,5 +1,5 @@
 """Weight-path following: KKT after every update, agreement with scikit-learn refits, the toy
-problem of Table 1 (reference 002), degenerate starts, exact removal and duplicates."""
+problem of Table 1 (Karasuyama et al. 2012), degenerate starts, exact removal and duplicates."""
 
 import numpy as np
 import pytest

@@ -84,7 +84,7 @@ def _window_scores(y, n, k, sigma, count):
 
 
 def test_surrogate_null_matches_the_real_null_of_an_autocorrelated_series_where_permutation_does_not():
-    # the reason for the AR null (issue 3): a re-split of one pooled window of AR(2) data does not
+    # the reason for the AR null: a re-split of one pooled window of AR(2) data does not
     # behave like the score of two fresh windows (it sits higher and is relatively narrower: at this
     # size median 0.43 vs 0.36, 10-90 % range 0.70 vs 0.73); surrogates of the pooled values do
     n, k, sigma = 25, 3, 1.0
@@ -229,7 +229,7 @@ def test_channels_share_the_order_of_least_summed_aic_and_keep_their_own_coeffic
 
 def test_one_order_keeps_correlated_surrogates_as_wide_as_the_truth():
     # two channels of the same AR(2) with innovation correlation 0.95, 53 values fitted: separate
-    # AIC orders differ about once in five and narrow the surrogates' Fisher-z null (issue 3)
+    # AIC orders differ about once in five and narrow the surrogates' Fisher-z null
     from scipy.signal import lfilter
 
     from ratiowatch.stream.calibration.correlation import fisher_z_diff
@@ -271,7 +271,7 @@ def test_scores_do_not_depend_on_the_chunking_of_the_gram_matrices(monkeypatch):
 
 
 # ---------------------------------------------------------------- the compiled calibration kernels
-# (issue 3, stream speed: the packed-triangle Gram and the block-copy directions must compute what
+# (stream speed: the packed-triangle Gram and the block-copy directions must compute what
 # the definition says, to rounding)
 
 def _upper(mat):

@@ -71,7 +71,7 @@ def test_detect_default_uses_numeric_columns_and_reports_errors(tmp_path, capsys
     captured = capsys.readouterr()
     # "label" is text; "time" is a time axis, left out by default and said so
     assert json.loads(captured.out)["columns"] == ["value"]
-    assert "'time'" in captured.err and "--column" in captured.err
+    assert "'time' read as the time axis" in captured.err and "--time-column" in captured.err
     assert main(["detect", str(path), "--column", "time", "--column", "value", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["columns"] == ["time", "value"]
     assert main(["detect", str(path), "--column", "label"]) == 2

@@ -24,12 +24,40 @@ def test_scores_are_in_unit_interval_and_causal():
     np.testing.assert_array_equal(full[:1500], other[:1500])
 
 
-def test_stepwise_equals_batch_replay():
+def test_river_api_equals_batch_replay():
     y = seasonal(900)
+    y[600:603] += 4.0
     batch = TimeSeriesAnomalyDetector().score_series(y)
     det = TimeSeriesAnomalyDetector()
-    step = np.r_[det.score_series(y[:400]), [det.update(v) for v in y[400:450]], det.score_series(y[450:])]
-    np.testing.assert_allclose(batch, step, atol=1e-9)
+    one = []
+    for v in y[:450]:
+        s = det.score_one(v)
+        assert det.score_one(v) == s  # score_one is pure
+        one.append(s)
+        det.learn_one(v)
+    rest = det.score_series(y[450:])  # the batch form continues from the same state
+    np.testing.assert_allclose(np.r_[one, rest], batch, atol=1e-9)
+    assert batch[600:610].max() > 0.5  # the comparison covers real alarms, not only zeros
+
+
+def test_river_conventions_clone_and_dict_input():
+    from river.base import AnomalyDetector
+
+    det = TimeSeriesAnomalyDetector(debounce=10, seed=3)
+    assert isinstance(det, AnomalyDetector)
+    twin = det.clone()
+    assert twin.debounce == 10 and twin.seed == 3 and twin is not det
+    a, b = TimeSeriesAnomalyDetector(), TimeSeriesAnomalyDetector()
+    for v in seasonal(400):
+        assert a.score_one({"value": v}) == b.score_one(v)
+        a.learn_one({"value": v})
+        b.learn_one(v)
+    with pytest.raises(ValueError, match="exactly one entry"):
+        a.learn_one({"a": 1.0, "b": 2.0})
+    with pytest.raises(TypeError, match="number"):
+        a.score_one("abc")
+    with pytest.raises(ValueError, match="finite"):
+        a.learn_one(float("nan"))
 
 
 @pytest.mark.parametrize("kind", ["spike", "level", "flat"])
@@ -70,14 +98,23 @@ def test_save_load_continues_identically(tmp_path):
     det = TimeSeriesAnomalyDetector()
     det.score_series(y[:700])
     det.save(tmp_path / "ckpt")
-    assert not list((tmp_path / "ckpt").glob("*.pkl"))
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
     restored = TimeSeriesAnomalyDetector.load(tmp_path / "ckpt")
-    np.testing.assert_array_equal(det.score_series(y[700:]), restored.score_series(y[700:]))
+    from_state = TimeSeriesAnomalyDetector.from_state(det.to_state())
+    expected = det.score_series(y[700:])
+    np.testing.assert_array_equal(expected, restored.score_series(y[700:]))
+    np.testing.assert_array_equal(expected, from_state.score_series(y[700:]))
 
 
 def test_parameter_errors():
-    with pytest.raises(ValueError, match="unknown"):
+    with pytest.raises(TypeError, match="kk"):
         TimeSeriesAnomalyDetector(kk=3)
+    with pytest.raises(TypeError, match="debounce must be an integer"):
+        TimeSeriesAnomalyDetector(debounce=7.5)
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        TimeSeriesAnomalyDetector(seed="x")
+    with pytest.raises(TypeError, match="buffer_size must be an integer"):
+        TimeSeriesAnomalyDetector(buffer_size="1500")
     with pytest.raises(ValueError, match="view"):
         TimeSeriesAnomalyDetector(views=[(0, 1, "median", 1.0, 10)])
     with pytest.raises(ValueError, match="combine"):
@@ -97,6 +134,15 @@ def test_tail_probability_is_monotone_and_calibrated():
     base = rng.normal(size=50)
     a.transform(base), b.transform(base)
     assert a.update(2.0) < b.update(4.0)
+
+
+def test_tail_probability_peek_is_pure_and_equals_update():
+    raw = np.random.default_rng(2).gamma(2.0, size=300)
+    tp = TailProbability(short=3, history=100, min_history=20)
+    for v in raw:
+        p = tp.peek(v)
+        assert tp.peek(v) == p
+        assert tp.update(v) == p
 
 
 def test_tail_probability_update_equals_transform():

@@ -5,11 +5,9 @@ import json
 
 import numpy as np
 import pytest
-from river import checks
-from river.checks import common
 
 from ratiowatch.stream.detectors.offline import detect, replay
-from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.changepoint import ChangePointDetector, KeysChangedWarning
 
 SMALL = {"n": 8, "n_min": 4, "k": 2}
 
@@ -25,18 +23,6 @@ def test_is_a_river_drift_and_anomaly_detector():
 
     det = ChangePointDetector()
     assert isinstance(det, base.DriftDetector) and isinstance(det, base.AnomalyDetector)
-
-
-def test_river_check_estimator_general_checks():
-    # check_estimator's dataset checks download CreditCard (no network here): run every check that
-    # needs no dataset, then the dataset checks on a local stream below
-    ran = 0
-    for check in checks.yield_checks(ChangePointDetector(**SMALL)):
-        if "dataset" in getattr(check, "keywords", {}):
-            continue
-        check(ChangePointDetector(**SMALL))
-        ran += 1
-    assert ran >= 14
 
 
 FIXED = {"n": 8, "n_min": 8, "k": 2, "window_frac": 0.0}  # windows of 8 from the start
@@ -59,22 +45,19 @@ def _dict_stream(t=400, seed=0):
     return out
 
 
-@pytest.mark.parametrize("check", [
-    common.check_learn_one, common.check_pickling, common.check_shuffle_features_no_impact,
-    common.check_emerging_features, common.check_disappearing_features,
-    common.check_radically_disappearing_features, common.check_predict_one_pure,
-    common.check_predict_one_before_any_learn, common.check_no_state_aliasing_with_input,
-    common.check_clone_is_independent, common.check_bounded_memory_growth,
-], ids=lambda c: c.__name__)
-def test_river_dataset_checks_on_local_stream(check):
-    check(ChangePointDetector(**SMALL), dataset=_dict_stream())
+def test_river_check_estimator_runs_every_check_offline(monkeypatch):
+    """Every check river yields for the detector, its data-set checks on a local stream
+    (river's own data set for anomaly detectors, CreditCard, is downloaded: see river_offline)."""
+    import warnings
 
+    from river_offline import check_estimator_offline
 
-def test_river_roc_auc_check_on_local_stream():
-    from river.checks.anomaly import check_roc_auc
-
-    # growing windows (SMALL) would make the straddling span vary with the window size
-    check_roc_auc(ChangePointDetector(**FIXED), dataset=_dict_stream())
+    with warnings.catch_warnings():
+        # the feature checks drop and add keys on purpose: the detector says so (KeysChangedWarning)
+        warnings.simplefilter("ignore", KeysChangedWarning)
+        used = check_estimator_offline(ChangePointDetector(**FIXED), lambda scale: _dict_stream(400 * scale),
+                                       monkeypatch)
+    assert used >= 12  # eleven data-set checks, and the memory-growth check on a longer stream
 
 
 def test_drift_protocol_univariate():
@@ -115,7 +98,7 @@ def test_float_array_and_dict_inputs_agree():
 def test_multivariate_change_is_found():
     rng = np.random.default_rng(6)
     x = np.r_[rng.normal(size=(300, 3)), rng.normal(size=(300, 3)) * [1, 1, 6]]
-    cps = detect(x, n=25)
+    cps = detect(x)
     assert any(abs(c - 300) <= 25 for c in cps)
 
 
@@ -128,8 +111,8 @@ def test_missing_values_follow_the_documented_policy():
     filled[[50, 51, 52]] = y[49]  # ... then carried forward
     filled[320] = y[319]
     # leading held samples produce nothing, so compare from the same start
-    r1 = replay(list(with_gaps), n=20)
-    r2 = replay(np.r_[[np.nan, np.nan], filled[2:]], n=20)
+    r1 = replay(list(with_gaps))
+    r2 = replay(np.r_[[np.nan, np.nan], filled[2:]])
     np.testing.assert_allclose(r1.scores, r2.scores, equal_nan=True, atol=1e-12)
 
 
@@ -148,12 +131,54 @@ def test_bad_inputs_raise_clear_errors():
             ChangePointDetector(**bad)
 
 
+@pytest.mark.parametrize("bad, name", [
+    ({"symmetric": "no"}, "symmetric"), ({"history_guard": 0}, "history_guard"), ({"corr_view": "yes"}, "corr_view"),
+    ({"seed": 1.5}, "seed"), ({"seed": "x"}, "seed"), ({"seed": -1}, "seed"), ({"n": "abc"}, "n"),
+    ({"n": 50.0}, "n"), ({"k": True}, "k"), ({"alpha": "0.1"}, "alpha"), ({"lam": None}, "lam"),
+    ({"difference": 1}, "difference"), ({"perm_block": 2.5}, "perm_block"),
+])
+def test_constructor_checks_types_and_names_the_parameter(bad, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be"):
+        ChangePointDetector(**bad)
+
+
+def test_constructor_takes_numpy_scalars():
+    det = ChangePointDetector(n=np.int64(20), seed=np.int32(3), alpha=np.float64(0.2), symmetric=np.bool_(False))
+    assert (det.n, det.seed, det.alpha, det.symmetric) == (20, 3, 0.2, False)
+
+
+def test_a_new_dict_key_is_not_ignored_in_silence():
+    det = ChangePointDetector(**SMALL)
+    det.learn_one({"a": 1.0, "b": 2.0})
+    with pytest.warns(KeysChangedWarning, match=r"\['c'\] not in the first sample are ignored"):
+        det.learn_one({"a": 1.0, "b": 2.0, "c": 9.0})
+    with pytest.warns(KeysChangedWarning, match=r"\['b'\] missing from a sample are read as missing"):
+        det.learn_one({"a": 1.0, "c": 9.0})
+    import warnings
+
+    with warnings.catch_warnings():  # once per key: no second warning for 'c' or 'b'
+        warnings.simplefilter("error", KeysChangedWarning)
+        det.learn_one({"a": 1.0, "c": 8.0})
+        det.learn_one({"a": 1.0, "b": 2.0})
+
+
+def test_changed_keys_can_be_refused():
+    import warnings
+
+    det = ChangePointDetector(**SMALL)
+    det.learn_one({"a": 1.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KeysChangedWarning)
+        with pytest.raises(KeysChangedWarning, match="'z'"):
+            det.learn_one({"a": 1.0, "z": 5.0})
+
+
 @pytest.mark.parametrize("t_len", [15, 16, 21, 40, 100])
-def test_short_series_always_get_an_answer(t_len):
+def test_short_series_find_an_eight_sigma_jump(t_len):
     rng = np.random.default_rng(t_len)
     y = np.r_[rng.normal(0, 1, t_len // 2), rng.normal(8, 1, t_len - t_len // 2)]
     cps = detect(y)
-    assert isinstance(cps, list) and all(1 <= c < t_len for c in cps)
+    assert len(cps) == 1 and abs(cps[0] - t_len // 2) <= 1
 
 
 def test_streaming_window_grows_with_length_seen():
@@ -190,19 +215,33 @@ def test_ar_null_threshold_is_the_tail_of_its_surrogate_pool():
     assert det._null_cal.threshold == exp_tail_threshold(pool.ravel(), det.false_alarm_rate / 2)
 
 
-def test_ulsif_method_runs():
-    cps = detect(variance_change(), method="ulsif", n=25)
-    assert isinstance(cps, list)
+def test_ulsif_method_finds_a_fivefold_variance_increase():
+    for seed in range(3):
+        cps = detect(variance_change(seed=seed), method="ulsif")
+        assert min(abs(c - 300) for c in cps) <= 5
 
 
-def test_peer_methods_run_or_say_they_are_missing():
+def _mean_shift(seed):
+    rng = np.random.default_rng(seed)
+    return np.r_[rng.normal(0, 1, 300), rng.normal(4, 1, 300)]
+
+
+@pytest.mark.parametrize("method", [
+    "rulsif", "ulsif", "kliep",
+    pytest.param("lsdd", marks=pytest.mark.xfail(strict=True, reason=(
+        "known gap: the streaming LSDD score misses a 4-sd mean shift on 2 of 3 seeds at n = 25"))),
+])
+def test_every_streaming_method_finds_a_four_sd_mean_shift(method):
+    for seed in range(3):
+        det = ChangePointDetector(method=method, n=25, seed=0)
+        alarms = [a for a in (det.step(v) for v in _mean_shift(seed)) if a is not None]
+        assert any(abs(a.change_index - 300) <= 25 for a in alarms), (seed, alarms)
+
+
+def test_offline_detect_says_which_methods_it_supports():
     for method in ("lsdd", "kliep"):
-        try:
-            cps = detect(variance_change(300), method=method, n=10)
-        except ValueError as exc:
-            assert "not available" in str(exc)
-        else:
-            assert isinstance(cps, list)
+        with pytest.raises(ValueError, match="supports method"):
+            detect(variance_change(300), method=method)
 
 
 # ---------------------------------------------------------------- checkpoints

@@ -1,10 +1,10 @@
-"""Offline replay (ratiowatch.stream.detectors.offline): the period rule for long periodic series, and everything else unchanged."""
+"""Offline detection (ratiowatch.stream.detectors.offline): binary segmentation of the split profile
+with the AR-surrogate stop test."""
 
 import numpy as np
 import pytest
 
-from ratiowatch.stream.detectors.offline import DEFAULTS, period_plan, replay
-from ratiowatch.stream.series.period import block_edges
+from ratiowatch.stream.detectors.offline import DEFAULTS, describe_config, detect, replay
 
 
 def _wave(t, period, shape):
@@ -24,125 +24,131 @@ def periodic(shapes, seg_len=2000, period=50, noise=0.1, seed=0):
     return x + rng.normal(0, noise, x.size)
 
 
-def test_plan_for_a_periodic_series_uses_about_eight_blocks_per_period():
-    plan = period_plan(periodic(["sine", "square"]))
-    assert plan is not None
-    assert abs(plan.period - 50) <= 1
-    assert plan.block == plan.period / 8  # mean block size: exactly 8 phase-locked blocks per period
-    assert (plan.k, plan.n) == (DEFAULTS["k"], 4 * 8)  # windows of 4 periods of 8 blocks
-    assert plan.prefix == 1000  # the first quarter
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_no_plan_without_a_clear_period(seed):
-    rng = np.random.default_rng(seed)
-    assert period_plan(rng.normal(size=3000)) is None
-    assert period_plan(rng.normal(size=3000).cumsum()) is None
-    assert period_plan(np.r_[rng.normal(0, 1, 300), rng.normal(5, 1, 300)]) is None
-
-
-def test_no_plan_for_short_periods_or_multivariate_series():
-    t = np.arange(3000)
-    assert period_plan(np.sin(2 * np.pi * t / 10)) is None  # P = 10 < 16: the default window spans periods
-    two = np.c_[np.sin(2 * np.pi * t / 50), np.cos(2 * np.pi * t / 50)]
-    assert period_plan(two) is None
-
-
-def test_shape_changes_at_a_constant_period_are_found():
-    """Sine -> square -> sawtooth, period 50, noise sd 0.3, seeds 0-4 (measured: 10 of 10 changes
-    within 2 periods, 1 extra alarm in all; 9 of 10 and 2 with the history threshold used before)."""
-    found = extra = 0
-    for seed in range(5):
+def test_shape_changes_at_a_constant_period_are_found_at_the_split():
+    """Sine -> square -> sawtooth, period 50, noise sd 0.3, seeds 0-2: both changes within one
+    period, nothing else."""
+    for seed in range(3):
         rep = replay(periodic(["sine", "square", "sawtooth"], seg_len=2000, noise=0.3, seed=seed))
-        assert abs(rep.config["period"] - 50) <= 1 and rep.config["block"] == rep.config["period"] / 8
-        hits = [c for c in rep.change_points if min(abs(c - 2000), abs(c - 4000)) <= 100]  # 2 periods
-        found += len({round(c / 2000) for c in hits})
-        extra += len(rep.change_points) - len(hits)
-    assert found >= 9
-    assert extra <= 3
-
-
-def test_a_change_is_located_within_one_period():
-    """Sine -> square at 10,000 (period 60, 20,000 samples): the alarm nearest the change is within
-    one period of it on every seed (measured: at 10,001 on all six). The whole-period null rises with
-    a change in its windows, so the run above it ends before the score's peak: without looking for
-    that peak after the run, the alarms came 2.75 periods early (9,835 on all six)."""
-    for seed in range(6):
-        rep = replay(periodic(["sine", "square"], seg_len=10_000, period=60, seed=seed))
-        assert rep.change_points, seed
-        assert min(abs(c - 10_000) for c in rep.change_points) <= 60, (seed, rep.change_points)
+        assert abs(rep.config["period"] - 50) <= 1 and rep.config["width"] == rep.config["period"]
+        assert len(rep.change_points) == 2, rep.change_points
+        assert all(abs(c - cp) <= 50 for c, cp in zip(rep.change_points, (2000, 4000))), rep.change_points
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_a_stationary_periodic_series_raises_no_alarm(seed):
-    # period 50 is not a whole number of blocks of one size (6 samples: 8 blocks = 48): fixed-size
-    # blocks drift in phase, and with the whole-period null they raised 4 alarms on seed 0
-    x = periodic(["sine"] * 4, seg_len=2000, seed=seed)
-    assert replay(x).change_points == []
+def test_a_stationary_periodic_series_gets_no_change_point(seed):
+    assert detect(periodic(["sine"] * 4, seg_len=2000, seed=seed)) == []
 
 
-def test_without_the_period_rule_the_same_series_over_fires_or_misses():
-    """Why the rule exists: the short-window default sees a fraction of a period."""
-    x = periodic(["sine", "square", "sawtooth"], seg_len=2000)
-    plain = replay(x, period=None).change_points
-    hits = sum(any(abs(c - cp) <= 100 for c in plain) for cp in (2000, 4000))
-    assert hits < 2 or len(plain) > 6
+@pytest.mark.parametrize("kind", ["mean", "variance", pytest.param("trend_then_flat", marks=pytest.mark.xfail(
+    strict=True, reason="known limitation: a kink in a noisy trend looks like a random walk to the AR(<=5) "
+                        "surrogate fitted around the least-squares line, whose maxima are then far larger"))])
+def test_changes_in_short_series_are_located(kind):
+    rng = np.random.default_rng(4)
+    if kind == "mean":
+        y = np.r_[rng.normal(0, 1, 60), rng.normal(2.5, 1, 60)]
+    elif kind == "variance":
+        y = np.r_[rng.normal(0, 1, 60), rng.normal(0, 4, 60)]
+    else:
+        y = np.r_[np.linspace(0, 6, 60), np.full(60, 6.0)] + rng.normal(0, 0.5, 120)
+    cps = detect(y)
+    assert len(cps) == 1 and abs(cps[0] - 60) <= 5, cps
 
 
-def test_non_periodic_series_are_replayed_exactly_as_before():
-    rng = np.random.default_rng(1)
-    y = np.r_[rng.normal(0, 1, 400), rng.normal(0, 4, 400)]
-    auto, plain = replay(y), replay(y, period=None)
-    assert auto.change_points == plain.change_points
-    np.testing.assert_array_equal(auto.scores, plain.scores)
-    np.testing.assert_array_equal(auto.thresholds, plain.thresholds)
-    assert "period" not in auto.config
+def test_later_tests_spend_the_level():
+    """0 -> 2 -> 0 mean shifts (500 samples each): both found with and without spending; spending
+    only removes change points of the later tests."""
+    rng = np.random.default_rng(11)
+    y = np.concatenate([rng.normal(2.0 * (i % 2), 1, 500) for i in range(3)])
+    strict, loose = detect(y), detect(y, spending=False)
+    for cp in (500, 1000):
+        assert any(abs(c - cp) <= 5 for c in strict), strict
+    assert set(strict) <= set(loose)
 
 
-def test_explicit_window_or_subsequence_length_disables_the_rule():
-    x = periodic(["sine", "square"], seg_len=1000)
-    assert "period" not in replay(x, n=20).config
-    assert "period" not in replay(x, k=4).config
+@pytest.mark.xfail(strict=True, reason="known limitation: alternating shifts 0, 3, 0, 3 (300 samples each) leave no "
+                                       "single split that separates the distributions well, and the AR(<=5) null "
+                                       "fitted to the whole series is persistent (coefficients sum ~0.9)")
+def test_alternating_mean_shifts_are_found():
+    rng = np.random.default_rng(11)
+    y = np.concatenate([rng.normal(3.0 * (i % 2), 1, 300) for i in range(4)])
+    cps = detect(y)
+    assert all(any(abs(c - cp) <= 5 for c in cps) for cp in (300, 600, 900)), cps
 
 
-def test_periodic_replay_is_causal_given_the_length():
-    """Alarms raised before t0 do not depend on the values after t0 (same length T, so same prefix)."""
-    x = periodic(["sine", "square", "sawtooth"], seg_len=2000)
-    t0 = 4500
-    y = x.copy()
-    y[t0:] = np.random.default_rng(9).normal(0, 3, x.size - t0)
-    a, b = replay(x), replay(y)
-    early_a = [(al.change_index, al.alarm_index) for al in a.alarms if al.alarm_index < t0]
-    early_b = [(al.change_index, al.alarm_index) for al in b.alarms if al.alarm_index < t0]
-    assert early_a == early_b and early_a
-    np.testing.assert_array_equal(a.scores[:t0], b.scores[:t0])
-    for al in a.alarms:
-        assert al.alarm_index >= al.change_index
-        assert al.alarm_index >= a.config["prefix"] - 1  # the prefix is buffered before anything is raised
+def test_alarms_report_the_split_and_the_end_of_the_series():
+    rng = np.random.default_rng(2)
+    y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 3, 300)]
+    rep = replay(y)
+    assert rep.change_points == [a.change_index for a in rep.alarms]
+    for a in rep.alarms:
+        assert a.alarm_index == y.size - 1  # offline: known once the whole series is seen
+        assert a.score > a.threshold
+    assert rep.scores.shape == rep.thresholds.shape == (y.size,)
+    assert np.nanargmax(rep.scores) in range(280, 320)
 
 
-def test_periodic_traces_are_on_the_original_time_axis():
-    x = periodic(["sine", "square"], seg_len=2000)
-    rep = replay(x)
-    assert rep.scores.shape == rep.thresholds.shape == (x.size,)
-    edges = block_edges(x.size, rep.config["period"], 8)
-    # nothing is known before the first block is complete; a block's score holds until the next one's
-    assert np.isnan(rep.scores[: edges[1] - 1]).all()
-    finite = np.flatnonzero(np.isfinite(rep.scores))
-    assert finite.size > 0 and finite[0] + 1 in set(edges.tolist())
-    changes = np.flatnonzero(np.diff(rep.scores[finite[0]:]) != 0) + finite[0] + 1
-    assert set(changes.tolist()) <= {e - 1 for e in edges.tolist()}  # the trace only moves at block ends
-    assert all(1 <= c <= x.size - 1 for c in rep.change_points)
+def test_results_are_deterministic_given_the_seed_and_do_not_depend_on_units():
+    rng = np.random.default_rng(3)
+    y = np.r_[rng.normal(0, 1, 200), rng.normal(1.5, 1, 200)]
+    assert detect(y) == detect(y) == detect(1e3 * y - 7.0)
+    assert replay(y, seed=5).change_points == replay(y, seed=5).change_points
 
 
-def test_missing_values_in_a_periodic_series_are_carried_forward():
-    x = periodic(["sine", "square"], seg_len=2000, noise=0.3)
-    x[[10, 500, 3001]] = np.nan
-    rep = replay(x)
-    assert abs(rep.config["period"] - 50) <= 1
-    assert any(abs(c - 2000) <= 100 for c in rep.change_points)
+def test_multivariate_correlation_change_is_found():
+    rng = np.random.default_rng(6)
+    z = rng.normal(size=(600, 2))
+    x = z.copy()
+    x[300:, 1] = 0.95 * z[300:, 0] + np.sqrt(1 - 0.95**2) * z[300:, 1]
+    cps = detect(x)
+    assert any(abs(c - 300) <= 25 for c in cps), cps
 
 
-def test_bad_period_argument_is_rejected():
-    with pytest.raises(ValueError, match="period must be"):
-        replay(np.zeros(100), period="yes")
+def test_missing_values_are_carried_forward():
+    rng = np.random.default_rng(7)
+    y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)]
+    gappy = y.copy()
+    gappy[[0, 1, 50, 51, 400]] = np.nan
+    filled = y.copy()
+    filled[[0, 1]] = y[2]
+    filled[[50, 51]] = y[49]
+    filled[400] = y[399]
+    assert detect(gappy) == detect(filled)
+    assert detect(list(np.where(np.isnan(gappy), None, gappy).tolist())) == detect(filled)
+
+
+@pytest.mark.parametrize("t_len", [1, 2, 5, 15, 16, 21, 40, 100])
+def test_every_length_gets_an_answer(t_len):
+    rng = np.random.default_rng(t_len)
+    y = np.r_[rng.normal(0, 1, t_len // 2), rng.normal(8, 1, t_len - t_len // 2)]
+    cps = detect(y)
+    assert isinstance(cps, list) and all(1 <= c < t_len for c in cps)
+
+
+def test_ulsif_and_explicit_width():
+    rng = np.random.default_rng(8)
+    y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)]
+    # uLSIF (alpha = 0) runs, but its unbounded ratio with a sharp kernel makes the profile peak
+    # near the margins (measured here: one change point, at 589), hence RuLSIF by default
+    cps = detect(y, method="ulsif")
+    assert isinstance(cps, list) and all(1 <= c < y.size for c in cps)
+    rep = replay(y, width=5)
+    assert rep.config["width"] == 5 and any(abs(c - 300) <= 10 for c in rep.change_points)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(TypeError, match="unknown"):
+        detect(np.zeros(50), n=20)
+    with pytest.raises(ValueError):
+        detect(np.zeros(50), false_alarm_rate=0.0)
+    with pytest.raises(ValueError):
+        detect(np.zeros(50), method="kliep")
+    with pytest.raises(ValueError):
+        detect(np.r_[1.0, np.inf, 2.0])
+    with pytest.raises(ValueError):
+        detect(np.zeros((3, 2, 2)))
+
+
+def test_config_is_described():
+    cfg = describe_config()
+    assert cfg["false_alarm_rate"] == DEFAULTS["false_alarm_rate"] == 0.05
+    assert "width_rule" in cfg and "stop" in cfg

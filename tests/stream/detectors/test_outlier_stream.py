@@ -27,6 +27,7 @@ def as_dicts(x):
     return [{f"f{j}": float(v) for j, v in enumerate(row)} for row in x]
 
 
+@pytest.mark.filterwarnings("ignore::ratiowatch.stream.detectors.outlier_stream.FeatureSetWarning")
 def test_river_check_estimator_on_a_local_stream(monkeypatch):
     """river's own checks; its anomaly datasets are remote, so the check stream is a local one."""
     from river import checks
@@ -117,10 +118,13 @@ def test_save_load_roundtrip_continues_identically(tmp_path):
     det = StreamingOutlierDetector(**SMALL)
     det.process(x[:500])
     det.save(tmp_path / "state")
-    assert (tmp_path / "state.npz").exists() and (tmp_path / "state.json").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["state.npz"]  # one file, no temporary left over
     twin = StreamingOutlierDetector.load(tmp_path / "state")
+    from_state = StreamingOutlierDetector.from_state(det.to_state())
     ref = copy.deepcopy(det)
-    np.testing.assert_array_equal(ref.process(x[500:]), twin.process(x[500:]))
+    expected = ref.process(x[500:])
+    np.testing.assert_array_equal(expected, twin.process(x[500:]))
+    np.testing.assert_array_equal(expected, from_state.process(x[500:]))
 
 
 def test_select_by_loocv_runs():
@@ -143,3 +147,86 @@ def test_bad_parameters_and_inputs():
         det.learn_one({"a": float("nan"), "b": 2.0})
     with pytest.raises(ValueError, match="features"):
         det.process(np.zeros((3, 5)))
+
+
+@pytest.mark.parametrize("params, error, match", [
+    ({"n_centres": 2.5}, TypeError, "n_centres must be an integer; got 2.5"),
+    ({"buffer_size": "500"}, TypeError, "buffer_size must be an integer; got '500'"),
+    ({"seed": 1.5}, TypeError, "seed must be an integer; got 1.5"),
+    ({"seed": "x"}, TypeError, "seed must be an integer; got 'x'"),
+    ({"seed": -1}, ValueError, "seed must be an integer >= 0"),
+    ({"window_size": True}, TypeError, "window_size must be an integer"),
+    ({"alpha": "0.1"}, TypeError, "alpha must be a real number"),
+    ({"select": "no"}, TypeError, "select must be True or False"),
+    ({"scale": "mad"}, ValueError, "scale must be one of"),
+])
+def test_constructor_types_are_checked_with_the_parameter_name(params, error, match):
+    with pytest.raises(error, match=match):
+        StreamingOutlierDetector(**params)
+
+
+def test_numpy_integers_and_floats_are_accepted():
+    det = StreamingOutlierDetector(n_centres=np.int64(16), alpha=np.float64(0.2), seed=np.int32(3), warmup=20,
+                                   buffer_size=50)
+    assert det.n_centres == 16
+
+
+@pytest.mark.parametrize("kind", [list, tuple, np.array])
+def test_array_likes_score_like_dicts(kind):
+    x, _ = stream(400)
+    by_dict = StreamingOutlierDetector(**SMALL)
+    by_array = StreamingOutlierDetector(**SMALL)
+    a, b = [], []
+    for d, row in zip(as_dicts(x), x):
+        a.append(by_dict.score_one(d))
+        b.append(by_array.score_one(kind(row.tolist())))
+        by_dict.learn_one(d)
+        by_array.learn_one(kind(row.tolist()))
+    # dict keys f0..f2 sort in the same order as the positions, so both see identical vectors
+    np.testing.assert_allclose(a, b, atol=1e-12)
+    assert max(b[300:]) > 0.5
+
+
+def test_wrong_kinds_of_input_say_what_is_expected():
+    det = StreamingOutlierDetector(**SMALL)
+    with pytest.raises(TypeError, match="dict of feature -> number or a 1-d array-like"):
+        det.learn_one(3.0)
+    with pytest.raises(TypeError, match="dict of feature -> number or a 1-d array-like"):
+        det.score_one("abc")
+    det.learn_one([1.0, 2.0])
+    with pytest.raises(TypeError, match="pass an array-like, not a dict"):
+        det.learn_one({"a": 1.0, "b": 2.0})
+    with pytest.raises(ValueError, match="has 3 values but this detector learned samples of 2"):
+        det.learn_one([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="one sample"):
+        det.learn_one(np.zeros((2, 2)))
+    keyed = StreamingOutlierDetector(**SMALL)
+    keyed.learn_one({"a": 1.0})
+    with pytest.raises(TypeError, match="pass a dict with those keys"):
+        keyed.learn_one([1.0])
+
+
+def test_changed_dict_keys_follow_the_documented_policy_with_a_warning():
+    from ratiowatch.stream.detectors.outlier_stream import FeatureSetWarning
+
+    x, _ = stream(300)
+    det = StreamingOutlierDetector(**SMALL)
+    for d in as_dicts(x):
+        det.learn_one(d)
+    n = det._n_learned
+    centre = {"f0": 0.0, "f1": 0.0, "f2": 0.0}
+    before = det.score_one(centre)
+    # a new key is never dropped silently: it is named in a warning
+    with pytest.warns(FeatureSetWarning, match=r"keys \['g'\] this detector did not learn"):
+        assert det.score_one({**centre, "g": 9.0}) == before
+    # a missing key is not filled in: the sample is scored on the features it has ...
+    with pytest.warns(FeatureSetWarning, match=r"lacks the learned feature\(s\) \['f2'\]"):
+        partial = det.score_one({"f0": 8.0, "f1": 0.0})
+    ph = np.exp(-0.5 * ((np.array([8.0, 0.0]) - det._centres[:, :2]) ** 2).sum(axis=1) / det._sigma ** 2)
+    assert partial == pytest.approx(1.0 - ph @ det._theta, abs=1e-12)
+    assert partial > before  # the far-out value of f0 still counts
+    # ... and is not learned
+    with pytest.warns(FeatureSetWarning, match="not learned"):
+        det.learn_one({"f0": 0.0, "f1": 0.0})
+    assert det._n_learned == n
+    assert det.score_one(centre) == before

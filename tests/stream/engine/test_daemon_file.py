@@ -167,3 +167,21 @@ def test_idle_keys_are_checkpointed_and_evicted_then_restored(tmp_path):
     assert factory.created == 1 and factory.restored == 1
     alerts = read_jsonl(tmp_path / "alerts.jsonl")
     assert [(a["key"], a["change_index"]) for a in alerts] == [("a", 30)]
+
+
+def test_a_poison_message_is_dead_lettered_and_the_run_goes_on_and_commits(tmp_path):
+    """~3,000 nested lists under max_record_bytes once raised RecursionError out of the daemon,
+    at every restart again (nothing was committed)."""
+    data = tmp_path / "in.jsonl"
+    deep = '{"host": "a", "ts": 50, "v": ' + "[" * 3000 + "]" * 3000 + "}"
+    rows = good_rows(100, 60)
+    write_jsonl(data, rows[:100] + [deep] + rows[100:])
+    cfg = make_cfg(tmp_path, data, pipeline={"max_record_bytes": 10000})
+    d = Daemon(cfg, factory=MeanShiftFactory())
+    assert d.run() == 0
+    assert d.stats["records"] == len(rows)
+    dead = read_jsonl(tmp_path / "dead.jsonl")
+    assert [(x["reason"], x["ref"]) for x in dead] == [("nested_too_deep", ["file:in.jsonl", 100])]
+    assert d.store.load_json("offsets-in.jsonl.json") == {"file:in.jsonl": len(rows) + 1}
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert sorted((a["key"], a["change_index"]) for a in alerts) == [("a", 60), ("b", 60)]

@@ -1,6 +1,8 @@
 """Scale-out: two `ratiowatch run` processes in one consumer group over a 4-partition topic share
 the keys; one is killed (-9); the other takes over its partitions, restores those keys' detectors
-from the shared checkpoint directory, and the alerts equal those of one uninterrupted process."""
+from the checkpoint store, and the alerts equal those of one uninterrupted process. Two stores:
+a checkpoint directory shared by both processes, and a Kafka changelog topic with a separate
+directory for each process (no shared disk)."""
 
 from __future__ import annotations
 
@@ -41,8 +43,9 @@ def partition_of(key: str) -> int:
     return KEYS.index(key) % PARTS
 
 
-def config_text(bootstrap, topic, state, alerts, partitions=None, group="scale") -> str:
+def config_text(bootstrap, topic, state, alerts, partitions=None, group="scale", store="directory") -> str:
     manual = f"partitions = {partitions}" if partitions is not None else ""
+    changelog = f'store = "kafka"\ntopic = "{topic}-{group}-changelog"' if store == "kafka" else ""
     return f"""
 [source]
 type = "kafka"
@@ -61,6 +64,7 @@ seed = 2
 options = {{ false_alarm_rate = 0.01 }}
 
 [checkpoint]
+{changelog}
 dir = "{state}"
 every_records = 100
 every_s = 1.0
@@ -112,9 +116,10 @@ def wait_for(cond, timeout_s, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_two_processes_share_keys_and_survivor_takes_over_from_checkpoints(kafka_broker, tmp_path):
+@pytest.mark.parametrize("store", ["directory", "kafka"])
+def test_two_processes_share_keys_and_survivor_takes_over_from_checkpoints(kafka_broker, tmp_path, store):
     bs = kafka_broker.bootstrap
-    topic = "scaleout"
+    topic = f"scaleout-{store}"
     kafka_broker.create_topic(topic, PARTS)
     rows = stream_rows()
     cut1, cut2 = len(rows) * 3 // 10, len(rows) * 65 // 100
@@ -129,7 +134,9 @@ def test_two_processes_share_keys_and_survivor_takes_over_from_checkpoints(kafka
     procs = {}
     for name in ("a", "b"):
         cfg = tmp_path / f"{name}.toml"
-        cfg.write_text(config_text(bs, topic, tmp_path / "state", tmp_path / f"alerts-{name}.jsonl"))
+        # the changelog store gets a directory per process: nothing on disk is shared
+        state = tmp_path / ("state" if store == "directory" else f"state-{name}")
+        cfg.write_text(config_text(bs, topic, state, tmp_path / f"alerts-{name}.jsonl", store=store))
         err = open(tmp_path / f"{name}.log", "w")
         procs[name] = subprocess.Popen([sys.executable, "-m", "ratiowatch.stream.commands.cli", "run", str(cfg)], cwd=tmp_path,
                                        env=env, stderr=err)
@@ -166,6 +173,14 @@ def test_two_processes_share_keys_and_survivor_takes_over_from_checkpoints(kafka
     assert {a["alert_id"] for a in delivered} == set(reference)
     for a in delivered:
         assert a == reference[a["alert_id"]]
-    store = CheckpointStore(tmp_path / "state")
+    if store == "directory":
+        ckpt = CheckpointStore(tmp_path / "state")
+    else:
+        from ratiowatch.connectors.changelog import ChangelogStore
+
+        ckpt = ChangelogStore([bs], f"{topic}-scale-changelog", topic)
+        assert ckpt.partitions == PARTS
+        assert ckpt.restore({f"{topic}:{p}" for p in range(PARTS)}) == len(KEYS)
+        assert not [p for n in procs for p in (tmp_path / f"state-{n}").glob("*.ckpt.npz")]  # nothing on disk
     for k in KEYS:  # restored, not restarted: every key's detector saw all N records exactly once
-        assert store.load(k)[1]["count"] == N
+        assert ckpt.load(k)[1]["count"] == N

@@ -66,3 +66,33 @@ def test_default_detector_reaches_the_nab_targets_on_the_dev_files():
     assert obj["files"] == 24
     assert obj["scores"]["standard"] >= 65.0, obj["scores"]
     assert obj["scores"]["reward_low_FP_rate"] >= 55.0, obj["scores"]
+
+
+def test_eval_nab_leave_one_out_and_params(tmp_path, capsys):
+    write_corpus(tmp_path)
+    # a second category, so that each one is scored at the other's threshold
+    (tmp_path / "data" / "other").mkdir()
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / "data" / "other" / name).write_text((tmp_path / "data" / "cat" / name).read_text())
+    windows = json.loads((tmp_path / "labels" / "combined_windows.json").read_text())
+    windows.update({f"other/{k.split('/')[1]}": v for k, v in windows.items()})
+    (tmp_path / "labels" / "combined_windows.json").write_text(json.dumps(windows))
+    parser = argparse.ArgumentParser()
+    nab.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path), "--json", "--leave-one-out", "--params", '{"debounce": 64}'])
+    assert nab.run(args) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["params"] == {"debounce": 64}
+    loo = obj["leave_one_out"]["ratiowatch"]["standard"]
+    assert set(loo["categories"]) == {"cat", "other"}
+    assert loo["full_corpus"] == pytest.approx(obj["scores"]["standard"], abs=1e-3)
+    # the text form prints the same table
+    args = parser.parse_args([str(tmp_path), "--leave-one-out"])
+    assert nab.run(args) == 0
+    text = capsys.readouterr().out
+    assert "left-out score per category" in text and "ratiowatch" in text
+    # bad parameters are one clear line, exit 2
+    assert nab.run(parser.parse_args([str(tmp_path), "--params", "{bad"])) == 2
+    assert "--params is not valid JSON" in capsys.readouterr().err
+    assert nab.run(parser.parse_args([str(tmp_path), "--params", '{"debounce": 7.5}'])) == 2
+    assert "debounce must be an integer" in capsys.readouterr().err

@@ -87,3 +87,83 @@ def test_scorer_reproduces_published_table_from_stored_results(detector):
     got = (res["standard"]["score"], res["reward_low_FP_rate"]["score"], res["reward_low_FN_rate"]["score"])
     assert got == pytest.approx(PUBLISHED[detector], abs=0.05)
     assert res["standard"]["windows"] == 34
+
+
+# --- fixed thresholds and leave-one-category-out ------------------------------------------------
+def _random_items(seed, n_files=4):
+    rng = np.random.default_rng(seed)
+    items = []
+    for _ in range(n_files):
+        n = 400
+        left = int(rng.integers(100, 300))
+        rows = prepare_rows(n, [(left, left + 40)], probation=60)
+        s = rng.random(n)
+        s[left + int(rng.integers(0, 40))] += rng.random()  # a flag somewhere in the window, sometimes
+        items.append((rows, s))
+    return items
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_score_at_the_optimal_threshold_equals_the_sweep(seed):
+    from ratiowatch.stream.evaluate.nab import score_at_threshold
+
+    items = _random_items(seed)
+    best = score_corpus(items, STANDARD)["standard"]
+    at = score_at_threshold(items, STANDARD["standard"], best["threshold"])
+    assert at["score"] == pytest.approx(best["score"], abs=1e-9)
+    assert at["raw"] == pytest.approx(best["raw"], abs=1e-9)
+    assert (at["windows_detected"], at["false_positive_rows"]) == (best["windows_detected"], best["false_positive_rows"])
+
+
+def test_score_at_threshold_by_hand():
+    from ratiowatch.stream.evaluate.nab import score_at_threshold
+
+    rows = prepare_rows(10, [(4, 6)], probation=2)
+    s = np.zeros(10)
+    s[5], s[8] = 0.9, 0.5
+    prof = STANDARD["standard"]
+    # threshold 0.6: row 5 (p = -(6 - 5 + 1) / 3) is the one flag, in the window
+    got = score_at_threshold([(rows, s)], prof, 0.6)
+    tp = float(scaled_sigmoid(-2.0 / 3.0) / scaled_sigmoid(-1.0))
+    assert got["raw"] == pytest.approx(tp)
+    # threshold 0.4 adds a false positive at row 8, two rows after the window of width 3
+    got = score_at_threshold([(rows, s)], prof, 0.4)
+    assert got["raw"] == pytest.approx(tp + 0.11 * float(scaled_sigmoid(2.0 / 2.0)))
+    assert got["false_positive_rows"] == 1
+    # no window at all: the normalised score is undefined, the raw score still counts the flags
+    empty = score_at_threshold([(prepare_rows(10, [], probation=2), s)], prof, 0.4)
+    assert np.isnan(empty["score"]) and empty["raw"] == pytest.approx(-0.11 * 2)
+
+
+def test_leave_one_category_out_uses_the_other_categories_threshold():
+    from ratiowatch.stream.evaluate.nab import leave_one_category_out, score_at_threshold
+
+    items = _random_items(7, n_files=6)
+    names = ["a/1", "a/2", "b/1", "b/2", "c/1", "c/2"]
+    res = leave_one_category_out(names, items, STANDARD)["standard"]
+    for k, cat in enumerate("abc"):
+        rest = [it for j, it in enumerate(items) if j // 2 != k]
+        own = items[2 * k : 2 * k + 2]
+        thr = score_corpus(rest, STANDARD)["standard"]["threshold"]
+        want = score_at_threshold(own, STANDARD["standard"], thr)["score"]
+        assert res["categories"][cat]["threshold"] == thr
+        assert res["categories"][cat]["score"] == pytest.approx(want)
+        # the threshold chosen on the category itself can only do better on it
+        assert res["categories"][cat]["own_threshold_score"] >= want - 1e-9
+    assert res["mean"] == pytest.approx(np.mean([res["categories"][c]["score"] for c in "abc"]))
+    assert res["full_corpus"] == pytest.approx(score_corpus(items, STANDARD)["standard"]["score"])
+
+
+def test_leave_one_out_of_the_stored_detectors_runs_on_the_bench():
+    from ratiowatch.stream.evaluate.nab import leave_one_category_out, load_profiles, stored_items
+
+    if not (NAB / "results" / "numenta").is_dir():
+        pytest.skip(f"NAB bench data not found at {NAB} (set RATIOWATCH_BENCH to ../shared/bench)")
+    res = leave_one_category_out(*stored_items(NAB, "numenta"), load_profiles(NAB))
+    std = res["standard"]
+    assert std["full_corpus"] == pytest.approx(PUBLISHED["numenta"][0], abs=0.05)
+    assert np.isnan(std["categories"]["artificialNoAnomaly"]["score"])  # no window: no normalised score
+    assert std["categories"]["artificialNoAnomaly"]["false_positive_rows"] >= 0
+    for c in ("artificialWithAnomaly", "realAdExchange", "realTraffic"):
+        v = std["categories"][c]
+        assert v["score"] <= v["own_threshold_score"] + 1e-9

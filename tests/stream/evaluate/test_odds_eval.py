@@ -74,3 +74,34 @@ def test_cli_json_shape_on_one_small_dataset(capsys):
     assert set(obj["datasets"]) == {"vowels"}
     assert obj["datasets"]["vowels"]["auc"] > 0.9  # full protocol: 0.992 (LOF 0.961)
     assert set(obj["mean"]["baselines"]) == set(odds.BASELINES)
+
+
+def test_leave_one_set_out_chooses_on_the_other_sets():
+    cands = {"a": {"s1": 0.9, "s2": 0.8, "s3": 0.70}, "b": {"s1": 0.7, "s2": 0.9, "s3": 0.95}}
+    best = {"s1": 0.85, "s2": 0.85, "s3": 0.80}
+    res = odds.leave_one_set_out(cands, best)
+    # s1 held out: on s2, s3 b has mean 0.925 > a's 0.75 -> b, scored 0.7 on s1
+    assert res["sets"]["s1"] == {"chosen": "b", "auc": 0.7, "best_baseline": 0.85, "gap": pytest.approx(-0.15)}
+    # s2 held out: a 0.8 vs b 0.825 on s1, s3 -> b; s3 held out: a 0.85 vs b 0.8 on s1, s2 -> a
+    assert res["sets"]["s2"]["chosen"] == "b" and res["sets"]["s3"]["chosen"] == "a"
+    assert res["mean"] == pytest.approx((0.7 + 0.9 + 0.7) / 3)
+    assert res["mean_best_baseline"] == pytest.approx(2.5 / 3)
+    assert res["below_best_baseline_by_more_than_gap"] == ["s1", "s3"]
+
+
+def test_cli_leave_one_out_on_synthetic_sets(tmp_path, capsys):
+    for k in range(2):
+        X, y = synthetic(k)
+        np.savez(tmp_path / f"set{k}.npz", X=X, y=y)
+    parser = argparse.ArgumentParser()
+    odds.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path), "--json", "--seeds", "1", "--leave-one-out", "--candidates", "local"])
+    assert odds.run(args) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert set(obj["datasets"]["set0"]["candidates"]) == {"lcv", "local"}  # the default always competes
+    lo = obj["leave_one_out"]
+    assert set(lo["sets"]) == {"set0", "set1"}
+    for name, v in lo["sets"].items():
+        assert v["auc"] == obj["datasets"][name]["candidates"][v["chosen"]]
+    assert odds.run(parser.parse_args([str(tmp_path), "--leave-one-out", "--candidates", "wide"])) == 2
+    assert "unknown candidate" in capsys.readouterr().err

@@ -1,10 +1,7 @@
 """ForecastResidualDetector: a river anomaly detector scoring one-step SVR forecast residuals."""
 
-import copy
-
 import numpy as np
 import pytest
-from river.checks import common
 from sklearn.metrics import roc_auc_score
 
 from ratiowatch.stream.learners.forecast import ForecastResidualDetector
@@ -76,20 +73,18 @@ def test_bad_parameters():
         ForecastResidualDetector(k=0)
 
 
-def test_river_conventions():
+def test_river_check_estimator_runs_offline(monkeypatch):
+    """Every check river yields, the data-set ones on a local stream (see river_offline); the two
+    feature-dropping checks are skipped by the detector itself (_unit_test_skips, with the reason)."""
+    from river_offline import check_estimator_offline
+
+    def stream(scale):
+        x, labels = _series_with_spikes(n=120 * scale, seed=2)
+        return [({"y": float(v)}, int(lab)) for v, lab in zip(x, labels)]
+
     model = ForecastResidualDetector(k=3, window=40, warmup=20)
-    for check in (common.check_repr, common.check_str, common.check_tags, common.check_clone_same_class,
-                  common.check_clone_is_idempotent, common.check_init_has_default_params_for_tests,
-                  common.check_init_default_params_are_not_mutable, common.check_doc,
-                  common.check_clone_changes_memory_addresses, common.check_get_params_matches_signature,
-                  common.check_repr_roundtrips_clone, common.check_clone_with_new_params_applies):
-        check(copy.deepcopy(model))
-    x, labels = _series_with_spikes(n=120, seed=2)
-    data = [({"y": float(v)}, int(lab)) for v, lab in zip(x, labels)]
-    for check in (common.check_learn_one, common.check_predict_one_pure, common.check_predict_one_before_any_learn,
-                  common.check_no_state_aliasing_with_input, common.check_clone_is_independent,
-                  common.check_pickling):
-        check(model.clone(), dataset=data)
+    assert check_estimator_offline(model, stream, monkeypatch) >= 10
+    assert model._unit_test_skips() == {"check_emerging_features", "check_disappearing_features"}
 
 
 def test_checkpoint_roundtrip_through_npz_and_json_continues_identically(tmp_path):

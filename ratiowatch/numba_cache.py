@@ -1,0 +1,130 @@
+"""Where numba keeps the compiled kernels, and one line on stderr while it compiles them.
+
+The kernels are compiled on first use and cached on disk (``@njit(cache=True)``): the first run
+after an install or an upgrade spends 20-30 s compiling (longer on a busy machine), later
+processes load the cache in about a second. numba caches next to the sources (``__pycache__``)
+when that directory is writable, else under the user's cache directory; when neither is (a
+read-only install run by a user without a writable home: a container, a hardened service), it
+refuses to load the kernels at all (``RuntimeError: cannot cache function ...: no locator
+available``). :func:`configure_cache` therefore
+points ``NUMBA_CACHE_DIR`` at a writable directory when the package directory is not writable:
+``$XDG_CACHE_HOME/ratiowatch/numba`` (default ``~/.cache/ratiowatch/numba``), else
+``<tmp>/ratiowatch-numba-<uid>``. It must run before numba is imported (``import ratiowatch``
+does it, and every ``ratiowatch.*`` import runs it first); an explicit ``NUMBA_CACHE_DIR`` always
+wins. The package directory stands for the folders of the kernels' sources: one installed tree. ``ratiowatch warmup`` fills the cache ahead
+of time (the Docker image runs it at build time).
+
+Examples
+--------
+>>> import os, tempfile
+>>> env = {"NUMBA_CACHE_DIR": "/srv/cache"}
+>>> configure_cache(environ=env, package_dir=tempfile.mkdtemp())
+'/srv/cache'
+>>> env = {"XDG_CACHE_HOME": tempfile.mkdtemp()}
+>>> configure_cache(environ=env, package_dir=tempfile.mkdtemp()) is None  # writable: numba's default
+True
+>>> ro = os.path.join(tempfile.mkdtemp(), "a-file")
+>>> _ = open(ro, "w").close()
+>>> got = configure_cache(environ=env, package_dir=os.path.join(ro, "pkg"))  # cannot be created
+>>> got == os.path.join(env["XDG_CACHE_HOME"], "ratiowatch", "numba") == env["NUMBA_CACHE_DIR"]
+True
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import MutableMapping
+from pathlib import Path
+
+ENV = "NUMBA_CACHE_DIR"
+COMPILE_SECONDS = "20-30 s"
+
+
+def _writable_dir(path: Path) -> bool:
+    """Whether ``path`` exists or can be created, and a file can be written in it (as numba checks)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError:
+        return False
+    return True
+
+
+def user_cache_dir(environ: MutableMapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/ratiowatch/numba`` (default ``~/.cache/ratiowatch/numba``)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ratiowatch" / "numba"
+
+
+def configure_cache(environ: MutableMapping[str, str] | None = None,
+                    package_dir: str | os.PathLike | None = None) -> str | None:
+    """Set ``NUMBA_CACHE_DIR`` when the package directory is not writable; return the directory in force.
+
+    Returns the explicit or chosen cache directory, or None when numba caches next to the sources
+    (its default, the package being writable). Call it before numba is imported.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(ENV):
+        return env[ENV]
+    pkg = Path(package_dir) if package_dir is not None else Path(__file__).resolve().parent
+    if _writable_dir(pkg / "__pycache__"):
+        return None
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    for cand in (user_cache_dir(env), Path(tempfile.gettempdir()) / f"ratiowatch-numba-{uid}"):
+        if _writable_dir(cand):
+            env[ENV] = str(cand)
+            if env is os.environ and "numba" in sys.modules:  # too late for numba's import-time config
+                from numba.core import config
+
+                config.reload_config()
+            return str(cand)
+    return None  # nowhere writable: numba compiles in memory on every start
+
+
+def cache_location() -> str:
+    """Where the kernels are cached, in words (for messages)."""
+    return os.environ.get(ENV) or "next to the installed package (__pycache__)"
+
+
+_announced = False
+_registered = False
+
+
+def announce_compilation(stream=None, say=None) -> None:
+    """Print one line to ``stream`` (default: the current stderr) the first time numba compiles a
+    kernel in this process, or pass it to ``say`` (e.g. a logger's ``info``); registering again is
+    a no-op.
+
+    Nothing is printed when every kernel comes from the cache: numba signals ``numba:compile``
+    only on a cache miss.
+    """
+    global _registered
+    if _registered:
+        return
+    from numba.core import event
+
+    class _Once(event.Listener):
+        def on_start(self, ev):
+            global _announced
+            if _announced:
+                return
+            _announced = True
+            msg = (f"compiling the numba kernels (once after an install or upgrade, about {COMPILE_SECONDS}; "
+                   f"cached in {cache_location()})")
+            try:
+                if say is not None:
+                    say(msg)
+                else:
+                    print(f"ratiowatch: {msg}", file=sys.stderr if stream is None else stream, flush=True)
+            except (OSError, ValueError):  # stderr closed: the note is not worth a failure
+                pass
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", _Once())
+    _registered = True

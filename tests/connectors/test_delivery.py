@@ -1,0 +1,99 @@
+"""Sink delivery threads: bounded queues with backpressure, acknowledgement tickets, circuit breaker."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ratiowatch.connectors.delivery import CircuitBreaker, SinkWorker
+from ratiowatch.connectors.records import Alert
+from ratiowatch.connectors.sinks import WebhookSink
+
+
+def alert(i: int) -> Alert:
+    return Alert.from_alarm(key=f"k{i}", detector="d", change_index=i, alarm_index=i + 5, timestamp=float(i),
+                            score=2.0, threshold=1.0)
+
+
+class ListSink:
+    def __init__(self, name="list", gate: threading.Event | None = None):
+        self.name = name
+        self.items: list = []
+        self.gate = gate
+        self.flushes = 0
+
+    def deliver(self, items):
+        if self.gate is not None:
+            assert self.gate.wait(20)
+        self.items += items
+        return []
+
+    def flush(self):
+        self.flushes += 1
+        return []
+
+    def close(self):
+        pass
+
+
+def test_tickets_are_acknowledged_after_delivery_and_flush():
+    sink = ListSink()
+    w = SinkWorker(sink)
+    tickets = [w.put([alert(i)]) for i in range(5)]
+    assert tickets == [1, 2, 3, 4, 5]
+    assert w.wait(5, timeout_s=10) and w.acked == 5
+    assert sink.items == [alert(i) for i in range(5)] and sink.flushes >= 1
+    w.close()
+
+
+def test_a_full_queue_blocks_the_producer_and_drops_nothing():
+    gate = threading.Event()
+    sink = ListSink(gate=gate)
+    w = SinkWorker(sink, maxsize=1)
+    w.put([alert(0)])            # taken by the thread, which waits at the gate
+    time.sleep(0.2)
+    w.put([alert(1)])            # fills the queue
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="not keeping up"):
+        w.put([alert(2)], should_stop=lambda: time.monotonic() - t0 > 0.5)  # blocked until given up
+    assert time.monotonic() - t0 >= 0.5
+    gate.set()
+    assert w.wait(2, timeout_s=10)
+    assert sink.items == [alert(0), alert(1)]
+    w.close()
+
+
+def test_circuit_breaker_sends_alerts_to_the_dead_letter_sink_until_a_probe_succeeds(http_server):
+    http_server["code"] = 500
+    dead = ListSink("dead")
+    dlw = SinkWorker(dead)
+    w = SinkWorker(WebhookSink(http_server["url"], retries=0, backoff_s=0.0), dead_letter=dlw,
+                   breaker=CircuitBreaker(failures=2, reset_s=0.5))
+    t = w.put([alert(i) for i in range(5)])
+    assert w.wait(t, timeout_s=20)
+    assert http_server["hits"] == 2                     # the breaker opened after two failures
+    assert [d.reason for d in dead.items] == ["delivery_failed"] * 5
+    assert sum("circuit open" in d.detail for d in dead.items) == 3
+    assert dlw.acked == dlw.issued                      # acknowledged only once dead-lettered
+    http_server["code"] = 200
+    time.sleep(0.6)
+    t = w.put([alert(10), alert(11)])                   # the first is the probe; it succeeds
+    assert w.wait(t, timeout_s=20)
+    assert [b["change_index"] for b in http_server["bodies"]] == [10, 11] and w.breaker.state == "closed"
+    w.close()
+    dlw.close()
+
+
+def test_a_failed_probe_keeps_the_circuit_open():
+    t = [0.0]
+    cb = CircuitBreaker(failures=1, reset_s=5.0, clock=lambda: t[0])
+    cb.record(False)
+    assert cb.state == "open" and not cb.allow()
+    t[0] = 5.0
+    assert cb.allow() and not cb.allow()   # one probe at a time
+    cb.record(False)
+    assert cb.state == "open" and not cb.allow()
+    t[0] = 10.0
+    assert cb.allow()

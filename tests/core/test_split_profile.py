@@ -1,0 +1,96 @@
+"""Split profile (ratiowatch.core.split_profile) against a from-scratch fit of every split."""
+
+import numpy as np
+import pytest
+
+import naive
+from ratiowatch.core.rulsif import _pe_hat, _solve_theta
+from ratiowatch.core.split_profile import (SplitProfile, kernel_features, split_profile, split_rows,
+                                           valid_splits)
+
+
+@pytest.mark.parametrize("width,stride,channels", [(1, 1, 1), (2, 1, 1), (3, 1, 1), (7, 2, 1), (20, 5, 1),
+                                                   (5, 1, 2), (40, 3, 1)])
+def test_profile_matches_a_from_scratch_fit_of_every_split(width, stride, channels):
+    rng = np.random.default_rng(width + 10 * stride + channels)
+    x = rng.normal(size=(400, channels))
+    x[200:] = x[200:] * 2.0 + 0.5
+    splits = valid_splits(400, width, stride, 5)[::7]
+    phi = kernel_features(x, width, stride)
+    fast = split_profile(phi, splits, width, stride, alpha=0.1, lam=1e-3)
+    slow = naive.split_profile(x, splits, width, stride, alpha=0.1, lam=1e-3)
+    np.testing.assert_allclose(fast, slow, rtol=1e-8, atol=1e-8)
+
+
+def test_each_direction_is_the_core_rulsif_fit_on_the_same_features():
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(0, 1, (150, 1)), rng.normal(1, 1, (150, 1))]
+    width, stride, alpha, lam = 4, 1, 0.2, 1e-2
+    phi = kernel_features(x, width, stride)
+    splits = np.array([60, 150, 240])
+    got = split_profile(phi, splits, width, stride, alpha=alpha, lam=lam)
+    n_left, first_right = split_rows(splits, width, stride)
+    for g in range(splits.size):
+        left, right = phi[: n_left[g]], phi[first_right[g]:]
+        pe = 0.0
+        for p, q in ((left, right), (right, left)):
+            theta = _solve_theta(p, q, alpha, lam, False)
+            pe += _pe_hat(p @ theta, q @ theta, alpha)
+        assert got[g] == pytest.approx(pe * len(left) * len(right) / (len(left) + len(right)), rel=1e-9)
+
+
+def test_subsequences_crossing_the_split_belong_to_neither_side():
+    n_left, first_right = split_rows([10, 11, 12], width=4, stride=2)
+    # rows start at 0, 2, 4, ...: a row starting at s covers s..s+3
+    assert n_left.tolist() == [4, 4, 5]  # rows 0..3 end at or before 10 (row 3 covers 6..9)
+    assert first_right.tolist() == [5, 6, 6]  # the first row starting at or after the split
+
+
+@pytest.mark.parametrize("kind", ["mean", "variance", "shape"])
+def test_the_best_split_sits_at_a_clear_change(kind):
+    rng = np.random.default_rng(0)
+    t = np.arange(1200)
+    if kind == "mean":
+        x, width = np.r_[rng.normal(0, 1, 600), rng.normal(1.5, 1, 600)], 3
+    elif kind == "variance":
+        x, width = np.r_[rng.normal(0, 1, 600), rng.normal(0, 3, 600)], 3
+    else:
+        x = np.where(t < 600, np.sin(2 * np.pi * t / 30), np.sign(np.sin(2 * np.pi * t / 30)))
+        x, width = x + rng.normal(0, 0.2, t.size), 30
+    stat, split = SplitProfile(width=width, stride=max(1, width // 4)).best(x)
+    assert abs(split - 600) <= max(10, width), (kind, split)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_scaling_by_effective_size_keeps_the_margins_quiet(seed):
+    # without the n_L n_R / (n_L + n_R) scaling the PE of noise is largest on the small side
+    # (measured at the outer 5 grid splits: about 40 times the middle; scaled: 1-1.5 times)
+    x = np.random.default_rng(seed).normal(size=(2000, 1))
+    prof = SplitProfile(width=3)
+    s = prof.candidates(2000)
+    scaled = prof.profile(x, s)
+    n_left, first_right = split_rows(s, 3, 1)
+    n_right = (2000 - 3 + 1) - first_right
+    raw = scaled * (n_left + n_right) / (n_left * n_right)
+    mid = slice(len(s) // 2 - 5, len(s) // 2 + 5)
+    assert raw[:5].mean() > 10 * raw[mid].mean()
+    assert scaled[:5].mean() < 2 * scaled[mid].mean()
+
+
+def test_too_short_series_have_no_split_and_bad_arguments_raise():
+    prof = SplitProfile(width=3)
+    assert prof.best(np.zeros(12)) == (-np.inf, -1)
+    assert prof.maximum(np.zeros(12)) == -np.inf
+    with pytest.raises(ValueError):
+        kernel_features(np.zeros((5, 1)), 6, 1)
+    phi = kernel_features(np.random.default_rng(0).normal(size=(50, 1)), 3, 1)
+    with pytest.raises(ValueError):
+        split_profile(phi, [30, 20], 3, 1)
+    with pytest.raises(ValueError):
+        split_profile(phi, [20], 3, 1, alpha=1.0)
+
+
+def test_constant_series_give_finite_scores():
+    prof = SplitProfile(width=3)
+    s = prof.candidates(100)
+    assert np.isfinite(prof.profile(np.ones(100), s)).all()

@@ -1,0 +1,139 @@
+"""``ratiowatch detect`` run as a subprocess: it never answers wrongly in silence.
+
+Everyday files (a typo in one cell, a ``time_ms`` column, no header, a blank line, semicolons, tabs,
+JSON lines, stdin), plot formats and paths, too short a series, and what the alarm score means.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cli_util import cli, jump_rows, near, one_line_error, write
+
+
+# ------------------------------------------------------------------ detect: no silent wrong answers
+def test_bad_cell_stops_with_file_line_and_column(tmp_path):
+    rows = jump_rows()
+    rows[299] = (299, rows[299][1], "abc")
+    p = write(tmp_path / "typo.csv", rows)
+    one_line_error(cli("detect", p), 2, "typo.csv line 301, column 'mem': 'abc' is not a number")
+
+
+def test_bad_cells_as_missing_still_find_the_change(tmp_path):
+    rows = jump_rows()
+    rows[100] = (100, rows[100][1], "abc")
+    p = write(tmp_path / "typo.csv", rows)
+    proc = cli("detect", p, "--bad-cells", "missing", "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["columns"] == ["cpu", "mem"] and near(res["change_points"], 150)
+    assert "1 non-numeric cell(s) read as missing" in proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["semicolon", "tab", "jsonl", "stdin"])
+def test_input_formats_find_the_change(tmp_path, fmt):
+    rows = jump_rows()
+    stdin = None
+    if fmt == "semicolon":
+        p = write(tmp_path / "x.csv", rows, sep=";")
+    elif fmt == "tab":
+        p = write(tmp_path / "x.tsv", rows, sep="\t")
+    elif fmt == "jsonl":
+        p = tmp_path / "x.jsonl"
+        p.write_text("".join(json.dumps({"time": t, "cpu": c, "mem": m}) + "\n" for t, c, m in rows))
+    else:
+        p, stdin = "-", write(tmp_path / "x.csv", rows).read_text()
+    proc = cli("detect", p, "--json", input=stdin)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["columns"] == ["cpu", "mem"] and res["n_samples"] == 300
+    assert near(res["change_points"], 150), res["change_points"]
+
+
+def test_a_time_ms_column_is_the_time_axis_not_a_channel(tmp_path):
+    rows = [(1000 * t, c, m) for t, c, m in jump_rows()]
+    p = write(tmp_path / "t.csv", rows, header="time_ms,cpu,mem")
+    proc = cli("detect", p, "--json")
+    res = json.loads(proc.stdout)
+    assert res["columns"] == ["cpu", "mem"] and res["time_column"] == "time_ms"
+    assert near(res["change_points"], 150)
+    assert res["change_point_times"] == [1000 * c for c in res["change_points"]]
+    assert "'time_ms' read as the time axis" in proc.stderr and "--time-column" in proc.stderr
+
+
+def test_headerless_file_keeps_every_row(tmp_path):
+    p = write(tmp_path / "n.csv", jump_rows(), header=None)
+    proc = cli("detect", p, "--json")
+    res = json.loads(proc.stdout)
+    assert res["n_samples"] == 300 and near(res["change_points"], 150)
+    assert "no header row" in proc.stderr
+
+
+def test_blank_lines_do_not_shift_the_reported_lines(tmp_path):
+    p = write(tmp_path / "b.csv", jump_rows())
+    lines = p.read_text().splitlines(keepends=True)
+    p.write_text("".join(lines[:51]) + "\n" + "".join(lines[51:]))  # blank line after data row 49
+    proc = cli("detect", p, "--json")
+    res = json.loads(proc.stdout)
+    assert near(res["change_points"], 150)
+    # data row i sits on file line i + 2 before the blank line and i + 3 after it
+    assert res["change_point_lines"] == [c + 3 for c in res["change_points"]]
+    assert "data-row indices from 0" in res["index"]
+    assert "skipped 1 blank line" in proc.stderr
+    text = cli("detect", p)
+    assert "(data row from 0)" in text.stdout and f"(line {res['change_point_lines'][0]}" in text.stdout
+
+
+def test_too_short_a_series_says_so(tmp_path):
+    p = write(tmp_path / "s.csv", jump_rows()[:6])
+    proc = cli("detect", p)
+    assert proc.returncode == 0
+    assert "too short for any detection" in proc.stdout and "too short" in proc.stderr
+
+
+def test_alarm_scores_are_ratios_to_the_threshold_for_any_input(tmp_path):
+    from ratiowatch.stream.detectors.offline import replay
+
+    rows = jump_rows()
+    uni = write(tmp_path / "u.csv", [(t, m) for t, _c, m in rows], header="time,mem")
+    multi = write(tmp_path / "m.csv", rows)
+    for p, x in ((uni, np.array([[r[2]] for r in rows])), (multi, np.array([r[1:] for r in rows]))):
+        res = json.loads(cli("detect", p, "--json").stdout)
+        assert "threshold" in res["score_units"]
+        expected = [a.score / a.threshold for a in replay(x).alarms]
+        assert [a["score"] for a in res["alarms"]] == pytest.approx(expected)
+        assert res["alarms"] and all(a["score"] >= 1.0 for a in res["alarms"])
+
+
+# ------------------------------------------------------------------ detect --plot
+def test_plot_extension_sets_the_format(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows())
+    for ext, magic in ((".svg", b"<?xml"), (".pdf", b"%PDF"), (".png", b"\x89PNG")):
+        out = tmp_path / f"plot{ext}"
+        proc = cli("detect", p, "--plot", out)
+        assert proc.returncode == 0, proc.stderr
+        assert out.read_bytes()[:5].startswith(magic[:5]), ext
+    one_line_error(cli("detect", p, "--plot", tmp_path / "plot.xyz"), 2, "unknown image format .xyz", ".svg")
+
+
+def test_plot_into_a_missing_directory_fails_before_computing(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows())
+    proc = cli("detect", p, "--plot", "/nonexistent/dir/out.png")
+    one_line_error(proc, 2, "directory /nonexistent/dir does not exist")
+    assert proc.stdout == ""
+
+
+def test_a_plot_that_cannot_be_written_still_prints_the_result(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows())
+    # passes the checks made before computing (writable folder, known format), fails at writing:
+    # the name is a link into a folder that does not exist
+    out = tmp_path / "out.png"
+    out.symlink_to("/nonexistent/dir/out.png")
+    proc = cli("detect", p, "--json", "--plot", out)
+    one_line_error(proc, 1, "could not write the plot")
+    assert near(json.loads(proc.stdout)["change_points"], 150)
+    long_name = cli("detect", p, "--plot", tmp_path / ("x" * 300 + ".png"))
+    one_line_error(long_name, 2, "File name too long")
