@@ -34,7 +34,7 @@ import numpy as np
 from ratiowatch.stream.commands.table import BAD_CELLS, TableError, read_table
 
 PROGRESS_MIN_SAMPLES = 5000
-SCORE_UNITS = ("the split's score / the stop test's critical value (above 1 = significant), for "
+SCORE_UNITS = ("the split's score / the stop test's threshold (its critical value; above 1 = significant), for "
                "univariate and multichannel input alike")
 INDEX_CONVENTION = ("change points are data-row indices from 0 (header and blank lines not counted); "
                     "change_point_lines are 1-based lines of the file")
