@@ -22,9 +22,13 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "change points of a CSV / TSV / JSON-lines file or stdin (causal replay), optional plot"),
     (("eval", "tcpd"), "ratiowatch.stream.evaluate.tcpd",
      "accuracy of the default change-point detector on TCPD: F1 and covering against the human "
-     "annotations, mean over the univariate series"),
+     "annotations, mean over the univariate series, by tune / check half (--streaming, --peers)"),
     (("eval", "tssb"), "ratiowatch.stream.evaluate.tssb",
-     "accuracy of the default change-point detector on TSSB: covering of the true segmentation"),
+     "accuracy of the default change-point detector on TSSB or UTSA: covering of the true segmentation, "
+     "by tune / check half (--streaming, --peers)"),
+    (("eval", "synthetic"), "ratiowatch.stream.evaluate.synthetic",
+     "calibration of the default change-point detector on synthetic series: false changes on "
+     "change-free series (null suite), detection and delay of known changes (change suite)"),
     (("eval", "nab"), "ratiowatch.stream.evaluate.nab",
      "accuracy of the default anomaly detector on NAB: the NAB score under each cost profile"),
     (("eval", "odds"), "ratiowatch.stream.evaluate.odds",
