@@ -145,7 +145,7 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         neighbour (:func:`local_scale`). ``"cv"``: the ratio estimator's own criterion (exact
         LOOCV of RuLSIF/uLSIF over sigma and lambda, likelihood CV of KLIEP) on at most
         ``n_select`` samples per side; it prefers wide, flat ratios and ranks outliers poorly
-        (``docs/evaluation_anomalies.md``). A float is used as is.
+        (``docs/evaluation.md``, section 7). A float is used as is.
     sigma_factor : float
         Multiplier of the local scale for ``sigma="local"``.
     lam : float
