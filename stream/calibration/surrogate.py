@@ -13,7 +13,7 @@ exactly as the detector does, and scores each one's past / current split with th
 sigma and lambda. On a 100,000-sample stationary AR(2) run (n = 50) the surrogate scores
 matched the detector's own score distribution at the 50 / 90 / 99 / 99.9 % quantiles within
 0.02 / 0.02 / 0.04 / 0.09, where the block-permutation null was 0.04 / 0.03 / -0.03 / -0.16 off
-(see the README for the measurement; made with the Yule-Walker fit used before Burg's).
+(docs/experiments.md has the measurement; made with the Yule-Walker fit used before Burg's).
 
 Why Burg rather than Yule-Walker: the detector fits ~53 values, and on so few Yule-Walker's
 tapered autocovariances pull strongly autocorrelated coefficients towards zero (AR(2) 1.5 / -0.75:

@@ -9,7 +9,7 @@ Threshold
     scores above their minimum, and the threshold is its upper ``false_alarm_rate`` quantile.
     Because every alarm needs at least one step above the threshold, the expected number of alarms
     per step is at most ``false_alarm_rate`` whenever the permutation null is right (it is exact
-    for exchangeable windows; autocorrelated data widen the true null, see the README).
+    for exchangeable windows; autocorrelated data widen the true null, see docs/experiments.md).
 """
 
 from __future__ import annotations

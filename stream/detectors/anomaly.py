@@ -62,7 +62,7 @@ DEFAULT_VIEWS = (
     (8, 8, "median", 1.0, 100),
 )
 
-#: the default configuration, fixed in code (see the README for the tuning record)
+#: the default configuration, fixed in code (the tuning record is in docs/experiments.md)
 DEFAULTS = dict(
     views=DEFAULT_VIEWS,
     buffer_size=1500,

@@ -11,7 +11,7 @@ Hyperparameters are chosen when the windows are built and every ``reselect_every
 windows are then rebuilt from the history), never on every step. ``select="median"`` (default):
 sigma = 0.5 x the median distance of the pooled windows, lambda = 0.1 -- on the TCPD sample the
 estimator's own criterion (``select="loocv"``: exact LOOCV of ``ratiowatch.core.rulsif.fit_rulsif`` on the
-current windows) scored 0.64 F1 against 0.71, see the README table.
+current windows) scored 0.64 F1 against 0.71, see docs/experiments.md.
 
 Window sizes adapt to the length seen so far: the window holds ``n_eff`` subsequences with
 ``n_eff`` the largest rung of ``n_min * sqrt(2)^j`` (capped at ``n``) not above
@@ -163,101 +163,58 @@ def _ratio(score: float, threshold: float) -> float:
 class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     """Two-window density-ratio change-point detector (river drift detector and anomaly scorer).
 
+    The change score compares a past and a current window of ``n`` subsequences of length ``k``
+    (``PE_alpha`` for RuLSIF / uLSIF, L2 for LSDD, KL for KLIEP); an alarm is raised when it
+    exceeds the upper ``false_alarm_rate`` quantile of its calibrated null. Why each default is what
+    it is, with the measurements behind it: ``docs/architecture.md``.
+
     Parameters
     ----------
     method : {"rulsif", "ulsif", "kliep", "lsdd"}
-        Divergence estimator. RuLSIF (alpha-relative Pearson divergence) is the default.
+        Divergence estimator; RuLSIF (alpha-relative Pearson divergence) by default.
     k : int
         Subsequence length.
     n : int
         Subsequences per window once enough data has been seen (the largest window).
     symmetric : bool
-        Score both directions, ``PE(past||current)`` and ``PE(current||past)``, instead of the
-        first only: their maximum with the AR null (each direction is calibrated at half the
-        false-alarm rate; a variance decrease shows in the second direction only, and adding the
-        first one's noise hid it), their sum with the permutation null.
+        Score both directions: their maximum under the AR null, their sum under the permutation null.
     alpha : float in [0, 1)
-        RuLSIF mixture weight (ignored by the other methods; uLSIF is alpha = 0).
+        RuLSIF mixture weight (uLSIF is alpha = 0; ignored by KLIEP and LSDD).
     reselect_every : int
-        Steps between hyperparameter re-selections (windows are rebuilt then, too); 0 (default)
-        means every ``n_eff`` steps, once per window length: sigma and the robust scale must follow
-        the data (with a stale sigma a variance increase makes every new subsequence look isolated
-        and the score *drops*), and a rebuild costs about one calibration. The offline replay
-        (:mod:`ratiowatch.stream.detectors.offline`) uses 10.
+        Steps between hyperparameter re-selections and window rebuilds; 0 means every ``n_eff``.
     false_alarm_rate : float
-        Target probability that a step's score exceeds the threshold under no change.
+        Target probability that a step's score exceeds the threshold when nothing changed.
     n_perm : int
-        Null draws (AR surrogates or permutations) per calibration; a new window size starts with
-        8 x ``n_perm`` surrogates.
+        Null draws (AR surrogates or permutations) per calibration.
     calibrate_every : int
-        Steps between calibrations; 0 (default) means ``n_eff``: the null is
-        re-estimated each time half of the pooled ``2 n_eff`` subsequences has been renewed, which
-        costs ``2 n_perm / n_eff`` extra solves per step (0.4 at n = 50; the AR null also
-        simulates and embeds each surrogate: about 1.0 ms per calibration at k = 10, n = 50).
-        The offline replay recalibrates every step (1), where series are short and windows small.
+        Steps between calibrations of the null; 0 means every ``n_eff``.
     difference : {"auto", True, False}
-        Work on first differences. ``"auto"`` decides when the windows are (re)built to a new size:
-        differences when the lag-1 autocorrelation of the held levels exceeds 0.8 (a trending or
-        integrated series, whose raw levels would make every window look different), levels
-        otherwise (so a level shift stays a lasting change of distribution, not a single spike).
+        Work on first differences; ``"auto"`` when the lag-1 autocorrelation exceeds 0.8.
     n_min, window_frac : int, float
-        Adaptive window size (see module docstring); ``window_frac=0`` fixes it at ``n``.
+        Adaptive window size: the largest rung of ``n_min * sqrt(2)^j`` not above ``window_frac``
+        times the samples seen; ``window_frac=0`` fixes it at ``n``.
     delay, min_spacing : int
         Peak-picking delay and minimum spacing between change indices; 0 means ``n_eff``.
     select : {"loocv", "median"}
-        ``"loocv"``: the estimator's criterion; ``"median"``: sigma = ``sigma_factor`` x median
-        distance of the pooled windows, lambda = ``lam``.
+        ``"loocv"``: the estimator's own criterion; ``"median"``: ``sigma_factor`` x median distance.
     sigma_factor : float
-        Used with ``select="median"``. 0.5 by default: with the full median width the clipped
-        PE-hat of two clearly different windows can come out *negative* (the fitted ratio spills
-        onto the denominator samples), which hides exactly the large changes.
+        Kernel width as a multiple of the median distance, with ``select="median"``.
     lam : float
-        Ridge strength used with ``select="median"``.
+        Ridge strength, with ``select="median"``.
     history_guard : bool
-        Also keep the threshold at or above a robust upper quantile of the score's own history
-        (see :meth:`_history_guard`).
+        Also keep the threshold at or above a robust upper quantile of the score's own history.
     perm_block : int
-        Permutation block length of the permutation null; 0 (default) means k. Setting it (> 0)
-        selects the permutation null when ``null="auto"``. Neighbouring subsequences share
-        k - 1 samples, so shuffling them one by one makes the null too narrow (on stationary AR(2)
-        data, blocks of k cut the false alarms about fourfold). The offline replay uses 1: its
-        windows can be as small as 6 subsequences.
+        Block length of the permutation null; 0 means k; setting it selects that null.
     refresh_every : int
         Pushes between full rebuilds of the window accumulators (bounds rounding drift).
     null : {"auto", "ar", "permutation", "ar_or_permutation"}
-        Null distribution of the score. ``"ar"``: AR surrogates (Burg's method, order by AIC up to 5,
-        fitted to the retained values before the current window, residual bootstrap), scored with
-        the windows' sigma and lambda; they keep the serial dependence a permutation destroys. On
-        stationary AR(2) it brought the false alarms from 28 to 2 over seeds 4-9 (10,000 samples
-        each) with every jumping-mean / scaling-variance change still found within 2n.
-        ``"permutation"``: block permutations of the pooled windows (exact for exchangeable
-        subsequences only: on autocorrelated data it is too narrow, see the README).
-        ``"ar_or_permutation"`` (the offline replay's null): the permutation null while fewer than
-        50 values exist before the current window to fit the AR model (short series, the start of
-        a long one), the AR null from the first calibration that can fit it, recalibrated every
-        ``max(calibrate_every, n_eff)`` steps (surrogates cost ~0.5 ms; re-selections recalibrate
-        too); the switch restarts the score history, as a new window size does. ``"auto"`` (default): ``"permutation"`` when ``perm_block`` is set, ``"ar"`` otherwise.
+        Null of the score: AR surrogates of the values behind the windows, block permutations of
+        the pooled windows, or permutations until an AR model can be fitted; ``"auto"``: AR unless
+        ``perm_block`` is set.
     corr_view : bool
-        With m >= 2 channels and the AR null: also test the channels' contemporaneous correlations
-        (default True; see the module docstring). Each step computes the Fisher-z difference of
-        every channel pair between the windows (the newest sample of each subsequence); each
-        calibration scores the same AR surrogates (:func:`~ratiowatch.stream.calibration.surrogate.simulate_ar`, residual
-        rows resampled jointly, so the surrogates keep the fitted stretch's correlation), and the
-        pair's threshold is ``s * t_N^{-1}(1 - q / 2)`` with ``s`` the RMS of its ``N`` pooled
-        surrogate differences (a Student-t predictive quantile: the differences are close to
-        normal, and ``s`` is estimated) and ``q`` = half the false-alarm rate shared out over the
-        pairs. The kernel score then runs at the other half. The view is silent (and the kernel
-        score keeps the whole rate) while the windows hold fewer than 20 subsequences, where
-        Fisher z's tails are heavier than normal. With the view on, :attr:`score`
-        and :attr:`threshold` stay the kernel's, while alarms and :meth:`score_one` use the larger
-        of the two views' ``score / threshold`` (an alarm's ``score`` is then that ratio and its
-        ``threshold`` 1.0). On the bivariate AR(2) stream whose innovation
-        correlation goes 0 -> 0.95 -> 0 it finds 12 of 12 changes (seeds 3-8; 56 of 56 over
-        seeds 3-30), where the kernel score alone finds 1 (at most 3 with any sigma factor in
-        0.18-0.5 and lambda in 0.01-0.1, none with LOOCV selection). Univariate input and the
-        permutation null are unaffected (the offline replay gets the view once its null is AR).
+        With two or more channels, also test the channels' correlations (Fisher z), at half the rate.
     seed : int
-        Seeds the permutations (a generator keyed by ``(seed, step)``), so replays are exact.
+        Seeds every random draw (a generator keyed by ``(seed, step)``), so replays are exact.
     """
 
     def __init__(self, method: str = "rulsif", k: int = 3, n: int = 50, symmetric: bool = True,
