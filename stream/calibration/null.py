@@ -155,7 +155,7 @@ class NullCalibrator:
         level shift looks like a unit root and a 5-sigma shift went unseen). With fewer than
         ``AR_MIN_VALUES`` there is no threshold (so no alarm) and the pools stay empty.
 
-        Why each piece (measured on stationary AR(2), n = 50; README, synthetic specifications):
+        Why each piece (measured on stationary AR(2), n = 50; docs/experiments.md, synthetic specifications):
 
         * surrogates, not permutations: a permutation destroys the serial dependence and its null
           is too narrow in the tail (99.9 % quantile 0.99 vs the score's own 1.14; surrogates 1.23);
