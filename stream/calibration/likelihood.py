@@ -25,6 +25,25 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, inline="always")
+def _tail_value(a, mean, mean_sq, min_std, decades):
+    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread, over
+    ``decades`` and clipped to [0, 1]; 0 below the mean."""
+    var = mean_sq - mean * mean
+    sd = math.sqrt(var) if var > 0.0 else 0.0
+    floor = min_std * (abs(mean) + 1e-12)
+    if sd < floor:
+        sd = floor
+    z = (a - mean) / sd
+    if z <= 0.0:
+        return 0.0
+    tail = 0.5 * math.erfc(z / math.sqrt(2.0))
+    if tail < 1e-300:
+        tail = 1e-300
+    v = -math.log10(tail) / decades
+    return 1.0 if v > 1.0 else v
+
+
 @njit(cache=True)
 def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, st_i, out):
     """Causal pass: smoothed score vs mean/std of the previous smoothed scores held in ``ring``.
@@ -43,19 +62,7 @@ def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, s
         count = st_i[0]
         out[j] = 0.0
         if count >= min_history:
-            mu = st_f[0] / count
-            var = st_f[1] / count - mu * mu
-            sd = math.sqrt(var) if var > 0.0 else 0.0
-            floor = min_std * (abs(mu) + 1e-12)
-            if sd < floor:
-                sd = floor
-            z = (a - mu) / sd
-            if z > 0.0:
-                tail = 0.5 * math.erfc(z / math.sqrt(2.0))
-                if tail < 1e-300:
-                    tail = 1e-300
-                v = -math.log10(tail) / decades
-                out[j] = 1.0 if v > 1.0 else v
+            out[j] = _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, decades)
         pos = st_i[1]
         if count == history:
             old = ring[pos]
@@ -92,20 +99,7 @@ def _tail_peek(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, 
     count = st_i[0]
     if count < min_history:
         return 0.0
-    mu = st_f[0] / count
-    var = st_f[1] / count - mu * mu
-    sd = math.sqrt(var) if var > 0.0 else 0.0
-    floor = min_std * (abs(mu) + 1e-12)
-    if sd < floor:
-        sd = floor
-    z = (a - mu) / sd
-    if z <= 0.0:
-        return 0.0
-    tail = 0.5 * math.erfc(z / math.sqrt(2.0))
-    if tail < 1e-300:
-        tail = 1e-300
-    v = -math.log10(tail) / decades
-    return 1.0 if v > 1.0 else v
+    return _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, decades)
 
 
 class TailProbability:

@@ -203,6 +203,18 @@ def _table(rows: list[dict], key: str, value: Callable[[list[dict]], dict]) -> d
     return {k: value(v) for k, v in groups.items()}
 
 
+def _null_report(rows: list[dict], mode: str, seeds: int, target: float, summ: Callable, t0: float) -> dict:
+    """The null suite's report: ``summ`` of every kind x length cell, per length, per kind, overall."""
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault(r["kind"], {}).setdefault(str(r["length"]), []).append(r)
+    return {"suite": "null", "mode": mode, "seeds": int(seeds), "target": target,
+            "cells": {k: {ln: summ(v) for ln, v in d.items()} for k, d in cells.items()},
+            "by_length": _table(rows, "length", summ), "by_kind": _table(rows, "kind", summ),
+            "overall": summ(rows), "seconds": round(time.perf_counter() - t0, 2),
+            "errors": [r for r in rows if r["error"]]}
+
+
 def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = None, seeds: int = 5,
                        lengths: Iterable[int] = LENGTHS, kinds: Iterable[str] = NULL_KINDS,
                        progress: Callable[[str], None] | None = None) -> dict:
@@ -231,14 +243,7 @@ def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = No
                 "changes_per_series": round(float(np.mean([r["n_changes"] for r in rs])), 4),
                 "errors": sum(r["error"] is not None for r in rs), "in_spec": rate <= TARGET_NULL_OFFLINE}
 
-    cells = {}
-    for r in rows:
-        cells.setdefault(r["kind"], {}).setdefault(str(r["length"]), []).append(r)
-    return {"suite": "null", "mode": "offline", "seeds": int(seeds), "target": TARGET_NULL_OFFLINE,
-            "cells": {k: {ln: summ(v) for ln, v in d.items()} for k, d in cells.items()},
-            "by_length": _table(rows, "length", summ), "by_kind": _table(rows, "kind", summ),
-            "overall": summ(rows), "seconds": round(time.perf_counter() - t0, 2),
-            "errors": [r for r in rows if r["error"]]}
+    return _null_report(rows, "offline", seeds, TARGET_NULL_OFFLINE, summ, t0)
 
 
 def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int = 5,
@@ -271,14 +276,7 @@ def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int
                 "series_with_alarm": sum(r["alarms"] > 0 for r in rs),
                 "errors": sum(r["error"] is not None for r in rs), "in_spec": rate <= TARGET_NULL_STREAMING}
 
-    cells = {}
-    for r in rows:
-        cells.setdefault(r["kind"], {}).setdefault(str(r["length"]), []).append(r)
-    return {"suite": "null", "mode": "streaming", "seeds": int(seeds), "target": TARGET_NULL_STREAMING,
-            "cells": {k: {ln: summ(v) for ln, v in d.items()} for k, d in cells.items()},
-            "by_length": _table(rows, "length", summ), "by_kind": _table(rows, "kind", summ),
-            "overall": summ(rows), "seconds": round(time.perf_counter() - t0, 2),
-            "errors": [r for r in rows if r["error"]]}
+    return _null_report(rows, "streaming", seeds, TARGET_NULL_STREAMING, summ, t0)
 
 
 def match_offline(truth: Sequence[int], pred: Sequence[int], tolerance: int) -> list[int | None]:
