@@ -8,7 +8,7 @@ export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: test demo install bench clean
+.PHONY: test demo install bench clean peers
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,4 +30,15 @@ bench: $(STAMP)
 	$(BIN)/ratiowatch bench estimators --json
 
 clean:
-	rm -rf $(VENV) .numba_cache .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(PEERS_VENV) .peers_cache .numba_cache .pytest_cache build *.egg-info
+
+# claspy (a peer of `ratiowatch eval ... --peers`) pins numpy/scipy/scikit-learn below ours:
+# it gets its own environment and runs as a subprocess (stream/evaluate/peers_claspy.py)
+PEERS_VENV ?= .venv-peers
+peers: $(PEERS_VENV)/.installed
+
+$(PEERS_VENV)/.installed:
+	$(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q --upgrade pip
+	$(PEERS_VENV)/bin/pip install -q claspy==0.2.8
+	touch $@

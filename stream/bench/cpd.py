@@ -14,6 +14,11 @@ score per step. Measured in one run on the same data:
   lambda, both directions) at every step, on a prefix. ``ratio_vs_densratio_fixed`` = detector
   points/s / densratio points/s.
 
+* ``claspy_streaming``: claspy 0.2.8's ClaSS (``StreamingClaSPSegmentation``, Ermshaus, Schaefer and
+  Leser 2024) on the first 20,000 points, when the peers environment exists (``make peers``; it runs
+  as a subprocess, see :mod:`ratiowatch.stream.evaluate.peers`): points/s over all of them and over
+  the 10,000 after its warm-up window. Otherwise the entry says how to build that environment.
+
 ``--memory`` also streams 1,000,000 points and reports the RSS growth between 100k and 1M points.
 Latencies are per update (``time.perf_counter_ns``), p50 / p99 in microseconds.
 """
@@ -146,6 +151,21 @@ def bench_memory(length: int) -> dict:
             "rss_growth_mb": round(marks[length] - marks[100_000], 2)}
 
 
+CLASPY_POINTS = 20_000
+
+
+def bench_claspy(y: np.ndarray) -> dict:
+    """ClaSS throughput on ``y`` in the peers environment, or a note when it is missing."""
+    from ratiowatch.stream.evaluate.peers import claspy_streaming_rate, missing_venv_message, peers_python
+
+    if peers_python() is None:
+        return {"skipped": missing_venv_message()}
+    try:
+        return claspy_streaming_rate(y)
+    except (RuntimeError, StopIteration) as exc:
+        return {"skipped": f"claspy run failed: {exc}"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quick", action="store_true", help="10,000 points and short prefixes (smoke run)")
@@ -170,6 +190,7 @@ def run(args) -> int:
     out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
     out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
     out["ratio_offline_vs_densratio_fixed"] = round(out["offline_detect"]["points_per_s"] / base, 1)
+    out["claspy_streaming"] = bench_claspy(y[: 2_000 if args.quick else CLASPY_POINTS])
     if args.memory:
         out["memory"] = bench_memory(1_000_000)
     if args.json:
@@ -181,6 +202,12 @@ def run(args) -> int:
         r = out["offline_detect"]
         print(f"{'offline_detect':32s} {r['points_per_s']:>10.1f} points/s  ({r['seconds']} s for the prefix)")
         print(f"ratio_vs_densratio_fixed {out['ratio_vs_densratio_fixed']}")
+        c = out["claspy_streaming"]
+        if "points_per_s" in c:
+            print(f"{'claspy_streaming (ClaSS)':32s} {c['points_per_s']:>10.1f} points/s  "
+                  f"(after its warm-up: {c.get('stream_points_per_s', '-')} points/s)")
+        else:
+            print(f"claspy_streaming: {c['skipped']}")
         if "memory" in out:
             print("memory", out["memory"])
     return 0

@@ -18,8 +18,10 @@ import sys
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("demo",), "ratiowatch.stream.commands.demo", "synthetic multivariate stream with known changes, alarms and a plot"),
     (("detect",), "ratiowatch.stream.commands.detect", "change points of a CSV file (causal replay), optional plot"),
-    (("eval", "tcpd"), "ratiowatch.stream.evaluate.tcpd", "TCPD F1 / covering of the default detector"),
-    (("eval", "tssb"), "ratiowatch.stream.evaluate.tssb", "TSSB covering of the default detector"),
+    (("eval", "tcpd"), "ratiowatch.stream.evaluate.tcpd", "TCPD F1 / covering by half (--streaming, --peers)"),
+    (("eval", "tssb"), "ratiowatch.stream.evaluate.tssb", "TSSB / UTSA covering by half (--streaming, --peers)"),
+    (("eval", "synthetic"), "ratiowatch.stream.evaluate.synthetic",
+     "synthetic null suite (false changes) and change suite (detection, delay)"),
     (("eval", "nab"), "ratiowatch.stream.evaluate.nab", "NAB score of the default anomaly detector"),
     (("eval", "odds"), "ratiowatch.stream.evaluate.odds", "ODDS ROC-AUC, inlier-based protocol, vs sklearn baselines"),
     (("bench", "estimators"), "ratiowatch.stream.bench.estimators", "batch fit vs densratio, incremental step time"),

@@ -49,14 +49,30 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per series")
     parser.add_argument("--seeds", type=int, default=1, metavar="K",
-                        help="also run detector seeds 1..K-1 (the permutation null is Monte-Carlo) and report "
-                             "the spread of the means under 'seed_spread'; 'datasets'/'mean' stay seed 0")
+                        help="also run detector seeds 1..K-1 (the nulls are Monte-Carlo) and report the spread "
+                             "of the means, overall and per half, under 'seed_spread'; the rest stays seed 0")
+    parser.add_argument("--half", choices=("tune", "check", "both"), default="both",
+                        help="series sorted by name, even positions 'tune', odd 'check' (docs/evaluation.md); "
+                             "default both: every series, reported per half and overall")
+    parser.add_argument("--streaming", action="store_true",
+                        help="also score the streaming ChangePointDetector (the daemon's), causal: change "
+                             "index and alarm index of each alarm")
+    parser.add_argument("--peers", action="store_true",
+                        help="also run ruptures PELT / BinSeg (RBF) and claspy BinaryClaSP / ClaSS (its own venv: "
+                             "`make peers`) on the same series")
 
 
-def run_eval(args, name: str, evaluate, summary) -> int:
-    """Locate the data, run ``evaluate(root, plot_dir=...)``, print JSON or ``summary(result)`` lines."""
+def run_eval(args, name: str, evaluate, summary, series_names) -> int:
+    """Locate the data, select the half, run ``evaluate``, print JSON or ``summary(result)`` lines.
+
+    ``series_names(root)`` lists the benchmark's series (the halves are split over all of them);
+    ``evaluate(root, names=..., plot_dir=..., streaming=..., peers=..., progress=..., **params)``.
+    """
     import json
     import sys
+
+    from ratiowatch.stream.evaluate.peers import ALL_PEERS
+    from ratiowatch.stream.evaluate.protocol import seed_spread_by_half, select
 
     root = args.dir or bench_dir(name)
     if root is None or not Path(root).is_dir():
@@ -68,14 +84,31 @@ def run_eval(args, name: str, evaluate, summary) -> int:
     if args.seeds < 1:
         print(f"ratiowatch eval {name}: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
         return 2
-    out = evaluate(Path(root), plot_dir=args.plot)
+    names = select(series_names(Path(root)), args.half)
+
+    def progress(msg: str) -> None:
+        print(f"[{Path(root).name}] {msg}", file=sys.stderr, flush=True)
+
+    out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
+                   peers=ALL_PEERS if args.peers else (), progress=progress)
+    out["half"] = args.half
     if args.seeds > 1:
-        out["seed_spread"] = seed_spread([out["mean"]] + [evaluate(Path(root), seed=s)["mean"]
-                                                          for s in range(1, args.seeds)])
+        runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s)
+                        for s in range(1, args.seeds)]
+        out["seed_spread"] = seed_spread([r["mean"] for r in runs])
+        methods = ["ours"] + (["ours_streaming"] if args.streaming else [])
+        out["seed_spread"]["by_half"] = seed_spread_by_half([r["by_half"] for r in runs], methods)["by_half"]
     lines = summary(out)
     if "seed_spread" in out:
         lines += [f"over detector seeds 0..{args.seeds - 1}: " + ", ".join(
             f"{k} {v['mean']:.3f} +- {v['sd']:.3f}" for k, v in out["seed_spread"]["metrics"].items())]
+        for half, per in out["seed_spread"]["by_half"].items():
+            for method, stats in per.items():
+                lines.append(f"  {half:5s} {method:15s} " + ", ".join(
+                    f"{k} {v['mean']:.3f} +- {v['sd']:.3f}" for k, v in stats.items()))
+    if out.get("points_per_s"):
+        lines.append("points/s: " + ", ".join(f"{k} {v:.0f}" for k, v in out["points_per_s"].items() if v))
+    lines += out.get("notes", [])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0
 

@@ -4,13 +4,15 @@ DIR is laid out like ``../shared/bench/tcpd``: ``datasets/<name>.json`` (``serie
 for missing) and ``annotations.json`` (``{name: {annotator: [cp, ...]}}``). The univariate mean
 excludes ``quality_control_*`` and ``uk_coal_employ`` (as in the TCPD paper's default table); a
 series on which the detector fails scores 0.
+
+Every report is split by the protocol's halves (``--half``; see ``docs/evaluation.md``);
+``--streaming`` adds the streaming detector, ``--peers`` ruptures and claspy on the same series.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -56,38 +58,48 @@ def _config(params: dict) -> dict:
     return describe_config(params)
 
 
-def evaluate(root: Path, plot_dir: Path | None = None, **params) -> dict:
-    from ratiowatch.stream.detectors.offline import replay
+def series_names(root: Path) -> list[str]:
+    """Names of the series under ``root/datasets`` (the halves are split over all of them)."""
+    return sorted(load_dir(root)[0])
+
+
+def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
+             peers=(), progress=None, **params) -> dict:
+    """Score ours (offline, and streaming if asked) and the ``peers`` on the series ``names`` (default all).
+
+    Means: ``mean`` over the selected series (univariate default set: ``f1``, ``cover``;
+    multivariate: ``f1_multi``, ``cover_multi``), ``by_half`` per protocol half and method.
+    """
     from ratiowatch.stream.evaluate.metrics import covering, f1_score
+    from ratiowatch.stream.evaluate.protocol import half_means, methods_present, split_halves
+    from ratiowatch.stream.evaluate.runner import evaluate_series, plotter, throughput
 
     data, ann = load_dir(root)
-    results: dict[str, dict] = {}
-    config = None
-    for name, x in data.items():
-        t0 = time.perf_counter()
-        try:
-            rep = replay(x, **params)
-            config = rep.config
-            cps = rep.change_points
-            res = {"f1": f1_score(ann[name], cps), "cover": covering(ann[name], cps, x.shape[0]),
-                   "change_points": cps}
-            if plot_dir is not None:
-                from ratiowatch.stream.commands.plot import plot_detection
+    halves = split_halves(data)
+    if names:
+        data = {n: x for n, x in data.items() if n in set(names)}
 
-                truth = sorted({c for v in ann[name].values() for c in v})
-                plot_detection(Path(plot_dir) / f"{name}.png", x, rep.scores, rep.thresholds, cps, truth,
-                               title=f"TCPD {name}")
-        except Exception as exc:  # a failed run scores 0 (benchmark rule), but says why
-            res = {"f1": 0.0, "cover": 0.0, "error": f"{type(exc).__name__}: {exc}"}
-        res["seconds"] = round(time.perf_counter() - t0, 3)
-        results[name] = res
+    def score(name, cps, t_len):
+        return {"f1": f1_score(ann[name], cps), "cover": covering(ann[name], cps, t_len)}
+
+    def truth(name):
+        return sorted({c for v in ann[name].values() for c in v})
+
+    notes: list[str] = []
+    results = evaluate_series(data, score, halves, streaming=streaming, peers=peers,
+                              plot=plotter(plot_dir, truth, "TCPD"), progress=progress, notes=notes, **params)
     uni = [r for n, r in results.items() if is_univariate_default(n, data[n])]
     multi = [r for n, r in results.items() if data[n].shape[1] > 1]
     mean = {"f1": float(np.mean([r["f1"] for r in uni])) if uni else None,
             "cover": float(np.mean([r["cover"] for r in uni])) if uni else None,
             "f1_multi": float(np.mean([r["f1"] for r in multi])) if multi else None,
             "cover_multi": float(np.mean([r["cover"] for r in multi])) if multi else None}
-    return {"benchmark": "tcpd", "config": _config(params), "datasets": results, "mean": mean}
+    metrics = ("f1", "cover", "delay_mean")
+    by_half = half_means(results, methods_present(results), {"": metrics, "_multi": metrics},
+                         {"": lambda n: is_univariate_default(n, data[n]), "_multi": lambda n: data[n].shape[1] > 1})
+    return {"benchmark": "tcpd", "config": _config(params), "datasets": results, "mean": mean,
+            "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
+            "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,11 +107,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _summary(out: dict) -> list[str]:
-    lines = [f"{name:24s} f1={r['f1']:.3f} cover={r['cover']:.3f} {r.get('change_points', r.get('error'))}"
-             for name, r in out["datasets"].items()]
+    from ratiowatch.stream.evaluate.protocol import format_halves
+
+    lines = [f"{name:24s} {r['half']:5s} f1={r['f1']:.3f} cover={r['cover']:.3f} "
+             f"{r.get('change_points', r.get('error'))}" for name, r in out["datasets"].items()]
     m = out["mean"]
-    return lines + [f"univariate mean: f1={m['f1']:.3f} cover={m['cover']:.3f}"]
+    if m["f1"] is not None:
+        lines.append(f"univariate mean: f1={m['f1']:.3f} cover={m['cover']:.3f}")
+    lines += ["", "univariate (default set), by half:"] + format_halves(out["by_half"], ("f1", "cover", "delay_mean"))
+    if m["f1_multi"] is not None:
+        lines += ["", "multivariate, by half:"] + format_halves(
+            out["by_half"], ("f1_multi", "cover_multi"), count="n_multi")
+    return lines
 
 
 def run(args) -> int:
-    return run_eval(args, "tcpd", evaluate, _summary)
+    return run_eval(args, "tcpd", evaluate, _summary, series_names)

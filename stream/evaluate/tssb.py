@@ -3,13 +3,21 @@
 DIR is laid out like ``../shared/bench/tssb``: ``desc.txt`` with lines ``name,window_size,cp1,...``
 and ``datasets/<name>.txt`` with one value per line. The ``window_size`` column is read but not
 given to the detector (it would be side information the benchmark's competitors estimate
-themselves). F1 uses a margin of 1% of the series length.
+themselves). F1 uses a margin of 1% of the series length. UTSA (``../shared/bench/utsa``) has the
+same layout and is read the same way.
+
+Every report is split by the protocol's halves (``--half``; see ``docs/evaluation.md``);
+``--streaming`` adds the streaming detector, ``--peers`` ruptures and claspy on the same series.
+When DIR holds ``streaming_results/<method>.csv`` (``dataset,true_cps,found_cps,alarm_index,
+f1_margin_1pct,covering``: the stored per-series results of published streaming segmenters), their
+means over the same series and halves are reported beside ours as ``stored:<method>``.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -42,34 +50,67 @@ def _config(params: dict) -> dict:
     return describe_config(params)
 
 
-def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, **params) -> dict:
-    from ratiowatch.stream.detectors.offline import replay
+def series_names(root: Path) -> list[str]:
+    """Names of the series listed in ``root/desc.txt`` (the halves are split over all of them)."""
+    desc = Path(root) / "desc.txt"
+    if not desc.is_file():
+        raise ValueError(f"{root} is not a TSSB folder: {desc} missing")
+    return sorted({line.split(",")[0].strip() for line in desc.read_text().splitlines() if line.strip()})
+
+
+def load_stored(root: Path, names=None) -> dict[str, dict[str, dict]]:
+    """``{method: {name: {"cover", "f1", "change_points", "alarm_index", "delay_mean"}}}`` from
+    ``root/streaming_results/*.csv`` (empty when the folder is absent); the stored scores as published."""
+    out: dict[str, dict[str, dict]] = {}
+    folder = Path(root) / "streaming_results"
+    if not folder.is_dir():
+        return out
+    for f in sorted(folder.glob("*.csv")):
+        per: dict[str, dict] = {}
+        with f.open(newline="") as fh:
+            for rec in csv.DictReader(fh):
+                name = rec["dataset"]
+                if names is not None and name not in names:
+                    continue
+                found = [int(c) for c in json.loads(rec["found_cps"] or "[]")]
+                alarm = [int(c) for c in json.loads(rec["alarm_index"] or "[]")]
+                delay = [a - c for a, c in zip(alarm, found)]
+                per[name] = {"cover": float(rec["covering"]), "f1": float(rec["f1_margin_1pct"]),
+                             "change_points": found, "alarm_index": alarm,
+                             "delay_mean": round(float(np.mean(delay)), 2) if delay else None}
+        out[f.stem] = per
+    return out
+
+
+def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
+             peers=(), progress=None, **params) -> dict:
+    """Score ours (offline, and streaming if asked), the ``peers`` and the stored streaming results
+    on the series ``names`` (default all): ``mean`` (ours, offline) and ``by_half`` (every method)."""
     from ratiowatch.stream.evaluate.metrics import covering, tssb_f1
+    from ratiowatch.stream.evaluate.protocol import half_means, methods_present, split_halves
+    from ratiowatch.stream.evaluate.runner import evaluate_series, plotter, throughput
 
-    results: dict[str, dict] = {}
-    config = None
-    for name, x, truth in load_dir(root):
-        if names and name not in names:
-            continue
-        t0 = time.perf_counter()
-        try:
-            rep = replay(x, **params)
-            config = rep.config
-            cps = rep.change_points
-            res = {"cover": covering([truth], cps, len(x)), "f1": tssb_f1(truth, cps, len(x)),
-                   "change_points": cps}
-            if plot_dir is not None:
-                from ratiowatch.stream.commands.plot import plot_detection
+    series = load_dir(root)
+    halves = split_halves(s[0] for s in series)
+    truth = {name: cps for name, _, cps in series}
+    data = {name: x for name, x, _ in series if not names or name in set(names)}
 
-                plot_detection(Path(plot_dir) / f"{name}.png", x, rep.scores, rep.thresholds, cps, truth,
-                               title=f"TSSB {name}")
-        except Exception as exc:  # a failed run scores 0, with the reason
-            res = {"cover": 0.0, "f1": 0.0, "error": f"{type(exc).__name__}: {exc}"}
-        res["seconds"] = round(time.perf_counter() - t0, 3)
-        results[name] = res
+    def score(name, cps, t_len):
+        return {"cover": covering([truth[name]], cps, t_len), "f1": tssb_f1(truth[name], cps, t_len)}
+
+    notes: list[str] = []
+    results = evaluate_series(data, score, halves, streaming=streaming, peers=peers,
+                              plot=plotter(plot_dir, lambda n: truth[n], root.name.upper()), progress=progress,
+                              notes=notes, **params)
+    for method, per in load_stored(root, set(data)).items():
+        for name, r in per.items():
+            results[name].setdefault("stored", {})[method] = r
     mean = {"cover": float(np.mean([r["cover"] for r in results.values()])),
             "f1": float(np.mean([r["f1"] for r in results.values()]))}
-    return {"benchmark": "tssb", "config": _config(params), "datasets": results, "mean": mean}
+    by_half = half_means(results, methods_present(results), {"": ("cover", "f1", "delay_mean")})
+    return {"benchmark": Path(root).name, "config": _config(params), "datasets": results, "mean": mean,
+            "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
+            "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,11 +118,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _summary(out: dict) -> list[str]:
-    lines = [f"{name:28s} cover={r['cover']:.3f} f1={r['f1']:.3f} {r.get('change_points', r.get('error'))}"
-             for name, r in out["datasets"].items()]
+    from ratiowatch.stream.evaluate.protocol import format_halves
+
+    lines = [f"{name:28s} {r['half']:5s} cover={r['cover']:.3f} f1={r['f1']:.3f} "
+             f"{r.get('change_points', r.get('error'))}" for name, r in out["datasets"].items()]
     m = out["mean"]
-    return lines + [f"mean: cover={m['cover']:.3f} f1={m['f1']:.3f}"]
+    return lines + [f"mean: cover={m['cover']:.3f} f1={m['f1']:.3f}", "", "by half:"] + format_halves(
+        out["by_half"], ("cover", "f1", "delay_mean"))
 
 
 def run(args) -> int:
-    return run_eval(args, "tssb", evaluate, _summary)
+    return run_eval(args, "tssb", evaluate, _summary, series_names)

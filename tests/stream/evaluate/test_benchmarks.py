@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 import pytest
 
 from ratiowatch.stream.evaluate.datasets import SKIP_REASON, bench_dir
@@ -61,3 +63,102 @@ def test_tssb_loader_and_eval_on_one_series(tmp_path):
     r = out["datasets"]["Chinatown"]
     assert "error" not in r and 0.0 <= r["cover"] <= 1.0
     assert (tmp_path / "Chinatown.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _tiny_tssb(root, streaming_results=True):
+    """A TSSB-layout folder of four short series (mean shifts) and one stored streaming result."""
+    rng = np.random.default_rng(0)
+    (root / "datasets").mkdir(parents=True)
+    lines = []
+    for i, name in enumerate(["dd", "aa", "cc", "bb"]):
+        x = np.r_[rng.normal(0, 1, 150), rng.normal(6, 1, 150)]
+        np.savetxt(root / "datasets" / f"{name}.txt", x)
+        lines.append(f"{name},10,150")
+    (root / "desc.txt").write_text("\n".join(lines) + "\n")
+    if streaming_results:
+        (root / "streaming_results").mkdir()
+        (root / "streaming_results" / "Peer.csv").write_text(
+            "dataset,true_cps,found_cps,alarm_index,f1_margin_1pct,covering\n"
+            "aa,[150],[148],[200],1.0,0.9\nbb,[150],[],[],0.5,0.5\ncc,[150],\"[100, 150]\",\"[120, 180]\",0.6,0.7\n")
+    return root
+
+
+def test_eval_tssb_halves_stored_results_and_streaming(tmp_path, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    root = _tiny_tssb(tmp_path / "tiny")
+    assert main(["eval", "tssb", str(root), "--json", "--streaming"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # sorted by name and alternating, whatever the order of desc.txt
+    assert out["halves"] == {"aa": "tune", "bb": "check", "cc": "tune", "dd": "check"}
+    assert out["half"] == "both" and set(out["by_half"]) == {"tune", "check", "all"}
+    tune = out["by_half"]["tune"]
+    # the stored results, as published, averaged over the same half (dd has none: n counts it out)
+    assert tune["stored:Peer"]["cover"] == pytest.approx(0.8) and tune["stored:Peer"]["n"] == 2
+    assert tune["stored:Peer"]["delay_mean"] == pytest.approx((52 + 25) / 2)
+    assert out["by_half"]["check"]["stored:Peer"]["n"] == 1
+    assert tune["ours"]["cover"] == pytest.approx(np.mean([out["datasets"][n]["cover"] for n in ("aa", "cc")]), abs=1e-4)
+    s = out["datasets"]["aa"]["streaming"]
+    assert {"change_points", "alarms", "cover", "f1", "delay_mean"} <= set(s)
+    assert all(a >= c for c, a in s["alarms"]) and all(1 <= c < 300 for c in s["change_points"])
+    assert out["by_half"]["all"]["ours_streaming"]["n"] == 4
+    assert out["points_per_s"]["ours"] > 0 and out["points_per_s"]["ours_streaming"] > 0
+    assert "stored:Peer" not in out["points_per_s"]
+
+
+def test_eval_half_selects_series_and_seeds_spread_by_half(tmp_path, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--half", "check", "--seeds", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["datasets"]) == {"bb", "dd"} and set(out["by_half"]) == {"check", "all"}
+    spread = out["seed_spread"]["by_half"]["check"]["ours"]["cover"]
+    assert len(spread["per_seed"]) == 2 and spread["per_seed"][0] == out["by_half"]["check"]["ours"]["cover"]
+    assert main(["eval", "tssb", str(root), "--half", "tune"]) == 0
+    text = capsys.readouterr().out
+    assert "aa" in text and "bb " not in text and "tune (n=2)" in text
+    with pytest.raises(SystemExit):
+        main(["eval", "tssb", str(root), "--half", "odd"])
+
+
+def test_eval_peers_without_claspy_environment(tmp_path, capsys, monkeypatch):
+    from ratiowatch.stream.commands.cli import main
+
+    monkeypatch.setenv("RATIOWATCH_PEERS_VENV", str(tmp_path / "absent"))
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--peers", "--half", "tune"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any("make peers" in n for n in out["notes"])
+    try:
+        import ruptures  # noqa: F401
+    except ModuleNotFoundError:
+        assert any("ruptures" in n for n in out["notes"])
+    else:
+        for peer in ("pelt", "binseg"):
+            r = out["datasets"]["aa"]["peers"][peer]
+            assert r["error"] is None and any(abs(c - 150) <= 5 for c in r["change_points"])
+            assert out["by_half"]["tune"][f"peer:{peer}"]["n"] == 2
+
+
+@pytest.mark.skipif(TCPD is None, reason=SKIP_REASON)
+def test_tcpd_halves_cover_the_benchmark():
+    from ratiowatch.stream.evaluate.protocol import split_halves
+    from ratiowatch.stream.evaluate.tcpd import series_names
+
+    names = series_names(TCPD)
+    halves = split_halves(names)
+    assert len(names) == 16 and list(halves.values()).count("tune") == 8
+    assert halves[sorted(names)[0]] == "tune" and halves[sorted(names)[1]] == "check"
+
+
+@pytest.mark.skipif(bench_dir("utsa") is None, reason=SKIP_REASON)
+def test_utsa_reads_as_tssb_with_stored_streaming_results():
+    from ratiowatch.stream.evaluate.tssb import load_stored, series_names
+
+    utsa = bench_dir("utsa")
+    names = series_names(utsa)
+    stored = load_stored(utsa)
+    assert len(names) == 32 and "ClaSS" in stored and set(stored["ClaSS"]) <= set(names)
+    # the stored means are the published ones (README: ClaSS 0.824 on UTSA)
+    assert np.mean([r["cover"] for r in stored["ClaSS"].values()]) == pytest.approx(0.824, abs=5e-4)

@@ -1,0 +1,443 @@
+"""Synthetic suites for change-point detectors: a change-free null suite and a matching change suite.
+
+Every series is a deterministic function of ``(kind, length, seed)``: the generator is
+``np.random.default_rng([seed, crc32(kind), length])`` (never the global RNG), so adding a kind
+never changes the series of another.
+
+Null suite (no change anywhere; a reported change is a false one), lengths :data:`LENGTHS`:
+
+* ``ar0``, ``ar05``, ``ar09``: Gaussian AR(1) noise with phi = 0, 0.5, 0.9 (stationary start);
+* ``t3``: Student t noise with 3 degrees of freedom;
+* ``trend``: ``0.01 t`` plus N(0, 1) noise (one noise sd per 100 samples);
+* ``seasonal7``, ``seasonal12``, ``seasonal24``, ``seasonal50``: a sine whose cycle lengths are
+  jittered (each cycle lasts ``P (1 + 0.05 z)`` samples, z ~ N(0, 1)), plus N(0, 0.3^2) noise;
+* ``random_walk``: cumulative sum of N(0, 1);
+* ``counts``: Poisson(3) counts;
+* ``quantized``: AR(1) (phi = 0.5, sd 1.5) rounded to integers (a handful of distinct values).
+
+Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples each, changes at
+``SEGMENT`` and ``2 SEGMENT`` (the third segment returns to the first regime):
+
+* ``mean``: N(0, 1) -> N(2, 1) -> N(0, 1);
+* ``mean_ar``: AR(1) phi = 0.5 with unit innovations, mean 0 -> 2 -> 0;
+* ``variance``: sd 1 -> 3 -> 1;
+* ``correlation``: bivariate standard normal, correlation 0 -> 0.9 -> 0 (margins unchanged);
+* ``shape``: jittered sine of period 24 -> square wave of the same period and amplitude -> sine;
+* ``frequency``: jittered sine of period 24 -> period 12 -> period 24.
+
+Each change case carries a *window* ``W``: 50 samples, or three periods for the periodic kinds
+(72). A change counts as found when a reported change lies within ``2 W`` of it (offline), or
+when an alarm is raised within ``2 W`` after it (streaming; its delay is ``alarm - change``).
+
+Scores:
+
+* offline null: the fraction of change-free series with *any* change point, per kind and length
+  (target <= 5 %);
+* streaming null: false alarms per 10,000 samples, per kind and length, counting every alarm from
+  the first sample on (target <= 1);
+* change suite: the fraction of changes found within two windows, the mean location error
+  (offline) or delay (streaming), and the changes reported that match none (per 10,000 samples).
+
+Examples
+--------
+>>> x = null_series("ar05", 200, seed=3)
+>>> x.shape, bool(np.array_equal(x, null_series("ar05", 200, seed=3)))
+((200,), True)
+>>> case = change_series("correlation", seed=0)
+>>> case.x.shape, case.change_points, case.window
+((1500, 2), [500, 1000], 50)
+>>> r = score_null_offline(lambda x: [], seeds=2, lengths=(15, 50), kinds=("ar0",))
+>>> r["by_length"]["15"]["rate"], r["overall"]["series"]
+(0.0, 4)
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
+NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",
+                               "seasonal50", "random_walk", "counts", "quantized")
+CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_ar", "variance", "correlation", "shape", "frequency")
+SEGMENT = 500
+WINDOW = 50
+CHANGE_PERIOD = 24
+#: targets of the protocol (docs/evaluation.md)
+TARGET_NULL_OFFLINE = 0.05
+TARGET_NULL_STREAMING = 1.0
+
+
+def _rng(kind: str, length: int, seed: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), zlib.crc32(kind.encode()), int(length)])
+
+
+def _ar1(rng: np.random.Generator, length: int, phi: float, sd: float = 1.0) -> np.ndarray:
+    """Stationary Gaussian AR(1) with marginal sd ``sd`` (scipy's lfilter: no Python loop)."""
+    from scipy.signal import lfilter
+
+    e = rng.normal(0.0, sd * np.sqrt(1.0 - phi * phi), size=length)
+    x0 = rng.normal(0.0, sd)
+    y = lfilter([1.0], [1.0, -phi], e, zi=[phi * x0])[0]
+    return y
+
+
+def _jittered_phase(rng: np.random.Generator, length: int, period: float, jitter: float = 0.05) -> np.ndarray:
+    """Phase (in cycles) of a signal whose successive cycles last ``period (1 + jitter z)`` samples."""
+    n_cycles = int(np.ceil(length / (period * 0.5))) + 2
+    lens = period * np.clip(1.0 + jitter * rng.normal(size=n_cycles), 0.5, 1.5)
+    ends = np.cumsum(lens)
+    start = rng.uniform(0.0, 1.0)  # random phase at t = 0
+    t = np.arange(length, dtype=np.float64) + start * lens[0]
+    idx = np.searchsorted(ends, t, side="right")
+    prev = np.where(idx > 0, ends[np.maximum(idx - 1, 0)], 0.0)
+    return idx + (t - prev) / lens[idx]
+
+
+def null_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
+    """One change-free series of ``kind`` (see the module docstring) and ``length``, shape (T,)."""
+    length = int(length)
+    if length < 1:
+        raise ValueError(f"length must be >= 1; got {length}")
+    rng = _rng(kind, length, seed)
+    if kind in ("ar0", "ar05", "ar09"):
+        return _ar1(rng, length, {"ar0": 0.0, "ar05": 0.5, "ar09": 0.9}[kind])
+    if kind == "t3":
+        return rng.standard_t(3, size=length)
+    if kind == "trend":
+        return 0.01 * np.arange(length) + rng.normal(size=length)
+    if kind.startswith("seasonal") and kind[8:].isdigit():
+        phase = _jittered_phase(rng, length, float(kind[8:]))
+        return np.sin(2 * np.pi * phase) + rng.normal(0.0, 0.3, size=length)
+    if kind == "random_walk":
+        return np.cumsum(rng.normal(size=length))
+    if kind == "counts":
+        return rng.poisson(3.0, size=length).astype(np.float64)
+    if kind == "quantized":
+        return np.round(_ar1(rng, length, 0.5, sd=1.5))
+    raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS}")
+
+
+@dataclass(frozen=True)
+class ChangeCase:
+    """A series with known change points (first index of each new segment) and its window W."""
+
+    kind: str
+    x: np.ndarray
+    change_points: list[int]
+    window: int
+
+
+def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCase:
+    """One series of the change suite: three segments of ``segment`` samples (module docstring)."""
+    seg = int(segment)
+    length = 3 * seg
+    rng = _rng(kind, length, seed)
+    cps = [seg, 2 * seg]
+    mid = np.zeros(length, dtype=bool)
+    mid[seg:2 * seg] = True
+    window = WINDOW
+    if kind == "mean":
+        x = rng.normal(size=length) + 2.0 * mid
+    elif kind == "mean_ar":
+        x = _ar1(rng, length, 0.5, sd=1.0 / np.sqrt(0.75)) + 2.0 * mid
+    elif kind == "variance":
+        x = rng.normal(size=length) * np.where(mid, 3.0, 1.0)
+    elif kind == "correlation":
+        z = rng.normal(size=(length, 2))
+        rho = np.where(mid, 0.9, 0.0)
+        x = np.column_stack([z[:, 0], rho * z[:, 0] + np.sqrt(1.0 - rho * rho) * z[:, 1]])
+    elif kind in ("shape", "frequency"):
+        window = 3 * CHANGE_PERIOD
+        if kind == "shape":
+            phase = _jittered_phase(rng, length, CHANGE_PERIOD)
+            s = np.sin(2 * np.pi * phase)
+            x = np.where(mid, np.sign(s), s)
+        else:
+            slow = _jittered_phase(rng, length, CHANGE_PERIOD)
+            fast = _jittered_phase(rng, length, CHANGE_PERIOD / 2)
+            x = np.where(mid, np.sin(2 * np.pi * fast), np.sin(2 * np.pi * slow))
+        x = x + rng.normal(0.0, 0.1, size=length)
+    else:
+        raise ValueError(f"unknown change kind {kind!r}; one of {CHANGE_KINDS}")
+    return ChangeCase(kind, np.asarray(x, dtype=np.float64), cps, window)
+
+
+# ---------------------------------------------------------------------------------------------- runners
+def default_detect() -> Callable[[np.ndarray], list[int]]:
+    """The project's offline ``detect``."""
+    from ratiowatch.stream.detectors.offline import detect
+
+    return detect
+
+
+def default_detector_factory(seed: int = 0) -> Callable[[], object]:
+    """A factory of the streaming ``ChangePointDetector`` with its defaults (what the daemon runs)."""
+    from ratiowatch.stream.evaluate.streaming import default_factory
+
+    return default_factory(seed)
+
+
+def stream_alarms(detector, x: np.ndarray) -> list[tuple[int, int]]:
+    """``[(change_index, alarm_index), ...]`` of ``detector`` fed ``x`` causally (see :mod:`.streaming`)."""
+    from ratiowatch.stream.evaluate.streaming import stream_alarms as run
+
+    return run(detector, x)
+
+
+def _cells(kinds, lengths, seeds):
+    for kind in kinds:
+        for length in lengths:
+            for s in range(seeds):
+                yield kind, int(length), s
+
+
+def _table(rows: list[dict], key: str, value: Callable[[list[dict]], dict]) -> dict:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(str(r[key]), []).append(r)
+    return {k: value(v) for k, v in groups.items()}
+
+
+def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = None, seeds: int = 5,
+                       lengths: Iterable[int] = LENGTHS, kinds: Iterable[str] = NULL_KINDS,
+                       progress: Callable[[str], None] | None = None) -> dict:
+    """Fraction of change-free series with any change point, per kind x length, per length, per kind.
+
+    ``rate`` = series with >= 1 change point / series; ``in_spec`` = rate <= 5 %.
+    """
+    detect = detect or default_detect()
+    rows = []
+    t0 = time.perf_counter()
+    for kind, length, s in _cells(tuple(kinds), tuple(lengths), int(seeds)):
+        x = null_series(kind, length, s)
+        try:
+            cps = [int(c) for c in detect(x)]
+            err = None
+        except Exception as exc:  # a failure is reported, not hidden
+            cps, err = [], f"{type(exc).__name__}: {exc}"
+        rows.append({"kind": kind, "length": length, "seed": s, "n_changes": len(cps), "error": err})
+        if progress is not None:
+            progress(f"{kind} T={length} seed={s}: {len(cps)} change(s)")
+
+    def summ(rs):
+        hit = sum(r["n_changes"] > 0 for r in rs)
+        rate = hit / len(rs)
+        return {"series": len(rs), "with_change": hit, "rate": round(rate, 4),
+                "changes_per_series": round(float(np.mean([r["n_changes"] for r in rs])), 4),
+                "errors": sum(r["error"] is not None for r in rs), "in_spec": rate <= TARGET_NULL_OFFLINE}
+
+    cells = {}
+    for r in rows:
+        cells.setdefault(r["kind"], {}).setdefault(str(r["length"]), []).append(r)
+    return {"suite": "null", "mode": "offline", "seeds": int(seeds), "target": TARGET_NULL_OFFLINE,
+            "cells": {k: {ln: summ(v) for ln, v in d.items()} for k, d in cells.items()},
+            "by_length": _table(rows, "length", summ), "by_kind": _table(rows, "kind", summ),
+            "overall": summ(rows), "seconds": round(time.perf_counter() - t0, 2),
+            "errors": [r for r in rows if r["error"]]}
+
+
+def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int = 5,
+                         lengths: Iterable[int] = LENGTHS, kinds: Iterable[str] = NULL_KINDS,
+                         progress: Callable[[str], None] | None = None) -> dict:
+    """False alarms per 10,000 samples of a fresh streaming detector per series (every sample counts).
+
+    ``in_spec`` = rate <= 1 per 10,000 samples. ``factory()`` builds one detector (river API).
+    """
+    factory = factory or default_detector_factory()
+    rows = []
+    t0 = time.perf_counter()
+    for kind, length, s in _cells(tuple(kinds), tuple(lengths), int(seeds)):
+        x = null_series(kind, length, s)
+        try:
+            alarms = stream_alarms(factory(), x)
+            err = None
+        except Exception as exc:
+            alarms, err = [], f"{type(exc).__name__}: {exc}"
+        rows.append({"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
+                     "first_alarm": alarms[0][1] if alarms else None, "error": err})
+        if progress is not None:
+            progress(f"{kind} T={length} seed={s}: {len(alarms)} alarm(s)")
+
+    def summ(rs):
+        samples = sum(r["length"] for r in rs)
+        n_al = sum(r["alarms"] for r in rs)
+        rate = 1e4 * n_al / samples
+        return {"series": len(rs), "samples": samples, "alarms": n_al, "per_10k": round(rate, 3),
+                "series_with_alarm": sum(r["alarms"] > 0 for r in rs),
+                "errors": sum(r["error"] is not None for r in rs), "in_spec": rate <= TARGET_NULL_STREAMING}
+
+    cells = {}
+    for r in rows:
+        cells.setdefault(r["kind"], {}).setdefault(str(r["length"]), []).append(r)
+    return {"suite": "null", "mode": "streaming", "seeds": int(seeds), "target": TARGET_NULL_STREAMING,
+            "cells": {k: {ln: summ(v) for ln, v in d.items()} for k, d in cells.items()},
+            "by_length": _table(rows, "length", summ), "by_kind": _table(rows, "kind", summ),
+            "overall": summ(rows), "seconds": round(time.perf_counter() - t0, 2),
+            "errors": [r for r in rows if r["error"]]}
+
+
+def match_offline(truth: Sequence[int], pred: Sequence[int], tolerance: int) -> list[int | None]:
+    """For each true change, the distinct prediction within ``tolerance`` matched to it (closest first)."""
+    left = sorted(set(int(p) for p in pred))
+    pairs = sorted((abs(p - c), i, p) for i, c in enumerate(truth) for p in left if abs(p - c) <= tolerance)
+    out: list[int | None] = [None] * len(truth)
+    used = set()
+    for _, i, p in pairs:
+        if out[i] is None and p not in used:
+            out[i] = p
+            used.add(p)
+    return out
+
+
+def match_streaming(truth: Sequence[int], alarms: Sequence[tuple[int, int]], tolerance: int,
+                    length: int) -> list[tuple[int, int] | None]:
+    """For each true change c, the first alarm raised in ``[c, min(c + tolerance, next change))``."""
+    out: list[tuple[int, int] | None] = []
+    bounds = list(truth) + [int(length)]
+    for i, c in enumerate(truth):
+        hi = min(c + tolerance, bounds[i + 1] - 1)
+        hit = [a for a in alarms if c <= a[1] <= hi]
+        out.append(min(hit, key=lambda a: a[1]) if hit else None)
+    return out
+
+
+def _change_summary(rows: list[dict], key: str) -> dict:
+    found = [r["found"] for r in rows]
+    errs = [r[key] for r in rows if r[key] is not None]
+    return {"changes": len(rows), "found": int(sum(found)), "rate": round(float(np.mean(found)), 4),
+            f"mean_{key}": round(float(np.mean(errs)), 2) if errs else None,
+            f"max_{key}": int(max(errs)) if errs else None}
+
+
+def _change_scores(rows: list[dict], series: list[dict], key: str, mode: str, seeds: int, t0: float) -> dict:
+    by_kind = {}
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        rk = [r for r in rows if r["kind"] == kind]
+        sk = [s for s in series if s["kind"] == kind]
+        d = _change_summary(rk, key)
+        d["unmatched_per_10k"] = round(1e4 * sum(s["unmatched"] for s in sk) / sum(s["length"] for s in sk), 3)
+        by_kind[kind] = d
+    overall = _change_summary(rows, key)
+    overall["unmatched_per_10k"] = round(1e4 * sum(s["unmatched"] for s in series)
+                                         / max(1, sum(s["length"] for s in series)), 3)
+    return {"suite": "change", "mode": mode, "seeds": int(seeds), "tolerance": "2 x window",
+            "by_kind": by_kind, "overall": overall, "seconds": round(time.perf_counter() - t0, 2),
+            "errors": [s for s in series if s["error"]]}
+
+
+def score_change_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = None, seeds: int = 5,
+                         kinds: Iterable[str] = CHANGE_KINDS) -> dict:
+    """Offline change suite: fraction of changes with a change point within 2 W, location error."""
+    detect = detect or default_detect()
+    rows, series = [], []
+    t0 = time.perf_counter()
+    for kind in kinds:
+        for s in range(int(seeds)):
+            case = change_series(kind, s)
+            try:
+                pred, err = [int(c) for c in detect(case.x)], None
+            except Exception as exc:
+                pred, err = [], f"{type(exc).__name__}: {exc}"
+            m = match_offline(case.change_points, pred, 2 * case.window)
+            for c, p in zip(case.change_points, m):
+                rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": p is not None,
+                             "error_abs": None if p is None else abs(p - c)})
+            series.append({"kind": kind, "seed": s, "length": len(case.x), "predicted": pred,
+                           "unmatched": len(set(pred)) - sum(p is not None for p in m), "error": err})
+    return _change_scores(rows, series, "error_abs", "offline", seeds, t0)
+
+
+def score_change_streaming(factory: Callable[[], object] | None = None, seeds: int = 5,
+                           kinds: Iterable[str] = CHANGE_KINDS) -> dict:
+    """Streaming change suite: fraction of changes alarmed within 2 W after them, and the delay."""
+    factory = factory or default_detector_factory()
+    rows, series = [], []
+    t0 = time.perf_counter()
+    for kind in kinds:
+        for s in range(int(seeds)):
+            case = change_series(kind, s)
+            try:
+                alarms, err = stream_alarms(factory(), case.x), None
+            except Exception as exc:
+                alarms, err = [], f"{type(exc).__name__}: {exc}"
+            m = match_streaming(case.change_points, alarms, 2 * case.window, len(case.x))
+            for c, a in zip(case.change_points, m):
+                rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": a is not None,
+                             "delay": None if a is None else a[1] - c})
+            series.append({"kind": kind, "seed": s, "length": len(case.x), "alarms": alarms,
+                           "unmatched": len(alarms) - sum(a is not None for a in m), "error": err})
+    return _change_scores(rows, series, "delay", "streaming", seeds, t0)
+
+
+# ---------------------------------------------------------------------------------------------- report
+def format_null(res: dict) -> list[str]:
+    """Kind x length table of the null suite (offline: % of series with a change; streaming: per 10k)."""
+    offline = res["mode"] == "offline"
+    val = (lambda d: f"{100 * d['rate']:.0f}%") if offline else (lambda d: f"{d['per_10k']:.1f}")
+    lengths = list(next(iter(res["cells"].values())).keys())
+    head = "offline: % of change-free series with any change" if offline else \
+        "streaming: false alarms per 10,000 samples"
+    lines = [f"{head} ({res['seeds']} series per cell; target <= "
+             f"{'5%' if offline else '1'})", f"{'kind':12s}" + "".join(f"{ln:>8s}" for ln in lengths) + "     all"]
+    for kind, d in res["cells"].items():
+        mark = "" if res["by_kind"][kind]["in_spec"] else "  *"
+        lines.append(f"{kind:12s}" + "".join(f"{val(d[ln]):>8s}" for ln in lengths)
+                     + f"{val(res['by_kind'][kind]):>8s}{mark}")
+    lines.append(f"{'all':12s}" + "".join(f"{val(res['by_length'][ln]):>8s}" for ln in lengths)
+                 + f"{val(res['overall']):>8s}")
+    lines.append("(* = out of spec)")
+    return lines
+
+
+def format_change(res: dict) -> list[str]:
+    key = "mean_error_abs" if res["mode"] == "offline" else "mean_delay"
+    label = "mean |error|" if res["mode"] == "offline" else "mean delay"
+    lines = [f"{res['mode']} change suite: changes found within 2 windows ({res['seeds']} series per kind)",
+             f"{'kind':12s}{'found':>10s}{label:>14s}{'unmatched/10k':>15s}"]
+    for kind, d in list(res["by_kind"].items()) + [("all", res["overall"])]:
+        e = "-" if d[key] is None else f"{d[key]:.1f}"
+        lines.append(f"{kind:12s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{d['unmatched_per_10k']:>15.2f}")
+    return lines
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--streaming", action="store_true",
+                        help="score the streaming ChangePointDetector (false alarms per 10,000 samples) "
+                             "instead of the offline detect()")
+    parser.add_argument("--seeds", type=int, default=5, metavar="N",
+                        help="series per kind and length (null suite) and per kind (change suite); default 5")
+    parser.add_argument("--lengths", type=str, default=",".join(map(str, LENGTHS)),
+                        help="comma-separated null-suite lengths (default: all of %(default)s)")
+    parser.add_argument("--suite", choices=("null", "change", "both"), default="both")
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+
+def run(args) -> int:
+    import json
+    import sys
+
+    if args.seeds < 1:
+        print(f"ratiowatch eval synthetic: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
+        return 2
+    try:
+        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
+    except ValueError:
+        print(f"ratiowatch eval synthetic: --lengths must be integers; got {args.lengths!r}", file=sys.stderr)
+        return 2
+    out: dict = {"benchmark": "synthetic", "mode": "streaming" if args.streaming else "offline"}
+    lines: list[str] = []
+    if args.suite in ("null", "both"):
+        out["null"] = (score_null_streaming(seeds=args.seeds, lengths=lengths) if args.streaming
+                       else score_null_offline(seeds=args.seeds, lengths=lengths))
+        lines += format_null(out["null"]) + [""]
+    if args.suite in ("change", "both"):
+        out["change"] = (score_change_streaming(seeds=args.seeds) if args.streaming
+                         else score_change_offline(seeds=args.seeds))
+        lines += format_change(out["change"])
+    print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
+    return 0

@@ -1,0 +1,163 @@
+"""The synthetic suites: generators (deterministic, as specified) and the scorers on hand-made answers."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.evaluate import synthetic as S
+
+
+class FixedAlarms:
+    """A river-style detector raising alarms at given sample indices, change index ``lag`` before."""
+
+    def __init__(self, at=(), lag=0):
+        self.at, self.lag, self.t = set(at), lag, -1
+        self.drift_detected, self.last_alarm = False, None
+
+    def update(self, x):
+        self.t += 1
+        self.drift_detected = self.t in self.at
+        if self.drift_detected:
+            self.last_alarm = type("Alarm", (), {"change_index": self.t - self.lag})()
+
+
+@pytest.mark.parametrize("kind", S.NULL_KINDS)
+def test_null_series_deterministic_shape_and_seed_dependent(kind):
+    a = S.null_series(kind, 600, seed=1)
+    assert a.shape == (600,) and a.dtype == np.float64 and np.all(np.isfinite(a))
+    assert np.array_equal(a, S.null_series(kind, 600, seed=1))
+    assert not np.array_equal(a, S.null_series(kind, 600, seed=2))
+    assert S.null_series(kind, 15, seed=0).shape == (15,)
+
+
+def test_null_series_follow_their_specification():
+    rng_free = [S.null_series("ar09", 10000, s) for s in range(3)]
+    phi = np.mean([np.corrcoef(x[:-1], x[1:])[0, 1] for x in rng_free])
+    assert phi == pytest.approx(0.9, abs=0.02)
+    x = S.null_series("ar0", 10000, 0)
+    assert abs(np.corrcoef(x[:-1], x[1:])[0, 1]) < 0.03 and np.std(x) == pytest.approx(1.0, abs=0.03)
+    c = S.null_series("counts", 10000, 0)
+    assert np.array_equal(c, np.round(c)) and c.min() >= 0 and c.mean() == pytest.approx(3.0, abs=0.1)
+    q = S.null_series("quantized", 10000, 0)
+    assert np.array_equal(q, np.round(q)) and len(np.unique(q)) < 15
+    tr = S.null_series("trend", 10000, 0)
+    assert np.polyfit(np.arange(10000), tr, 1)[0] == pytest.approx(0.01, rel=0.02)
+    rw = S.null_series("random_walk", 5000, 0)
+    assert np.std(np.diff(rw)) == pytest.approx(1.0, abs=0.05)
+    # a jittered seasonal signal: the autocorrelation peaks near its period, not exactly on it
+    for period in (12, 24, 50):
+        s = S.null_series(f"seasonal{period}", 10000, 0)
+        s = s - s.mean()
+        ac = [np.dot(s[:-lag], s[lag:]) for lag in range(period // 2, 2 * period - period // 2)]
+        assert abs(period // 2 + int(np.argmax(ac)) - period) <= 2
+    with pytest.raises(ValueError, match="unknown null kind"):
+        S.null_series("nope", 10)
+    with pytest.raises(ValueError, match="length"):
+        S.null_series("ar0", 0)
+
+
+def test_change_series_change_what_they_say_where_they_say():
+    seg = S.SEGMENT
+    m = S.change_series("mean", 0)
+    assert m.change_points == [seg, 2 * seg] and m.window == S.WINDOW and m.x.shape == (3 * seg,)
+    assert m.x[seg:2 * seg].mean() - m.x[:seg].mean() == pytest.approx(2.0, abs=0.2)
+    v = S.change_series("variance", 0).x
+    assert v[seg:2 * seg].std() / v[2 * seg:].std() == pytest.approx(3.0, rel=0.15)
+    c = S.change_series("correlation", 0).x
+    assert c.shape == (3 * seg, 2)
+    assert np.corrcoef(c[seg:2 * seg].T)[0, 1] == pytest.approx(0.9, abs=0.05)
+    assert abs(np.corrcoef(c[:seg].T)[0, 1]) < 0.15
+    assert c[:, 1].std() == pytest.approx(1.0, abs=0.05)  # the margins do not change
+    sh = S.change_series("shape", 0)
+    assert sh.window == 3 * S.CHANGE_PERIOD
+    # a square wave sits near +-1, a sine spreads out
+    assert np.mean(np.abs(np.abs(sh.x[seg:2 * seg]) - 1) < 0.3) > 0.9 > np.mean(np.abs(np.abs(sh.x[:seg]) - 1) < 0.3)
+    f = S.change_series("frequency", 0).x
+    crossings = lambda y: int(np.sum(np.diff(np.sign(y)) != 0))  # noqa: E731
+    assert crossings(f[seg:2 * seg]) > 1.6 * crossings(f[:seg])
+    assert np.array_equal(S.change_series("mean_ar", 3).x, S.change_series("mean_ar", 3).x)
+
+
+def test_offline_null_scorer_counts_series_with_any_change():
+    # a fake detector that reports one change on series longer than 100 samples
+    res = S.score_null_offline(lambda x: [len(x) // 2] if len(x) > 100 else [], seeds=3,
+                               lengths=(50, 100, 200), kinds=("ar0", "counts"))
+    assert res["by_length"]["50"]["rate"] == 0.0 and res["by_length"]["200"]["rate"] == 1.0
+    assert res["cells"]["counts"]["100"] == {"series": 3, "with_change": 0, "rate": 0.0, "changes_per_series": 0.0,
+                                             "errors": 0, "in_spec": True}
+    assert res["by_kind"]["ar0"]["rate"] == pytest.approx(1 / 3, abs=1e-4) and not res["by_kind"]["ar0"]["in_spec"]
+    assert res["overall"]["series"] == 18 and res["overall"]["with_change"] == 6
+    lines = S.format_null(res)
+    assert any(line.startswith("ar0") and line.rstrip().endswith("*") for line in lines)
+
+
+def test_offline_null_scorer_reports_failures():
+    def boom(x):
+        raise RuntimeError("nope")
+
+    res = S.score_null_offline(boom, seeds=1, lengths=(15,), kinds=("t3",))
+    assert res["overall"]["errors"] == 1 and "RuntimeError" in res["errors"][0]["error"]
+
+
+def test_streaming_null_scorer_is_alarms_per_10k_samples():
+    res = S.score_null_streaming(lambda: FixedAlarms(at=(10, 150)), seeds=2, lengths=(100, 1000),
+                                 kinds=("ar05",))
+    # T = 100: one alarm (at 10) per series; T = 1000: two
+    assert res["cells"]["ar05"]["100"]["per_10k"] == pytest.approx(1e4 * 2 / 200)
+    assert res["cells"]["ar05"]["1000"]["per_10k"] == pytest.approx(1e4 * 4 / 2000)
+    assert res["overall"]["alarms"] == 6 and res["overall"]["samples"] == 2200
+    assert res["overall"]["per_10k"] == pytest.approx(1e4 * 6 / 2200, abs=1e-3) and not res["overall"]["in_spec"]
+    quiet = S.score_null_streaming(lambda: FixedAlarms(), seeds=1, lengths=(50,), kinds=("ar0",))
+    assert quiet["overall"]["per_10k"] == 0.0 and quiet["overall"]["in_spec"]
+
+
+def test_matching_rules():
+    # offline: closest first, one prediction per change, within the tolerance
+    assert S.match_offline([500, 1000], [505, 990, 1200], 100) == [505, 990]
+    assert S.match_offline([500, 520], [510], 100) == [510, None]
+    assert S.match_offline([500], [701], 200) == [None]
+    # streaming: the first alarm raised in [c, c + tol] and before the next change
+    alarms = [(480, 490), (500, 560), (990, 1080)]
+    assert S.match_streaming([500, 1000], alarms, 100, 1500) == [(500, 560), (990, 1080)]
+    assert S.match_streaming([500, 1000], alarms, 50, 1500) == [None, None]
+    assert S.match_streaming([500, 550], [(540, 560)], 100, 1500) == [None, (540, 560)]
+
+
+def test_change_scorers_on_oracle_and_late_answers():
+    oracle = S.score_change_offline(lambda x: [S.SEGMENT + 3, 2 * S.SEGMENT - 3], seeds=2, kinds=("mean", "shape"))
+    assert oracle["overall"]["rate"] == 1.0 and oracle["overall"]["mean_error_abs"] == 3.0
+    assert oracle["overall"]["unmatched_per_10k"] == 0.0
+    off = S.score_change_offline(lambda x: [S.SEGMENT + 2 * S.WINDOW + 1, 10], seeds=1, kinds=("mean",))
+    assert off["overall"]["found"] == 0 and off["by_kind"]["mean"]["unmatched_per_10k"] == pytest.approx(
+        1e4 * 2 / (3 * S.SEGMENT), abs=1e-3)
+    # the periodic kinds allow 2 x 72 samples
+    late = S.score_change_offline(lambda x: [S.SEGMENT + 120], seeds=1, kinds=("mean", "frequency"))
+    assert late["by_kind"]["mean"]["found"] == 0 and late["by_kind"]["frequency"]["found"] == 1
+    seg = S.SEGMENT
+    st = S.score_change_streaming(lambda: FixedAlarms(at=(seg + 40, 2 * seg + 90, 1400), lag=30), seeds=2,
+                                  kinds=("variance",))
+    assert st["overall"]["rate"] == 1.0 and st["overall"]["mean_delay"] == 65.0 and st["overall"]["max_delay"] == 90
+    assert st["by_kind"]["variance"]["unmatched_per_10k"] == pytest.approx(1e4 * 2 / (2 * 3 * seg), abs=1e-3)
+    assert "variance" in "\n".join(S.format_change(st))
+
+
+def test_eval_synthetic_command(monkeypatch, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    monkeypatch.setattr(S, "default_detect", lambda: (lambda x: [3] if len(x) == 50 else []))
+    assert main(["eval", "synthetic", "--lengths", "15,50", "--seeds", "2", "--suite", "null", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "offline" and "change" not in out
+    assert out["null"]["by_length"]["50"]["rate"] == 1.0 and out["null"]["by_length"]["15"]["rate"] == 0.0
+    assert out["null"]["overall"]["series"] == 2 * 2 * len(S.NULL_KINDS)
+    monkeypatch.setattr(S, "default_detector_factory", lambda seed=0: (lambda: FixedAlarms(at=(5,))))
+    assert main(["eval", "synthetic", "--streaming", "--lengths", "15", "--seeds", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "false alarms per 10,000 samples" in text and "streaming change suite" in text
+    assert main(["eval", "synthetic", "--seeds", "0"]) == 2
+
+
+def test_streaming_null_suite_runs_the_real_detector_on_short_series():
+    res = S.score_null_streaming(seeds=1, lengths=(15, 100), kinds=("ar0",))
+    assert res["overall"]["errors"] == 0 and res["overall"]["samples"] == 115
