@@ -178,10 +178,11 @@ class NullCalibrator:
           innovations where they were and cost ~10 % of the throughput.
 
         * with ``trend_values`` (every held value before the current window, ending where ``values``
-          ends), a **local linear trend**: a least-squares line is fitted to ``trend_values``, the
-          AR model to the newest ``len(values)`` of its residuals, and the line's slope, shrunk
-          towards 0 by its own noise (:func:`~ratiowatch.stream.calibration.surrogate.shrink_slopes`),
-          is added back over each surrogate's span, so the null holds the shift that a trend puts
+          ends), a **local linear trend**: a least-squares line is fitted to ``trend_values``, its
+          slope is shrunk towards 0 by its own noise
+          (:func:`~ratiowatch.stream.calibration.surrogate.shrink_slopes`; 0 for a channel whose
+          ``values`` are constant), the AR model is fitted to ``values`` minus a line of that slope,
+          and the line is added back over each surrogate's span, so the null holds the shift that a trend puts
           between the two windows (the offline split test fits its surrogates around a line for
           the same reason; a slope shrunk to 0 leaves the null as it was). Without it, ``0.01 t +
           N(0, 1)`` (half a noise sd between the window centres at n = 50) raised 15.4 false alarms
