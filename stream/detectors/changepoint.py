@@ -208,9 +208,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     refresh_every : int
         Pushes between full rebuilds of the window accumulators (bounds rounding drift).
     null : {"auto", "ar", "permutation", "ar_or_permutation"}
-        Null of the score: AR surrogates of the values behind the windows, block permutations of
-        the pooled windows, or permutations until an AR model can be fitted; ``"auto"``: AR unless
-        ``perm_block`` is set.
+        Null of the score: AR surrogates of the values behind the windows (fitted around their
+        least-squares line, whose shrunk slope is added back: a trend is no change), block
+        permutations of the pooled windows, or permutations until an AR model can be fitted;
+        ``"auto"``: AR unless ``perm_block`` is set.
     corr_view : bool
         With two or more channels, also test the channels' correlations (Fisher z), at half the rate.
     seed : int
@@ -597,13 +598,15 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         n = self._n_eff
         sigma, lam = self._win.sigma, self._win.lam
         uses_ar = self._null_mode == "ar" or self._null == "ar_or_permutation"
-        ar_values = self._ar_values(n) if uses_ar else None  # once: it is also the switch's test
+        before = self._values_before(n) if uses_ar else None
+        ar_values = self._ar_values(before, n) if uses_ar else None  # once: it is also the switch's test
         if self._null_mode == "permutation" and ar_values is not None and ar_values.shape[0] >= AR_MIN_VALUES:
             self._switch_to_ar()  # null="ar_or_permutation": the AR model can be fitted now
         if self._null_mode == "ar":
             self._null_cal.calibrate_ar(ar_values, n, sigma, lam, rng,
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on,
-                                        win=self._win if floor else None, block=self._block())
+                                        win=self._win if floor else None, block=self._block(),
+                                        trend_values=before)
         else:
             self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
                                                  make_state=lambda: self._make_state(n, sigma, lam))
@@ -622,16 +625,21 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._calibrate(floor=True)
         return self._null_cal.threshold
 
-    def _ar_values(self, n: int) -> np.ndarray:
-        """What the AR-surrogate null is fitted to: the newest ``max(n + k, AR_MIN_VALUES)``
-        preprocessed, scaled values *before* the current window (as local as the windows themselves,
-        never fewer than an AR(5) fit needs; a change entering the current window must not widen
-        its own null). Fewer while the stream is young (then no threshold yet, hence no alarm)."""
+    def _values_before(self, n: int) -> np.ndarray:
+        """Every held preprocessed, scaled value *before* the current window (``n + k + 50`` at the largest
+        windows are full): the surrogates' trend line is fitted to them (see
+        :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.calibrate_ar`)."""
         vals = self._hist.last(len(self._hist))
         if self._diff_on:
             vals = np.diff(vals, axis=0)
-        before = vals[: vals.shape[0] - n]
-        return before[max(0, before.shape[0] - max(n + self.k, AR_MIN_VALUES)):] / self._scale
+        return vals[: vals.shape[0] - n] / self._scale
+
+    def _ar_values(self, before: np.ndarray, n: int) -> np.ndarray:
+        """What the AR-surrogate model is fitted to: the newest ``max(n + k, AR_MIN_VALUES)`` of
+        ``before`` (:meth:`_values_before`; as local as the windows themselves, never fewer than an
+        AR(5) fit needs; a change entering the current window must not widen its own null). Fewer
+        while the stream is young (then no threshold yet, hence no alarm)."""
+        return before[max(0, before.shape[0] - max(n + self.k, AR_MIN_VALUES)):]
 
     def _block(self) -> int:
         """Permutation block length: ``perm_block``, or k when 0 (subsequences sharing samples stay together)."""

@@ -326,3 +326,52 @@ def test_surrogate_null_equals_the_rulsif_definition_on_the_surrogate_halves(dim
         if symmetric:
             bwd = fit_rulsif(cur, past, alpha=alpha, sigma=sigma, lam=lam, n_centres=n).pe
             assert null[i, 1] == pytest.approx(bwd, rel=1e-9, abs=1e-12)
+
+
+def test_detrend_matches_polyfit_and_the_line_is_added_back():
+    from ratiowatch.stream.calibration.surrogate import add_trend, detrend
+
+    rng = np.random.default_rng(30)
+    vals = rng.normal(size=(70, 2)) + np.arange(70.0)[:, None] * np.array([0.02, -0.3]) + 4.0
+    resid, slopes = detrend(vals)
+    for j in range(2):
+        b, a = np.polyfit(np.arange(70.0), vals[:, j], 1)
+        assert slopes[j] == pytest.approx(b, rel=1e-10)
+        np.testing.assert_allclose(resid[:, j], vals[:, j] - (a + b * np.arange(70.0)), atol=1e-10)
+    sims = np.zeros((3, 9, 2))
+    add_trend(sims, slopes)
+    np.testing.assert_allclose(sims[1, :, 1], slopes[1] * np.arange(9.0))
+
+
+def test_shrink_slopes_drops_noise_slopes_and_keeps_a_clear_trend():
+    from ratiowatch.stream.calibration.surrogate import detrend, shrink_slopes
+
+    tt = np.arange(103.0)[:, None]
+    kept, dropped = [], []
+    for seed in range(200):
+        e = ar_series([0.5], 103, seed=seed)[:, None]
+        r, b = detrend(e)
+        dropped.append(abs(shrink_slopes(r, b)[0]) / max(abs(b[0]), 1e-300))
+        r, b = detrend(e + 0.05 * tt)  # 5 noise sd over the stretch
+        kept.append(shrink_slopes(r, b)[0] / b[0])
+    # about 1 - P(|z| > 1) of the noise slopes are dropped whole (z ~ N(0, 1) under no trend)
+    assert 0.5 < np.mean(np.asarray(dropped) == 0.0) < 0.85
+    assert np.min(kept) > 0.9
+
+
+def test_surrogate_null_with_slopes_scores_the_surrogates_plus_the_line():
+    from ratiowatch.core.rulsif import fit_rulsif
+    from ratiowatch.stream.calibration.surrogate import add_trend
+
+    rng = np.random.default_rng(31)
+    vals = rng.normal(size=(60, 1))
+    n, k, count, slopes = 20, 3, 3, np.array([0.07])
+    null = surrogate_null_rulsif(vals, n, k, 0.8, 0.1, 0.1, True, count, np.random.default_rng(32), slopes=slopes)
+    sims = add_trend(simulate_ar([fit_ar(vals[:, 0])], 2 * n + k - 1, count, np.random.default_rng(32)), slopes)
+    plain = surrogate_null_rulsif(vals, n, k, 0.8, 0.1, 0.1, True, count, np.random.default_rng(32))
+    for i in range(count):
+        rows = embed(sims[i], k)
+        fwd = fit_rulsif(rows[:n], rows[n:], alpha=0.1, sigma=0.8, lam=0.1, n_centres=n).pe
+        assert null[i, 0] == pytest.approx(fwd, rel=1e-9, abs=1e-12)
+    # the trend's shift between the windows raises the scores
+    assert null.mean() > plain.mean()

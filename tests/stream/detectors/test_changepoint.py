@@ -2,6 +2,7 @@
 
 import io
 import json
+import math
 
 import numpy as np
 import pytest
@@ -278,6 +279,16 @@ def test_restored_detector_continues_identically(params):
     x = np.r_[rng.normal(0, 1, 500), rng.normal(2, 3, 500)]
     a_ref, a_res = _continue_after_restore(ChangePointDetector(**params), x)
     assert a_ref == a_res
+
+
+def test_restored_detector_continues_identically_on_a_trend():
+    # the surrogates' trend line is fitted from the held history at each calibration: nothing new
+    # to checkpoint, and a restore continues bit for bit
+    x = 0.02 * np.arange(1500) + np.random.default_rng(10).normal(size=1500)
+    ref = ChangePointDetector(n=20)
+    a_ref, a_res = _continue_after_restore(ref, x, split=900)
+    assert a_ref == a_res
+    assert ref._null_cal.pool_count > 0 and math.isfinite(ref.threshold)
 
 
 def test_checkpoint_from_before_the_ar_null_restores_the_permutation_null():

@@ -113,12 +113,19 @@ def _other_noise(kind: str, seed: int, t_len: int = 10_000) -> np.ndarray:
     return y
 
 
-@pytest.mark.parametrize("kind", ["student_t3", "random_walk", "sine_period_24", "poisson_counts",
-                                  pytest.param("t3_ar1", marks=pytest.mark.xfail(
-                                      strict=True, reason="known gap: 1.4 per 10,000 (heavy tails + serial dependence)"))])
+@pytest.mark.parametrize("kind", ["student_t3", "random_walk", "sine_period_24", "poisson_counts", "t3_ar1"])
 def test_other_stationary_noise_raises_at_most_one_false_alarm_per_10k_on_average(kind):
-    # beyond the AR(2) of the specification: five 10,000-sample series per kind (seeds 0-4)
+    # beyond the AR(2) of the specification: five 10,000-sample series per kind (seeds 0-4);
+    # t3_ar1 had 1, 2, 1, 2, 1 before the surrogates were fitted around a trend line, 0, 2, 0, 0, 0 after
     alarms = [len(run(_other_noise(kind, seed))[1]) for seed in range(5)]
+    assert np.mean(alarms) <= 1.0, alarms
+
+
+def test_a_linear_trend_is_no_change():
+    # 0.01 t + N(0, 1): half a noise sd between the windows' centres at n = 50. Surrogates without
+    # the trend's own shift raised 23, 10, 21, 20, 17 alarms on these series; with it 1, 0, 0, 1, 1
+    alarms = [len(run(0.01 * np.arange(10_000) + np.random.default_rng(s).normal(size=10_000))[1])
+              for s in range(5)]
     assert np.mean(alarms) <= 1.0, alarms
 
 

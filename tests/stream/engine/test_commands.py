@@ -48,7 +48,12 @@ def test_demo_config_runs_without_any_server(tmp_path, capsys):
     assert main(["run", str(tmp_path / "configs" / "demo.toml")]) == 0
     out_dir = tmp_path / "configs" / "demo-out"
     alerts = [json.loads(x) for x in (out_dir / "alerts.jsonl").read_text().splitlines()]
-    assert alerts and {a["key"] for a in alerts} <= {"host-a", "host-b", "host-c"}
+    # the demo's truth: host-a changes at 200, host-c at 250, host-b never
+    by_key = {k: [a["change_index"] for a in alerts if a["key"] == k] for k in ("host-a", "host-b", "host-c")}
+    assert {a["key"] for a in alerts} <= set(by_key)
+    assert by_key["host-b"] == [], by_key
+    assert any(abs(c - 200) <= 25 for c in by_key["host-a"]), by_key
+    assert any(abs(c - 250) <= 25 for c in by_key["host-c"]), by_key
     dead = [json.loads(x) for x in (out_dir / "dead_letter.jsonl").read_text().splitlines()]
     assert sorted(d["reason"] for d in dead) == ["missing_field", "non_finite"]
     stdout_alerts = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
