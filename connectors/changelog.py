@@ -30,6 +30,8 @@ import logging
 import time
 from typing import Any, Callable
 
+from .checkpoint_format import decode_bytes, encode as encode_checkpoint, meta_of_bytes
+
 
 log = logging.getLogger("ratiowatch.changelog")
 
@@ -137,9 +139,7 @@ class ChangelogStore:
     # --- the CheckpointStore interface the pipeline uses --------------------------------------
     @staticmethod
     def encode(key: str, state: dict[str, Any], meta: dict[str, Any]) -> bytes:
-        from ratiowatch.stream.engine.checkpoint import CheckpointStore
-
-        return CheckpointStore.encode(key, state, meta)
+        return encode_checkpoint(state, meta, key)
 
     def seq(self, key: str) -> int:
         return self._seqs.get(key, 0)
@@ -223,13 +223,9 @@ class ChangelogStore:
 
     def scan(self) -> list[tuple[str, dict[str, Any], Any]]:
         """``(key, meta, entry)`` of the restored checkpoints not yet taken."""
-        from ratiowatch.stream.engine.checkpoint import meta_of_bytes
-
         return [(key, meta_of_bytes(payload), key) for key, (_, payload) in self._restored.items()]
 
     def load_entry(self, key: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        from ratiowatch.stream.engine.checkpoint import decode_bytes
-
         num, payload = self._restored.pop(key)
         return decode_bytes(payload, f"changelog {self.topic}[{num}] key {key!r}")
 

@@ -22,7 +22,6 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -33,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-FORMAT = "ratiowatch-checkpoint"
-FORMAT_VERSION = 1
-_JSON_MEMBER = "__json__"
+from ratiowatch.connectors.checkpoint_format import (FORMAT, FORMAT_VERSION, JSON_MEMBER as _JSON_MEMBER,  # noqa: F401
+                                                  decode as _decode,
+                                                  decode_bytes, encode as _encode, meta_of_bytes)
+
 _SEQ_CACHE_MAX = 200_000
 
 
@@ -44,73 +44,6 @@ def _key_filename(key: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:40]
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return f"{safe}-{digest}.ckpt.npz"
-
-
-def _encode(state: dict[str, Any], meta: dict[str, Any], key: str) -> bytes:
-    arrays: dict[str, np.ndarray] = {}
-    scalars: dict[str, Any] = {}
-    for name, value in state.items():
-        if name == _JSON_MEMBER:
-            raise ValueError(f"state name {_JSON_MEMBER!r} is reserved; rename that state entry")
-        if isinstance(value, np.ndarray):
-            if value.dtype == object:
-                raise ValueError(f"state[{name!r}] is an object array; checkpoints hold numeric arrays only")
-            arrays[name] = value
-        elif isinstance(value, (bool, np.bool_)):
-            scalars[name] = {"t": "bool", "v": bool(value)}
-        elif isinstance(value, (int, np.integer)):
-            scalars[name] = {"t": "int", "v": int(value)}
-        elif isinstance(value, (float, np.floating)):
-            # repr round-trips float64 exactly; JSON has no NaN/inf so keep them as text
-            scalars[name] = {"t": "float", "v": repr(float(value))}
-        elif isinstance(value, str):
-            scalars[name] = {"t": "str", "v": value}
-        elif value is None:
-            scalars[name] = {"t": "none", "v": None}
-        else:
-            raise ValueError(f"state[{name!r}] has type {type(value).__name__}; checkpoints hold numpy arrays, "
-                             "floats, ints, bools, strings or None")
-    doc = {"format": FORMAT, "version": FORMAT_VERSION, "key": key, "scalars": scalars, "meta": meta}
-    arrays[_JSON_MEMBER] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def _decode(data: np.lib.npyio.NpzFile, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    if _JSON_MEMBER not in data.files:
-        raise ValueError(f"{path}: not a ratiowatch checkpoint (no {_JSON_MEMBER} member)")
-    doc = json.loads(bytes(data[_JSON_MEMBER]).decode())
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a ratiowatch checkpoint (format {doc.get('format')!r})")
-    if doc.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: checkpoint format version {doc.get('version')} is not supported by this "
-                         f"build (expects {FORMAT_VERSION}); delete it to start the key from scratch")
-    state: dict[str, Any] = {name: data[name] for name in data.files if name != _JSON_MEMBER}
-    for name, item in doc["scalars"].items():
-        t, v = item["t"], item["v"]
-        state[name] = float(v) if t == "float" else v
-    return state, doc["meta"]
-
-
-def decode_bytes(payload: bytes, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(state, meta)`` from a checkpoint's bytes (a file's content or a changelog record's value)."""
-    try:
-        data = np.load(io.BytesIO(payload), allow_pickle=False)
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{where}: unreadable checkpoint ({exc})") from None
-    try:
-        return _decode(data, Path(where))
-    except (OSError, EOFError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise ValueError(f"{where}: unreadable checkpoint ({exc})") from None
-    finally:
-        data.close()
-
-
-def meta_of_bytes(payload: bytes) -> dict[str, Any]:
-    """Only the metadata of a checkpoint's bytes (the arrays are not read)."""
-    with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-        return json.loads(bytes(data[_JSON_MEMBER]).decode()).get("meta", {})
 
 
 class CheckpointStore:
