@@ -9,9 +9,9 @@ for LSDD, KL for KLIEP; when ``symmetric``, both directions count: their maximum
 
 Hyperparameters are chosen when the windows are built and every ``reselect_every`` steps (the
 windows are then rebuilt from the history), never on every step. ``select="median"`` (default):
-sigma = 0.5 x the median distance of the pooled windows, lambda = 0.1 -- on the TCPD sample the
-estimator's own criterion (``select="loocv"``: exact LOOCV of ``ratiowatch.core.rulsif.fit_rulsif`` on the
-current windows) scored 0.64 F1 against 0.71, see docs/experiments.md.
+sigma = 0.5 x the median distance of the pooled windows, lambda = 0.1; ``select="loocv"`` uses the
+estimator's own criterion (exact LOOCV of ``ratiowatch.core.rulsif.fit_rulsif`` on the current
+windows), which located changes less well (docs/experiments.md).
 
 Window sizes adapt to the length seen so far: the window holds ``n_eff`` subsequences with
 ``n_eff`` the largest rung of ``n_min * sqrt(2)^j`` (capped at ``n``) not above
