@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .solver import midpoint_or
+
 O_SET, M_SET, I_SET = 0, 1, 2
 DONE, PAUSE, CYCLE, SINGULAR, FULL, INFEASIBLE = 0, 1, 2, 3, 4, 5
 # what ends a step of the path with a non-empty margin: the end of the path, or a variable changing set
@@ -669,14 +671,7 @@ def _step_to_end_open_interval(z, c0, d, a, G, st, act, h, fsc):  # pragma: no c
             hi = min(hi, w)
         elif _caps_bias_below(st[v], z[v]):
             lo = max(lo, w)
-    if np.isfinite(lo) and np.isfinite(hi):
-        bn = 0.5 * (lo + hi)
-    elif np.isfinite(lo):
-        bn = lo
-    elif np.isfinite(hi):
-        bn = hi
-    else:
-        bn = b
+    bn = midpoint_or(lo, hi, b)
     for v in range(nv):
         G[v] += z[v] * (bn - b)
     fsc[BIAS] = bn

@@ -25,6 +25,19 @@ from numba import njit
 O_SET, M_SET, I_SET = 0, 1, 2
 
 
+@njit(cache=True, inline="always")
+def midpoint_or(u, w, fallback):  # pragma: no cover - compiled
+    """The bias inside a feasible interval with ends ``u`` and ``w`` (either may be infinite): its
+    middle, its one finite end, or ``fallback`` when both are infinite."""
+    if np.isfinite(u) and np.isfinite(w):
+        return 0.5 * (u + w)
+    if np.isfinite(u):
+        return u
+    if np.isfinite(w):
+        return w
+    return fallback
+
+
 @njit(cache=True)
 def smo(K, pt, z, p, C, a, g, ridge, eps, max_iter):  # pragma: no cover - compiled
     """SMO on the generic dual, in place on ``a`` and ``g = Q a + p``; returns (iterations, b)."""
@@ -115,16 +128,7 @@ def smo(K, pt, z, p, C, a, g, ridge, eps, max_iter):  # pragma: no cover - compi
         if C[t] > 0.0 and a[t] > 0.0 and a[t] < C[t]:
             s += -z[t] * g[t]
             cnt += 1
-    if cnt > 0:
-        b = s / cnt
-    elif np.isfinite(gmax) and np.isfinite(gmin):
-        b = 0.5 * (gmax + gmin)
-    elif np.isfinite(gmax):
-        b = gmax
-    elif np.isfinite(gmin):
-        b = gmin
-    else:
-        b = 0.0
+    b = s / cnt if cnt > 0 else midpoint_or(gmax, gmin, 0.0)
     return it, b
 
 
