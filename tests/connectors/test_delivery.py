@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from fake_sinks import ListSink
 
 from ratiowatch.connectors.delivery import CircuitBreaker, SinkWorker
 from ratiowatch.connectors.records import Alert
@@ -15,27 +16,6 @@ from ratiowatch.connectors.sinks import WebhookSink
 def alert(i: int) -> Alert:
     return Alert.from_alarm(key=f"k{i}", detector="d", change_index=i, alarm_index=i + 5, timestamp=float(i),
                             score=2.0, threshold=1.0)
-
-
-class ListSink:
-    def __init__(self, name="list", gate: threading.Event | None = None):
-        self.name = name
-        self.items: list = []
-        self.gate = gate
-        self.flushes = 0
-
-    def deliver(self, items):
-        if self.gate is not None:
-            assert self.gate.wait(20)
-        self.items += items
-        return []
-
-    def flush(self):
-        self.flushes += 1
-        return []
-
-    def close(self):
-        pass
 
 
 def test_tickets_are_acknowledged_after_delivery_and_flush():

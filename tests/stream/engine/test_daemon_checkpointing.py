@@ -14,6 +14,7 @@ from ratiowatch.stream.engine.config import parse_config
 from ratiowatch.stream.engine.daemon import Daemon
 from ratiowatch.stream.engine.pipeline import ChangePointAdapter, Pipeline
 from ratiowatch.connectors.records import Record
+from fake_sinks import ListSink
 from toy_detector import MeanShiftFactory, step_series
 
 
@@ -38,25 +39,6 @@ class ListSource:
 
     def commit(self, positions):
         self.commits.append(dict(positions))
-
-    def close(self):
-        pass
-
-
-class NullSink:
-    name = "null"
-
-    def __init__(self):
-        self.items = []
-        self.flushes = 0
-
-    def deliver(self, items):
-        self.items += items
-        return []
-
-    def flush(self):
-        self.flushes += 1
-        return []
 
     def close(self):
         pass
@@ -96,7 +78,7 @@ class GatedStore(CheckpointStore):
 def test_offsets_are_committed_only_after_the_checkpoint_files_are_durable(tmp_path):
     recs = records(60)
     src = ListSource(recs)
-    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[NullSink()], dead_letter=NullSink())
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")], dead_letter=ListSink("null"))
     d._setup()
     store = GatedStore(tmp_path / "state")
     d.pipeline.store = store
@@ -124,7 +106,7 @@ def test_offsets_are_committed_only_after_the_checkpoint_files_are_durable(tmp_p
 
 def test_a_failed_checkpoint_write_commits_nothing_and_stops_the_daemon(tmp_path):
     src = ListSource(records(30))
-    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[NullSink()], dead_letter=NullSink())
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")], dead_letter=ListSink("null"))
     d._setup()
     store = GatedStore(tmp_path / "state")
     store.fail = True
@@ -234,7 +216,7 @@ def test_daemon_restores_keys_when_partitions_are_assigned_and_at_start(tmp_path
     src = ListSource([])
     src.on_revoke = src.on_assign = None   # looks like a group consumer: the daemon installs its callbacks
     factory = MeanShiftFactory()
-    d = Daemon(config(tmp_path), factory=factory, source=src, sinks=[NullSink()], dead_letter=NullSink())
+    d = Daemon(config(tmp_path), factory=factory, source=src, sinks=[ListSink("null")], dead_letter=ListSink("null"))
     d._setup()
     assert d.pipeline.keys == {}
     src.on_assign({"p1"})
@@ -243,8 +225,8 @@ def test_daemon_restores_keys_when_partitions_are_assigned_and_at_start(tmp_path
 
     src2 = ListSource([])
     src2.static_partitions = {"p0", "p1"}   # e.g. manual Kafka assignment or a file
-    d2 = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src2, sinks=[NullSink()],
-                dead_letter=NullSink())
+    d2 = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src2, sinks=[ListSink("null")],
+                dead_letter=ListSink("null"))
     d2._setup()
     assert sorted(d2.pipeline.keys) == ["a", "b", "c"]
     assert d2.pipeline.keys["c"].count == 30 and store.load("c")[1]["count"] == 30
