@@ -5,10 +5,15 @@ calibrated stop test.
 
 1. Missing values are carried forward, each channel is standardised, and the subsequence width
    comes from the series' own autocorrelation (:func:`~ratiowatch.stream.series.width.subsequence_width`:
-   its period when it has a significant one, else 3 samples; at most T / 10).
+   a quarter of its period when it has a significant one, else 3 samples; at most T / 10).
 2. The split profile (:mod:`ratiowatch.core.split_profile`) scores every candidate split of the
    segment: the symmetric RuLSIF divergence between the subsequences before and after it, scaled
-   by the effective sample size, on raw and z-normalised subsequence views.
+   by the effective sample size, on raw and z-normalised subsequence views. A periodic series is
+   scored at two widths, a quarter cycle and a whole one, and the larger profile counts
+   (``widths="both"``, :class:`~ratiowatch.core.split_profile.MultiWidthProfile`): a quarter
+   cycle sees changes of fine shape and frequency with four times the rows, a whole cycle sees
+   changes that only the cycle as a whole shows. The surrogates are scored the same way, so the
+   test accounts for the choice.
 3. The segment's largest score is tested against the largest scores of change-free AR surrogates
    of the same segment (:mod:`ratiowatch.stream.calibration.split_test`). If it is significant,
    the best split is a change point and both halves are segmented again (breadth first);
@@ -43,11 +48,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ratiowatch.core.split_profile import SplitProfile
+from ratiowatch.core.split_profile import MultiWidthProfile, SplitProfile
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.split_test import MAX_ORDER, max_split_test
 from ratiowatch.stream.series.preprocess import fill_missing
-from ratiowatch.stream.series.width import DEFAULT_WIDTH, MIN_ROWS, subsequence_width
+from ratiowatch.stream.series.width import CYCLE_PARTS, DEFAULT_WIDTH, MIN_ROWS, subsequence_width
 
 
 @dataclass
@@ -70,11 +75,15 @@ class Replay:
 #: alpha = 0.1 and a sharp kernel (0.5 x median distance) with a small ridge (1e-3) keep the
 #: profile peaked; 32 centres per view; 200 grid splits then a refinement; AR surrogates of order
 #: <= 5; subsequence starts every width / 4 samples (neighbours overlap by three quarters), and
-#: at most MAX_ROWS subsequences per segment (a coarser stride on very long series).
+#: at most MAX_ROWS subsequences per segment (a coarser stride on very long series); a periodic
+#: series scored at a quarter and a whole cycle.
 DEFAULTS = {"false_alarm_rate": 0.05, "alpha": 0.1, "lam": 1e-3, "sigma_factor": 0.5, "n_centres": 32,
-            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True}
+            "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True,
+            "widths": "both"}
 MAX_ROWS = 5000
 METHODS = ("rulsif", "ulsif")
+#: subsequence widths of a periodic series: both a quarter and a whole cycle, or only one of them
+WIDTHS = ("both", "quarter", "period")
 
 
 def _as_rows(series) -> np.ndarray:
@@ -116,6 +125,8 @@ def _config(params: dict) -> dict:
         raise ValueError(f"false_alarm_rate must be in (0, 1), e.g. 0.05; got {cfg['false_alarm_rate']}")
     if cfg["width"] is not None and int(cfg["width"]) < 1:
         raise ValueError(f"width must be >= 1 or None (from the data); got {cfg['width']}")
+    if cfg["widths"] not in WIDTHS:
+        raise ValueError(f"widths must be one of {WIDTHS}; got {cfg['widths']!r}")
     return cfg
 
 
@@ -127,7 +138,8 @@ def describe_config(params: dict | None = None) -> dict:
     >>> describe_config({"seed": 3})["seed"]
     3
     """
-    cfg = {**DEFAULTS, "width_rule": (f"significant autocorrelation period, else {DEFAULT_WIDTH}; at most "
+    cfg = {**DEFAULTS, "width_rule": (f"significant autocorrelation period / {CYCLE_PARTS} (at least {DEFAULT_WIDTH}), else "
+                                      f"{DEFAULT_WIDTH}; at most "
                                       f"T // {MIN_ROWS}"),
            "stride": f"max(1, width // 4, ceil(rows / {MAX_ROWS}))",
            "stop": ("breadth-first binary segmentation; max of the split profile vs AR-surrogate maxima, "
@@ -143,10 +155,17 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     t_len = raw.shape[0]
     x = _standardise(raw)
     width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
-    stride = max(1, width // 4, math.ceil((t_len - width + 1) / MAX_ROWS))
-    prof = SplitProfile(width=width, stride=stride, alpha=float(cfg["alpha"]), lam=float(cfg["lam"]),
-                        n_centres=int(cfg["n_centres"]), sigma_factor=float(cfg["sigma_factor"]),
-                        grid=int(cfg["grid"]))
+    def profile_of(w: int) -> SplitProfile:
+        return SplitProfile(width=w, stride=max(1, w // 4, math.ceil((t_len - w + 1) / MAX_ROWS)),
+                            alpha=float(cfg["alpha"]), lam=float(cfg["lam"]), n_centres=int(cfg["n_centres"]),
+                            sigma_factor=float(cfg["sigma_factor"]), grid=int(cfg["grid"]))
+
+    if cfg["widths"] == "period" and period:
+        width = min(period, t_len // MIN_ROWS)
+    stride = profile_of(width).stride
+    prof = profile_of(width)
+    if cfg["widths"] == "both" and period and min(period, t_len // MIN_ROWS) > width:
+        prof = MultiWidthProfile((prof, profile_of(min(period, t_len // MIN_ROWS))))
     rng = np.random.default_rng(cfg["seed"])
     level = float(cfg["false_alarm_rate"])
     scores = np.full(t_len, np.nan)
@@ -184,7 +203,8 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             if progress is not None:
                 progress(done, t_len)
     alarms.sort(key=lambda al: al.change_index)
-    config = {**cfg, "width": width, "period": period, "stride": stride}
+    widths = [q.width for q in getattr(prof, "profiles", (prof,))]
+    config = {**cfg, "width": width, "period": period, "stride": stride, "widths": widths}
     return Replay([al.change_index for al in alarms], alarms, scores, thresholds, config)
 
 
@@ -197,6 +217,9 @@ def detect(series, **params) -> list[int]:
         Chance that a change-free series gets any change point (the stop test's level); 0.05.
     width : int or None
         Subsequence width; None (default) chooses it from the data.
+    widths : {"both", "quarter", "period"}
+        For a periodic series (``width=None``): score a quarter cycle and a whole cycle and take the
+        larger profile (default), or only one of them.
     alpha, lam, sigma_factor, n_centres, grid : float / int
         Split profile settings (:class:`~ratiowatch.core.split_profile.SplitProfile`).
     max_order : int

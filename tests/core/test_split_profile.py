@@ -1,5 +1,7 @@
 """Split profile (ratiowatch.core.split_profile) against a from-scratch fit of every split."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -94,3 +96,18 @@ def test_constant_series_give_finite_scores():
     prof = SplitProfile(width=3)
     s = prof.candidates(100)
     assert np.isfinite(prof.profile(np.ones(100), s)).all()
+
+
+def test_multi_width_profile_is_the_larger_of_its_profiles_and_skips_widths_that_do_not_fit():
+    from ratiowatch.core.split_profile import MultiWidthProfile
+
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(0, 1, 150), rng.normal(0, 1, 150) + np.sin(np.arange(150))]
+    narrow, wide = SplitProfile(width=3), SplitProfile(width=40, stride=10)
+    both = MultiWidthProfile((narrow, wide))
+    assert both.maximum(x) == max(narrow.maximum(x), wide.maximum(x))
+    assert both.best(x)[0] == both.maximum(x)
+    short = x[: wide.min_length() - 1]  # too short for the wide profile, long enough for the narrow one
+    assert both.min_length() == narrow.min_length()
+    assert both.maximum(short) == narrow.maximum(short) and both.best(short) == narrow.best(short)
+    assert both.best(x[:5]) == (-math.inf, -1)

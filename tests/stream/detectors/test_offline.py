@@ -26,10 +26,11 @@ def periodic(shapes, seg_len=2000, period=50, noise=0.1, seed=0):
 
 def test_shape_changes_at_a_constant_period_are_found_at_the_split():
     """Sine -> square -> sawtooth, period 50, noise sd 0.3, seeds 0-2: both changes within one
-    period, nothing else."""
+    period, nothing else; the profile is the larger of a quarter-cycle and a whole-cycle one."""
     for seed in range(3):
         rep = replay(periodic(["sine", "square", "sawtooth"], seg_len=2000, noise=0.3, seed=seed))
-        assert abs(rep.config["period"] - 50) <= 1 and rep.config["width"] == rep.config["period"]
+        period = rep.config["period"]
+        assert abs(period - 50) <= 1 and rep.config["widths"] == [round(period / 4), period]
         assert len(rep.change_points) == 2, rep.change_points
         assert all(abs(c - cp) <= 50 for c, cp in zip(rep.change_points, (2000, 4000))), rep.change_points
 
@@ -146,6 +147,16 @@ def test_bad_arguments_raise():
         detect(np.r_[1.0, np.inf, 2.0])
     with pytest.raises(ValueError):
         detect(np.zeros((3, 2, 2)))
+    with pytest.raises(ValueError, match="widths must be one of"):
+        detect(np.zeros(50), widths="all")
+
+
+def test_each_width_choice_of_a_periodic_series_is_honoured():
+    x = periodic(["sine", "square"], seg_len=1000, noise=0.3, seed=1)
+    got = {w: replay(x, widths=w).config["widths"] for w in ("both", "quarter", "period")}
+    p = replay(x).config["period"]
+    assert got == {"both": [round(p / 4), p], "quarter": [round(p / 4)], "period": [p]}
+    assert replay(x, width=7).config["widths"] == [7]  # an explicit width is the only one
 
 
 def test_config_is_described():

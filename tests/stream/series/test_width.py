@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ratiowatch.stream.series.width import DEFAULT_WIDTH, significant_period, subsequence_width
+from ratiowatch.stream.series.width import CYCLE_PARTS, DEFAULT_WIDTH, significant_period, subsequence_width
 
 
 def _jittered_sine(t_len, period, seed, noise=0.3):
@@ -13,10 +13,11 @@ def _jittered_sine(t_len, period, seed, noise=0.3):
 
 
 @pytest.mark.parametrize("period", [7, 12, 24, 50])
-def test_the_period_of_a_jittered_seasonal_series_is_the_width(period):
+def test_a_jittered_seasonal_series_gets_its_period_and_a_quarter_cycle_width(period):
     for seed in range(3):
         width, found = subsequence_width(_jittered_sine(3000, period, seed))
-        assert abs(found - period) <= max(1, period // 10) and width == found, (period, seed, found)
+        assert abs(found - period) <= max(1, period // 10), (period, seed, found)
+        assert width == max(DEFAULT_WIDTH, round(found / CYCLE_PARTS)), (period, seed, width)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -38,13 +39,19 @@ def test_short_series_keep_ten_subsequences():
     # (Bartlett's band at lag 20 of T = 100 is 1.2), twenty do
     t = np.arange(400)
     assert subsequence_width(np.sin(2 * np.pi * t[:100] / 20)) == (DEFAULT_WIDTH, 0)
-    assert subsequence_width(np.sin(2 * np.pi * t / 20)) == (20, 20)
+    assert subsequence_width(np.sin(2 * np.pi * t / 20)) == (5, 20)
 
 
 def test_multivariate_input_takes_the_longest_channel_period():
     t = np.arange(3000)
     x = np.c_[np.sin(2 * np.pi * t / 12), np.sin(2 * np.pi * t / 40)]
-    assert subsequence_width(x) == (40, 40)
+    assert subsequence_width(x) == (10, 40)
+
+
+def test_a_quarter_cycle_rounds_to_the_nearest_sample_and_never_falls_below_the_default():
+    t = np.arange(360)
+    assert subsequence_width(np.sin(2 * np.pi * t / 30)) == (8, 30)
+    assert subsequence_width(np.sin(2 * np.pi * np.arange(600) / 8)) == (DEFAULT_WIDTH, 8)
 
 
 def test_constant_and_bad_inputs():
