@@ -138,9 +138,9 @@ def describe_config(params: dict | None = None) -> dict:
     >>> describe_config({"seed": 3})["seed"]
     3
     """
-    cfg = {**DEFAULTS, "width_rule": (f"significant autocorrelation period / {CYCLE_PARTS} (at least {DEFAULT_WIDTH}), else "
-                                      f"{DEFAULT_WIDTH}; at most "
-                                      f"T // {MIN_ROWS}"),
+    cfg = {**DEFAULTS, "width_rule": (f"significant autocorrelation period / {CYCLE_PARTS} (at least {DEFAULT_WIDTH}), "
+                                      f"with widths='both' also the whole period; else {DEFAULT_WIDTH}; "
+                                      f"at most T // {MIN_ROWS}"),
            "stride": f"max(1, width // 4, ceil(rows / {MAX_ROWS}))",
            "stop": ("breadth-first binary segmentation; max of the split profile vs AR-surrogate maxima, "
                     "test k at level false_alarm_rate / k (Gumbel tail) after the first")}
@@ -155,6 +155,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     t_len = raw.shape[0]
     x = _standardise(raw)
     width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
+
     def profile_of(w: int) -> SplitProfile:
         return SplitProfile(width=w, stride=max(1, w // 4, math.ceil((t_len - w + 1) / MAX_ROWS)),
                             alpha=float(cfg["alpha"]), lam=float(cfg["lam"]), n_centres=int(cfg["n_centres"]),
@@ -162,8 +163,8 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
 
     if cfg["widths"] == "period" and period:
         width = min(period, t_len // MIN_ROWS)
-    stride = profile_of(width).stride
     prof = profile_of(width)
+    stride = prof.stride
     if cfg["widths"] == "both" and period and min(period, t_len // MIN_ROWS) > width:
         prof = MultiWidthProfile((prof, profile_of(min(period, t_len // MIN_ROWS))))
     rng = np.random.default_rng(cfg["seed"])
