@@ -328,25 +328,32 @@ def _change_scores(rows: list[dict], series: list[dict], key: str, mode: str, se
             "errors": [s for s in series if s["error"]]}
 
 
+def _change_cases(kinds: Iterable[str], seeds: int, run: Callable[[ChangeCase], list]):
+    """(kind, seed, case, output, error) for every series of the change suite; a failure of ``run``
+    is reported as its error with an empty output, not hidden."""
+    for kind in kinds:
+        for s in range(int(seeds)):
+            case = change_series(kind, s)
+            try:
+                out, err = run(case), None
+            except Exception as exc:
+                out, err = [], f"{type(exc).__name__}: {exc}"
+            yield kind, s, case, out, err
+
+
 def score_change_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = None, seeds: int = 5,
                          kinds: Iterable[str] = CHANGE_KINDS) -> dict:
     """Offline change suite: fraction of changes with a change point within 2 W, location error."""
     detect = detect or default_detect()
     rows, series = [], []
     t0 = time.perf_counter()
-    for kind in kinds:
-        for s in range(int(seeds)):
-            case = change_series(kind, s)
-            try:
-                pred, err = [int(c) for c in detect(case.x)], None
-            except Exception as exc:
-                pred, err = [], f"{type(exc).__name__}: {exc}"
-            m = match_offline(case.change_points, pred, 2 * case.window)
-            for c, p in zip(case.change_points, m):
-                rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": p is not None,
-                             "error_abs": None if p is None else abs(p - c)})
-            series.append({"kind": kind, "seed": s, "length": len(case.x), "predicted": pred,
-                           "unmatched": len(set(pred)) - sum(p is not None for p in m), "error": err})
+    for kind, s, case, pred, err in _change_cases(kinds, seeds, lambda case: [int(c) for c in detect(case.x)]):
+        m = match_offline(case.change_points, pred, 2 * case.window)
+        for c, p in zip(case.change_points, m):
+            rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": p is not None,
+                         "error_abs": None if p is None else abs(p - c)})
+        series.append({"kind": kind, "seed": s, "length": len(case.x), "predicted": pred,
+                       "unmatched": len(set(pred)) - sum(p is not None for p in m), "error": err})
     return _change_scores(rows, series, "error_abs", "offline", seeds, t0)
 
 
@@ -356,19 +363,13 @@ def score_change_streaming(factory: Callable[[], object] | None = None, seeds: i
     factory = factory or default_detector_factory()
     rows, series = [], []
     t0 = time.perf_counter()
-    for kind in kinds:
-        for s in range(int(seeds)):
-            case = change_series(kind, s)
-            try:
-                alarms, err = stream_alarms(factory(), case.x), None
-            except Exception as exc:
-                alarms, err = [], f"{type(exc).__name__}: {exc}"
-            m = match_streaming(case.change_points, alarms, 2 * case.window, len(case.x))
-            for c, a in zip(case.change_points, m):
-                rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": a is not None,
-                             "delay": None if a is None else a[1] - c})
-            series.append({"kind": kind, "seed": s, "length": len(case.x), "alarms": alarms,
-                           "unmatched": len(alarms) - sum(a is not None for a in m), "error": err})
+    for kind, s, case, alarms, err in _change_cases(kinds, seeds, lambda case: stream_alarms(factory(), case.x)):
+        m = match_streaming(case.change_points, alarms, 2 * case.window, len(case.x))
+        for c, a in zip(case.change_points, m):
+            rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": a is not None,
+                         "delay": None if a is None else a[1] - c})
+        series.append({"kind": kind, "seed": s, "length": len(case.x), "alarms": alarms,
+                       "unmatched": len(alarms) - sum(a is not None for a in m), "error": err})
     return _change_scores(rows, series, "delay", "streaming", seeds, t0)
 
 
