@@ -238,3 +238,28 @@ def test_block_permutations_of_single_indices_are_plain_shuffles_of_the_same_dra
     perms = block_permutations(23, 1, 6, np.random.default_rng(8))
     np.testing.assert_array_equal(perms, np.argsort(np.random.default_rng(8).random((6, 23)), axis=1))
     assert all(sorted(p) == list(range(23)) for p in perms.tolist())
+
+
+def test_exp_tail_threshold_holds_the_rate_on_average_over_its_own_noise():
+    # pools of 160 Exp(1) scores, as the streaming detector's: the threshold's true exceedance,
+    # exp(-threshold), averaged over pools is the asked rate (the plug-in log(0.5 / rate) multiplier
+    # overshoots it, by 1.75x from the scale estimate's noise alone)
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold
+
+    rng, rate = np.random.default_rng(7), 2.5e-5
+    pools = rng.exponential(1.0, size=(4000, 160))
+    predictive = np.mean([np.exp(-exp_tail_threshold(p, rate)) for p in pools]) / rate
+    med = np.median(pools, axis=1, keepdims=True)
+    scale = np.where(pools > med, pools - med, 0.0).sum(axis=1) / (pools > med).sum(axis=1)
+    plug_in = np.mean(np.exp(-(med[:, 0] + scale * np.log(0.5 / rate)))) / rate
+    assert 0.9 < predictive < 1.2
+    assert plug_in > 1.5
+
+
+def test_exp_tail_threshold_multiplier_is_the_predictive_one():
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold
+
+    null = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 9.0])  # median 2.5; excesses 0.5, 2.5, 6.5 (m = 3, mean 19/6)
+    rate = 1e-3
+    mult = 3 * ((0.5 / rate) ** (1 / 3) - 1)
+    assert exp_tail_threshold(null, rate) == pytest.approx(2.5 + 19 / 6 * mult, rel=1e-12)

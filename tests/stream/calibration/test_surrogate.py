@@ -375,3 +375,64 @@ def test_surrogate_null_with_slopes_scores_the_surrogates_plus_the_line():
         assert null[i, 0] == pytest.approx(fwd, rel=1e-9, abs=1e-12)
     # the trend's shift between the windows raises the scores
     assert null.mean() > plain.mean()
+
+
+def test_debias_ar_removes_most_of_the_small_sample_bias():
+    # independent check: the Monte-Carlo mean of Burg's AR(1) estimate on 53 values sits below phi
+    # (E phi-hat ~ phi - (1 + 3 phi) / T); the corrected estimates' mean is much closer
+    from ratiowatch.stream.calibration.surrogate import debias_ar
+
+    rng = np.random.default_rng(40)
+    raw, fixed = [], []
+    for s in range(300):
+        x = ar_series([0.5], 53, seed=1000 + s)
+        model = fit_ar(x, max_order=1)
+        if model.order == 1:
+            raw.append(model.phi[0])
+            fixed.append(debias_ar(model, x, rng).phi[0])
+    assert np.mean(raw) < 0.5 - 0.02
+    assert abs(np.mean(fixed) - 0.5) < 0.5 * abs(np.mean(raw) - 0.5)
+
+
+def test_debias_ar_keeps_the_model_stationary_and_leaves_ar0_alone():
+    from ratiowatch.stream.calibration.surrogate import _stationary, debias_ar
+
+    rng = np.random.default_rng(41)
+    for s in range(20):  # near a unit root, the full correction would often cross it
+        x = ar_series([0.97], 53, seed=2000 + s)
+        model = debias_ar(fit_ar(x, max_order=3), x, rng)
+        assert _stationary(model.phi)
+        assert np.all(np.abs(np.roots(np.r_[1.0, -model.phi])) < 1.0)  # companion roots inside the circle
+        assert model.resid.size == x.size - model.order
+    white = fit_ar(np.random.default_rng(42).normal(size=53), max_order=0)
+    state = rng.bit_generator.state
+    assert debias_ar(white, np.zeros(53), rng) is white
+    assert rng.bit_generator.state == state  # AR(0): no draws
+
+
+def test_stationary_matches_the_roots_of_the_characteristic_polynomial():
+    from ratiowatch.stream.calibration.surrogate import _stationary
+
+    rng = np.random.default_rng(43)
+    for _ in range(300):
+        phi = rng.uniform(-1.5, 1.5, size=int(rng.integers(1, 6)))
+        roots = np.roots(np.r_[1.0, -phi])  # z^p - phi_1 z^(p-1) - ... - phi_p
+        assert _stationary(phi) == bool(np.all(np.abs(roots) < 1.0))
+
+
+def test_debiased_surrogate_null_scores_the_debiased_models_surrogates():
+    from ratiowatch.core.rulsif import fit_rulsif
+    from ratiowatch.stream.calibration.surrogate import debias_ar
+
+    vals = np.column_stack([ar_series([0.6], 80, seed=44), ar_series([0.3], 80, seed=45)])
+    n, k, count = 15, 3, 3
+    null = surrogate_null_rulsif(vals, n, k, 0.9, 0.1, 0.1, True, count, np.random.default_rng(46), debias=True)
+    rng = np.random.default_rng(46)
+    models = [debias_ar(fit_ar(vals[:, j]), vals[:, j], rng) for j in range(2)]
+    sims = simulate_ar(models, 2 * n + k - 1, count, rng)
+    for i in range(count):
+        rows = embed(sims[i], k)
+        assert null[i, 0] == pytest.approx(fit_rulsif(rows[:n], rows[n:], alpha=0.1, sigma=0.9, lam=0.1,
+                                                      n_centres=n).pe, rel=1e-9, abs=1e-12)
+        assert null[i, 1] == pytest.approx(fit_rulsif(rows[n:], rows[:n], alpha=0.1, sigma=0.9, lam=0.1,
+                                                      n_centres=n).pe, rel=1e-9, abs=1e-12)
