@@ -38,14 +38,15 @@ def test_partition_of_a_key_is_stable_across_processes():
 def test_tiny_bench_run_daemon_alarms_equal_detector_alarms_and_soak_reports_rss(kafka_broker, capsys):
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    # 200 warm-up + 200 timed records per key: the timed part holds each key's first regime change
-    # (bench.SEGMENT = 250), so both paths must raise the same, non-empty set of alarms (windows of
-    # 25: with 8 subsequences a 1e-4 threshold sits at the largest PE a window can reach)
-    args = parser.parse_args(["--records", "400", "--keys", "2", "--warmup-per-key", "200", "--repeat", "1",
+    # 200 warm-up + 400 timed records per key: the timed part holds each key's first two regime
+    # changes (bench.SEGMENT = 250), so both paths must raise the same, non-empty set of alarms. At
+    # 250 the growing windows hold 12 subsequences, where a calibrated 1e-4 threshold sits near the
+    # largest PE a window can reach (found on neither key); at 500 they hold 25 (found on both)
+    args = parser.parse_args(["--records", "800", "--keys", "2", "--warmup-per-key", "200", "--repeat", "1",
                               "--n", "25", "--soak", "600", "--bootstrap", kafka_broker.bootstrap, "--json"])
     assert bench.run(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["records"] == 400 and out["warmup_records"] == 400
+    assert out["records"] == 800 and out["warmup_records"] == 400
     assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
     for k in ("end_to_end_msgs_per_s", "detector_msgs_per_s", "null_detector_msgs_per_s", "ratio_to_detector"):
         assert out[k] > 0
