@@ -21,7 +21,8 @@ Window sizes adapt to the length seen so far: the window holds ``n_eff`` subsequ
 Alarms: the threshold is the upper ``false_alarm_rate`` quantile of the score's null, re-estimated
 every ``calibrate_every`` steps (the last 8 calibrations pooled), and at least a robust quantile of
 the score's own history. The null is, by default, that of AR surrogates of the values behind the
-windows (:mod:`ratiowatch.stream.calibration.surrogate`; exponential tail, each direction at half the rate), and with an
+windows (:mod:`ratiowatch.stream.calibration.surrogate`; the AR fit debiased, a predictive exponential tail, each
+direction at half the rate), and with an
 explicit ``perm_block`` that of block permutations of the pooled windows (:mod:`ratiowatch.stream.calibration.permutation`;
 moment-matched gamma tail); the offline replay uses permutations only until the AR model can be
 fitted (``null="ar_or_permutation"``). The calibration itself lives in
