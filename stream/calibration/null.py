@@ -38,7 +38,7 @@ from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_t
 from ratiowatch.stream.calibration.permutation import permutation_null_generic, permutation_null_rulsif
 from ratiowatch.stream.calibration.correlation import surrogate_zdiff
 from ratiowatch.stream.series.embedding import embed
-from ratiowatch.stream.calibration.surrogate import (add_trend, debias_ar, detrend, fit_ar, fit_ar_channels,
+from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_channels, fit_ar_models,
                                                      shrink_slopes, simulate_ar, surrogate_null_rulsif)
 
 #: calibrations pooled into one null sample
@@ -221,8 +221,7 @@ class NullCalibrator:
             null = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, count, rng,
                                          slopes=slopes, debias=True)
         else:
-            models = [debias_ar(fit_ar(fit_to[:, j]), fit_to[:, j], rng) for j in range(values.shape[1])]
-            sims = simulate_ar(models, 2 * n + self.k - 1, count, rng)
+            sims = simulate_ar(fit_ar_models(fit_to, rng=rng), 2 * n + self.k - 1, count, rng)
             if slopes is not None:
                 add_trend(sims, slopes)
             null = np.empty((count, 2))

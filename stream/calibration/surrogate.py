@@ -282,6 +282,15 @@ def debias_ar(model: ARModel, x: np.ndarray, rng: np.random.Generator, reps: int
     return model
 
 
+def fit_ar_models(values: np.ndarray, max_order: int = 5, rng: np.random.Generator | None = None) -> list[ARModel]:
+    """One :func:`fit_ar` model per column of ``values`` (T, channels), each debiased
+    (:func:`debias_ar`, channel by channel) when ``rng`` is given."""
+    models = [fit_ar(values[:, j], max_order) for j in range(values.shape[1])]
+    if rng is not None:
+        models = [debias_ar(mod, values[:, j], rng) for j, mod in enumerate(models)]
+    return models
+
+
 @njit(cache=True)
 def _stationary(phi):
     """Whether AR coefficients ``phi`` are stationary: every reflection coefficient of the
@@ -594,9 +603,7 @@ def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam:
         raise ValueError(f"values must have shape (T, channels) with T >= 3; got {values.shape}")
     if n < 2 or k < 1 or int(count) < 1:
         raise ValueError(f"need n >= 2, k >= 1 and count >= 1; got n={n}, k={k}, count={count}")
-    models = [fit_ar(values[:, j], max_order) for j in range(values.shape[1])]
-    if debias:
-        models = [debias_ar(mod, values[:, j], rng) for j, mod in enumerate(models)]
+    models = fit_ar_models(values, max_order, rng if debias else None)
     sims = np.ascontiguousarray(simulate_ar(models, 2 * n + k - 1, int(count), rng))
     if slopes is not None:
         add_trend(sims, slopes)

@@ -32,10 +32,14 @@ def run(series):
     return det, alarms
 
 
+def found_within_2n(alarms, c, n):
+    """Whether an alarm is raised at most 2n after change ``c`` with its change index within n of it."""
+    return any(0 <= a.alarm_index - c <= 2 * n and abs(a.change_index - c) <= n for a in alarms)
+
+
 def assert_found(alarms, changes, n):
     for c in changes:
-        hits = [a for a in alarms if 0 <= a.alarm_index - c <= 2 * n and abs(a.change_index - c) <= n]
-        assert hits, f"change at {c} not found within 2n={2 * n}; alarms: {alarms}"
+        assert found_within_2n(alarms, c, n), f"change at {c} not found within 2n={2 * n}; alarms: {alarms}"
 
 
 def jumping_mean(seed):
@@ -64,8 +68,7 @@ def test_variance_decrease_is_found_within_2n_on_most_streams():
     found = 0
     for seed in range(1, 31):
         det, alarms = run(scaling_variance(seed))
-        n = det.n
-        found += any(0 <= a.alarm_index - 2 * SEG <= 2 * n and abs(a.change_index - 2 * SEG) <= n for a in alarms)
+        found += found_within_2n(alarms, 2 * SEG, det.n)
     assert found >= 15, found
 
 
