@@ -26,6 +26,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("eval", "tssb"), "ratiowatch.stream.evaluate.tssb",
      "accuracy of the default change-point detector on TSSB or UTSA: covering of the true segmentation, "
      "by tune / check half (--streaming, --peers)"),
+    (("eval", "utsa"), "ratiowatch.stream.evaluate.utsa",
+     "the same as eval tssb, on the UTSA folder (../shared/bench/utsa by default)"),
     (("eval", "synthetic"), "ratiowatch.stream.evaluate.synthetic",
      "calibration of the default change-point detector on synthetic series: false changes on "
      "change-free series (null suite), detection and delay of known changes (change suite)"),

@@ -21,7 +21,7 @@ def test_help_lists_every_top_level_command(capsys):
 def test_every_registered_command_module_exists():
     parser = build_parser()
     for path, module, _help in COMMANDS:
-        args = parser.parse_args(list(path) + (["x"] if path in {("eval", "tcpd"), ("eval", "tssb"),
+        args = parser.parse_args(list(path) + (["x"] if path in {("eval", "tcpd"), ("eval", "tssb"), ("eval", "utsa"),
                                                                   ("eval", "nab"), ("eval", "odds"),
                                                                   ("validate",), ("run",), ("detect",)} else []))
         assert not getattr(args, "_missing", None), f"{' '.join(path)}: {args._missing}"

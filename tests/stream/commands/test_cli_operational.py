@@ -21,7 +21,7 @@ from cli_util import CLI, ROOT, cli, jump_rows, one_line_error, write
 
 
 # ------------------------------------------------------------------ eval: folder errors
-@pytest.mark.parametrize("bench", ["tcpd", "tssb", "nab", "odds"])
+@pytest.mark.parametrize("bench", ["tcpd", "tssb", "utsa", "nab", "odds"])
 def test_eval_names_the_folder_it_was_given(tmp_path, bench):
     one_line_error(cli("eval", bench, "/nonexistent"), 2, "/nonexistent does not exist")
     proc = cli("eval", bench, tmp_path)  # a folder, but not laid out like the benchmark

@@ -122,6 +122,25 @@ def test_eval_half_selects_series_and_seeds_spread_by_half(tmp_path, capsys):
         main(["eval", "tssb", str(root), "--half", "odd"])
 
 
+def test_eval_utsa_is_eval_tssb_on_the_utsa_folder(tmp_path, capsys, monkeypatch):
+    from ratiowatch.stream.commands.cli import main
+
+    root = _tiny_tssb(tmp_path / "bench" / "utsa", streaming_results=False)
+    monkeypatch.setenv("RATIOWATCH_BENCH", str(tmp_path / "bench"))
+    assert main(["eval", "utsa", "--json", "--half", "tune"]) == 0  # the default folder: <bench>/utsa
+    by_default = json.loads(capsys.readouterr().out)
+    assert main(["eval", "tssb", str(root), "--json", "--half", "tune"]) == 0
+    as_tssb = json.loads(capsys.readouterr().out)
+    assert by_default["benchmark"] == as_tssb["benchmark"] == "utsa"
+    assert set(by_default["datasets"]) == set(as_tssb["datasets"]) == {"aa", "cc"}
+    for name, r in by_default["datasets"].items():
+        assert r["change_points"] == as_tssb["datasets"][name]["change_points"]
+        assert r["cover"] == as_tssb["datasets"][name]["cover"]
+    monkeypatch.setenv("RATIOWATCH_BENCH", str(tmp_path / "elsewhere"))
+    assert main(["eval", "utsa"]) == 2
+    assert "../shared/bench/utsa not found" in capsys.readouterr().err
+
+
 def test_eval_peers_without_claspy_environment(tmp_path, capsys, monkeypatch):
     from ratiowatch.stream.commands.cli import main
 
