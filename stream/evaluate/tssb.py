@@ -113,8 +113,8 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
             "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_eval_arguments(parser, "tssb")
+def add_arguments(parser: argparse.ArgumentParser, name: str = "tssb") -> None:
+    add_eval_arguments(parser, name)
 
 
 def _summary(out: dict) -> list[str]:
@@ -127,5 +127,6 @@ def _summary(out: dict) -> list[str]:
         out["by_half"], ("cover", "f1", "delay_mean"))
 
 
-def run(args) -> int:
-    return run_eval(args, "tssb", evaluate, _summary, series_names)
+def run(args, name: str = "tssb") -> int:
+    """``ratiowatch eval tssb``; ``name`` sets the default folder and the messages (``eval utsa``)."""
+    return run_eval(args, name, evaluate, _summary, series_names)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 
-from ratiowatch.stream.evaluate.datasets import add_eval_arguments, run_eval
-from ratiowatch.stream.evaluate.tssb import _summary, evaluate, series_names
+from ratiowatch.stream.evaluate import tssb
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_eval_arguments(parser, "utsa")
+    tssb.add_arguments(parser, "utsa")
 
 
 def run(args) -> int:
-    return run_eval(args, "utsa", evaluate, _summary, series_names)
+    return tssb.run(args, "utsa")
