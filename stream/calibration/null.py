@@ -219,9 +219,9 @@ class NullCalibrator:
                 slopes = None
         if self.method in ("rulsif", "ulsif"):
             null = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, count, rng,
-                                         slopes=slopes, debias=True)
+                                         slopes=slopes, debias=True, start_from_data=True)
         else:
-            sims = simulate_ar(fit_ar_models(fit_to, rng=rng), 2 * n + self.k - 1, count, rng)
+            sims = simulate_ar(fit_ar_models(fit_to, rng=rng), 2 * n + self.k - 1, count, rng, start=fit_to)
             if slopes is not None:
                 add_trend(sims, slopes)
             null = np.empty((count, 2))
@@ -278,7 +278,7 @@ class NullCalibrator:
         pairs = values.shape[1] * (values.shape[1] - 1) // 2
         fresh = self.corr_count == 0 or self.corr_pool is None
         count = self.n_perm * (NULL_POOL if fresh else 1)
-        sims = simulate_ar(fit_ar_channels(values), 2 * n, count, rng)
+        sims = simulate_ar(fit_ar_channels(values), 2 * n, count, rng, start=values)
         null = surrogate_zdiff(np.ascontiguousarray(sims), n)  # (count, pairs), = fisher_z_diff of the halves
         if fresh:
             self.corr_pool, self.corr_count = np.empty((NULL_POOL, self.n_perm, pairs)), 0

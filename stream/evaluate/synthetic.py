@@ -11,6 +11,9 @@ Null suite (no change anywhere; a reported change is a false one), lengths :data
 * ``trend``: ``0.01 t`` plus N(0, 1) noise (one noise sd per 100 samples);
 * ``seasonal7``, ``seasonal12``, ``seasonal24``, ``seasonal50``: a sine whose cycle lengths are
   jittered (each cycle lasts ``P (1 + 0.05 z)`` samples, z ~ N(0, 1)), plus N(0, 0.3^2) noise;
+* ``sine12``: a sine of period exactly 12 plus N(0, 0.01^2) noise (a clean, strictly periodic signal);
+* ``smooth50``: a sine with jittered cycles of period 50 (as the seasonal kinds) plus N(0, 0.01^2)
+  noise (a smooth, nearly noise-free cycle);
 * ``random_walk``: cumulative sum of N(0, 1);
 * ``counts``: Poisson(3) counts;
 * ``quantized``: AR(1) (phi = 0.5, sd 1.5) rounded to integers (a handful of distinct values).
@@ -62,7 +65,7 @@ import numpy as np
 
 LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
 NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",
-                               "seasonal50", "random_walk", "counts", "quantized")
+                               "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_ar", "variance", "correlation", "shape", "frequency")
 SEGMENT = 500
 WINDOW = 50
@@ -113,6 +116,11 @@ def null_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
     if kind.startswith("seasonal") and kind[8:].isdigit():
         phase = _jittered_phase(rng, length, float(kind[8:]))
         return np.sin(2 * np.pi * phase) + rng.normal(0.0, 0.3, size=length)
+    if kind == "sine12":
+        phase = rng.uniform(0.0, 1.0) + np.arange(length) / 12.0
+        return np.sin(2 * np.pi * phase) + rng.normal(0.0, 0.01, size=length)
+    if kind == "smooth50":
+        return np.sin(2 * np.pi * _jittered_phase(rng, length, 50.0)) + rng.normal(0.0, 0.01, size=length)
     if kind == "random_walk":
         return np.cumsum(rng.normal(size=length))
     if kind == "counts":

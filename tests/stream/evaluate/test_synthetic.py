@@ -51,6 +51,11 @@ def test_null_series_follow_their_specification():
         s = s - s.mean()
         ac = [np.dot(s[:-lag], s[lag:]) for lag in range(period // 2, 2 * period - period // 2)]
         assert abs(period // 2 + int(np.argmax(ac)) - period) <= 2
+    # the clean kinds: an exact period of 12 with 1 % noise, and jittered cycles of 50 as smooth
+    clean = S.null_series("sine12", 10000, 0)
+    assert np.std(clean[12:] - clean[:-12]) == pytest.approx(0.01 * np.sqrt(2), rel=0.05)
+    smooth = S.null_series("smooth50", 10000, 0)
+    assert np.std(np.diff(smooth, 2)) < 0.05 < np.std(np.diff(S.null_series("seasonal50", 10000, 0), 2))
     with pytest.raises(ValueError, match="unknown null kind"):
         S.null_series("nope", 10)
     with pytest.raises(ValueError, match="length"):
