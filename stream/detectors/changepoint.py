@@ -338,9 +338,13 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         elif x is None:
             x = [np.nan] * (self._dim or 1)
         try:
-            v = np.asarray(x, dtype=np.float64).reshape(-1)
+            a = np.asarray(x, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"sample must be a number, a 1-d array or a dict of numbers; got {x!r} ({exc})") from None
+        if sum(s > 1 for s in a.shape) > 1:  # a (1, m) row is one sample; a (2, 2) block is not
+            raise ValueError(f"sample must be a number, a 1-d array or a dict of numbers; got an array of shape "
+                             f"{a.shape} (feed a block of samples one row at a time)")
+        v = a.reshape(-1)
         if self._dim is None:
             if v.size == 0:
                 raise ValueError("empty sample; give at least one value")

@@ -126,6 +126,12 @@ def test_bad_inputs_raise_clear_errors():
         det.step(float("inf"))
     with pytest.raises(ValueError, match="number"):
         ChangePointDetector().step("abc")
+    with pytest.raises(ValueError, match=r"shape \(2, 2\)"):  # a block of samples is not one sample
+        ChangePointDetector().step(np.ones((2, 2)))
+    row = ChangePointDetector()
+    row.step(np.ones((1, 3)))  # a one-row 2-d array (a table's row) is one sample of three channels
+    with pytest.raises(ValueError, match="values but"):
+        row.step([1.0, 2.0])
     for bad in ({"method": "svm"}, {"alpha": 1.0}, {"k": 0}, {"false_alarm_rate": 0.0},
                 {"n_min": 60, "n": 50}, {"difference": "yes"}, {"select": "cv"}, {"null": "bootstrap"}):
         with pytest.raises(ValueError):
