@@ -62,6 +62,38 @@ def test_null_series_follow_their_specification():
         S.null_series("ar0", 0)
 
 
+@pytest.mark.parametrize("kind", S.STRESS_KINDS)
+def test_stress_series_deterministic_and_apart_from_the_null_suite(kind):
+    a = S.null_series(kind, 600, seed=1)
+    assert a.shape == (600,) and a.dtype == np.float64 and np.all(np.isfinite(a))
+    assert np.array_equal(a, S.null_series(kind, 600, seed=1))
+    assert not np.array_equal(a, S.null_series(kind, 600, seed=2))
+    assert kind not in S.NULL_KINDS
+
+
+def test_stress_series_follow_their_specification():
+    lag_corr = lambda y, lag: np.corrcoef(y[:-lag], y[lag:])[0, 1]  # noqa: E731
+    out = S.null_series("outliers", 20000, 0)
+    assert np.mean(np.abs(out) > 5.5) == pytest.approx(0.01, abs=0.003)
+    zi = S.null_series("zero_inflated", 20000, 0)
+    assert np.mean(zi == 0) == pytest.approx(0.9 + 0.1 * np.exp(-5.0), abs=0.01)
+    assert zi[zi > 0].mean() == pytest.approx(5.0 / (1.0 - np.exp(-5.0)), rel=0.05)
+    g = S.null_series("garch", 20000, 0)
+    assert g.var() == pytest.approx(1.0, rel=0.2)  # omega / (1 - a - b)
+    assert abs(lag_corr(g, 1)) < 0.03 < lag_corr(g * g, 1)  # uncorrelated, but its volatility clusters
+    lm = S.null_series("long_memory", 20000, 0)
+    assert lag_corr(lm, 100) > 0.1 > lag_corr(lm, 1) ** 100  # an AR(1) with its lag-1 correlation forgets
+    assert lag_corr(S.null_series("ar099", 20000, 0), 1) == pytest.approx(0.99, abs=0.005)
+    pulses = S.null_series("pulses40", 20000, 0)
+    peaks = np.flatnonzero(pulses > 0.5)
+    starts = peaks[np.r_[True, np.diff(peaks) > 5]]
+    assert np.median(np.diff(starts)) == pytest.approx(40, abs=2)
+    saw = S.null_series("sawtooth30", 20000, 0)
+    assert -0.3 < saw.min() and saw.max() < 1.3
+    seasons = S.null_series("two_seasons", 24 * 168, 0)
+    assert lag_corr(seasons, 168) > 0.7 and lag_corr(seasons, 84) < 0.6
+
+
 def test_change_series_change_what_they_say_where_they_say():
     seg = S.SEGMENT
     m = S.change_series("mean", 0)
@@ -161,6 +193,13 @@ def test_eval_synthetic_command(monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "false alarms per 10,000 samples" in text and "streaming change suite" in text
     assert main(["eval", "synthetic", "--seeds", "0"]) == 2
+    monkeypatch.setattr(S, "default_detect", lambda: (lambda x: [1] if x.max() > 5 else []))
+    assert main(["eval", "synthetic", "--suite", "stress", "--lengths", "200", "--seeds", "1", "--json"]) == 0
+    stress = json.loads(capsys.readouterr().out)["stress"]
+    assert stress["suite"] == "stress" and set(stress["by_kind"]) == set(S.STRESS_KINDS)
+    assert stress["by_kind"]["outliers"]["with_change"] == 1 and stress["by_kind"]["sawtooth30"]["with_change"] == 0
+    assert main(["eval", "synthetic", "--suite", "stress", "--lengths", "200", "--seeds", "1"]) == 0
+    assert "stress suite, outside the specification" in capsys.readouterr().out
 
 
 def test_streaming_null_suite_runs_the_real_detector_on_short_series():
