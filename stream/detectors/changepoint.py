@@ -92,6 +92,8 @@ def _lag1_autocorr(x: np.ndarray) -> float:
     if x.shape[0] < 3:
         return 0.0
     xc = x - x.mean(axis=0)
+    peak = np.abs(xc).max(axis=0)
+    xc = xc / np.where(peak > 0, peak, 1.0)  # scale-free, and no overflow for values near 1e300
     den = (xc * xc).sum(axis=0)
     num = (xc[1:] * xc[:-1]).sum(axis=0)
     r = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)

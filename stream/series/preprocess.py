@@ -99,7 +99,10 @@ def robust_scale(x: np.ndarray) -> np.ndarray:
     med = np.median(x, axis=0)
     floor = np.maximum(1e-12 * np.abs(med), np.finfo(np.float64).tiny)
     scale = 1.4826 * np.median(np.abs(x - med), axis=0)
-    scale = np.where(scale > floor, scale, x.std(axis=0))
+    if not (scale > floor).all():  # the std only where the MAD is 0, computed without overflow near 1e300
+        peak = np.abs(x - med).max(axis=0)
+        unit = np.where(peak > 0, peak, 1.0)
+        scale = np.where(scale > floor, scale, unit * ((x - med) / unit).std(axis=0))
     return np.where(scale > floor, scale, 1.0)
 
 

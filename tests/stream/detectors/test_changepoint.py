@@ -117,6 +117,25 @@ def test_missing_values_follow_the_documented_policy():
     np.testing.assert_allclose(r1.scores, r2.scores, equal_nan=True, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("error")
+def test_the_scale_of_the_values_does_not_matter_up_to_1e300():
+    # the detector scales its input; squaring raw values near 1e300 overflowed (with warnings) first
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(size=600), rng.normal(size=600) + 5.0]
+
+    def alarms(y):
+        det, out = ChangePointDetector(), []
+        for i, v in enumerate(y):
+            det.learn_one(float(v))
+            if det.drift_detected:
+                out.append(i)
+        return out
+
+    found = alarms(x)
+    assert len(found) == 1 and 600 <= found[0] <= 700
+    assert alarms(x * 1e300) == found
+
+
 def test_bad_inputs_raise_clear_errors():
     det = ChangePointDetector()
     det.step(1.0)
