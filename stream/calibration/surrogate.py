@@ -325,7 +325,7 @@ def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.G
     about ``1 / (1 - r)`` steps, ``r`` the largest root modulus. A smooth periodic signal (a sine
     with noise 1 % of its amplitude) fits an AR model with ``r`` within 1e-4 of the unit circle and
     innovations a hundred times smaller than the signal; after 100 steps from zero its surrogates
-    kept a few hundredths of the data's variance, the null was far too narrow and the streaming
+    kept 2 to 50 % of the data's variance, the null was far too narrow and the streaming
     detector raised 24 false alarms per 10,000 samples of such a sine (170 at T = 100). Started
     from the data, such a surrogate carries the signal on; for every model whose roots are well
     inside the unit circle the start is forgotten within the burn-in (``r^100``, 3e-5 at
