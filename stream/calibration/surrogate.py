@@ -344,15 +344,13 @@ def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.G
     m = min(mod.resid.size for mod in models)
     resid = np.stack([mod.resid[mod.resid.size - m:] for mod in models], axis=1)  # (m, channels)
     out = np.empty((count, length, len(models)))
-    if start is None:
-        idx = rng.integers(0, m, size=(count, length + burn_in))
-        for j, mod in enumerate(models):
-            _ar_filter(resid[:, j].copy(), idx, mod.phi, mod.mean, burn_in, out, j)
-        return out
+    p = max(mod.order for mod in models)
+    centred = start is None
+    if centred:  # p zeros (centred) before the first sample
+        start = np.zeros((p, len(models)))
     start = np.asarray(start, dtype=np.float64)
     if start.ndim == 1:
         start = start[:, None]
-    p = max(mod.order for mod in models)
     if start.shape[1] != len(models) or start.shape[0] < p:
         raise ValueError(f"start must have shape (T >= {p}, {len(models)}); got {start.shape}")
     idx = rng.integers(0, m, size=(count, length + burn_in))
@@ -361,31 +359,16 @@ def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.G
     # burn-in the surrogates (and every later draw of the caller) are the same as from zero
     first = idx[:, 0] % (start.shape[0] - p + 1)
     for j, mod in enumerate(models):
-        init = np.ascontiguousarray(start[:, j] - mod.mean)
-        _ar_filter_from(resid[:, j].copy(), idx, mod.phi, mod.mean, init, first, p, burn_in, out, j)
+        init = np.ascontiguousarray(start[:, j] if centred else start[:, j] - mod.mean)
+        _ar_filter(resid[:, j].copy(), idx, mod.phi, mod.mean, init, first, p, burn_in, out, j)
     return out
 
 
 @njit(cache=True)
-def _ar_filter(resid, idx, phi, mean, burn_in, out, channel):
-    """``out[:, :, channel]`` = AR(phi) recursion driven by ``resid[idx]`` (zero start), burn-in dropped."""
-    count, total = idx.shape
-    p = phi.size
-    y = np.empty(total)
-    for i in range(count):
-        for t in range(total):
-            v = resid[idx[i, t]]
-            for j in range(min(p, t)):
-                v += phi[j] * y[t - 1 - j]
-            y[t] = v
-        for t in range(burn_in, total):
-            out[i, t - burn_in, channel] = y[t] + mean
-
-
-@njit(cache=True)
-def _ar_filter_from(resid, idx, phi, mean, init, first, p0, burn_in, out, channel):
-    """As :func:`_ar_filter`, but series ``i`` starts from ``init[first[i]:first[i] + p0]`` (centred
-    values, ``p0 >= phi.size``) instead of zero; the recursion's first ``burn_in`` samples are dropped."""
+def _ar_filter(resid, idx, phi, mean, init, first, p0, burn_in, out, channel):
+    """``out[:, :, channel]``: the AR(phi) recursion driven by ``resid[idx]``, series ``i`` started
+    from ``init[first[i]:first[i] + p0]`` (centred values, ``p0 >= phi.size``; zeros: a start from
+    zero); the recursion's first ``burn_in`` samples are dropped."""
     count, total = idx.shape
     p = phi.size
     y = np.empty(total + p0)
