@@ -60,8 +60,12 @@ def _rows(x) -> np.ndarray:
 
 
 def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_ORDER,
-                  remap: bool = True) -> Iterator[np.ndarray]:
+                  remap: bool = True, length: int | None = None) -> Iterator[np.ndarray]:
     """``count`` change-free surrogates of ``x`` (T, m), each of shape (T, m) (module docstring).
+
+    ``length`` (default T): surrogates of another length, for a null that must serve a window
+    longer than the data it is fitted to. The line goes on with the same slope per sample, and the
+    rank mapping reads the residual's sorted values at the same quantiles (linear interpolation).
 
     Examples
     --------
@@ -82,8 +86,16 @@ def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_
     y = x - trend
     srt = np.sort(y, axis=0)
     models = fit_ar_channels(y, max_order=int(max(0, min(max_order, t_len // 4))))
+    out_len = t_len if length is None else int(length)
+    if out_len != t_len:
+        if out_len < 2:
+            raise ValueError(f"length must be >= 2; got {length}")
+        tt = -1.0 + 2.0 * np.arange(out_len) / (t_len - 1)
+        trend = mu[None, :] + tt[:, None] * slope[None, :]
+        at = np.arange(out_len) * (t_len - 1) / (out_len - 1)
+        srt = np.stack([np.interp(at, np.arange(t_len), srt[:, j]) for j in range(srt.shape[1])], axis=1)
     for _ in range(count):
-        z = simulate_ar(models, t_len, 1, rng)[0]
+        z = simulate_ar(models, out_len, 1, rng)[0]
         if remap:
             ranks = np.argsort(np.argsort(z, axis=0, kind="stable"), axis=0, kind="stable")
             z = np.take_along_axis(srt, ranks, axis=0)

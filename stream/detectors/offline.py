@@ -148,13 +148,10 @@ def describe_config(params: dict | None = None) -> dict:
     return cfg
 
 
-def replay(series, progress: Callable[[int, int], None] | None = None, **params) -> Replay:
-    """Change points, alarms and traces of ``series`` (see :func:`detect` for ``params``)."""
-    cfg = _config(params)
-    raw = _as_rows(series)
-    t_len = raw.shape[0]
-    x = _standardise(raw)
-    width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
+def build_profile(t_len: int, width: int, period: int, cfg: dict) -> tuple:
+    """(profile, width) for a series of ``t_len`` samples: a :class:`SplitProfile` of ``width``
+    or, for a periodic series with ``widths="both"``, a :class:`MultiWidthProfile` of a quarter
+    and a whole cycle (``cfg`` holds the profile settings of :data:`DEFAULTS`)."""
 
     def profile_of(w: int) -> SplitProfile:
         return SplitProfile(width=w, stride=max(1, w // 4, math.ceil((t_len - w + 1) / MAX_ROWS)),
@@ -164,9 +161,21 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     if cfg["widths"] == "period" and period:
         width = min(period, t_len // MIN_ROWS)
     prof = profile_of(width)
-    stride = prof.stride
     if cfg["widths"] == "both" and period and min(period, t_len // MIN_ROWS) > width:
         prof = MultiWidthProfile((prof, profile_of(min(period, t_len // MIN_ROWS))))
+    return prof, width
+
+
+def replay(series, progress: Callable[[int, int], None] | None = None, **params) -> Replay:
+    """Change points, alarms and traces of ``series`` (see :func:`detect` for ``params``)."""
+    cfg = _config(params)
+    raw = _as_rows(series)
+    t_len = raw.shape[0]
+    x = _standardise(raw)
+    width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
+
+    prof, width = build_profile(t_len, width, period, cfg)
+    stride = getattr(prof, "profiles", (prof,))[0].stride
     rng = np.random.default_rng(cfg["seed"])
     level = float(cfg["false_alarm_rate"])
     scores = np.full(t_len, np.nan)
