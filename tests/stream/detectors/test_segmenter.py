@@ -1,0 +1,171 @@
+"""SplitProfileDetector: the offline split profile and its AR-surrogate null, run causally."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ratiowatch.stream.calibration.split_test import ar_surrogates
+from ratiowatch.stream.detectors.segmenter import SplitProfileDetector, gumbel_threshold
+from ratiowatch.stream.evaluate.streaming import stream_alarms
+from ratiowatch.stream.evaluate.synthetic import change_series, null_series
+
+
+def run(x, **kw):
+    """The detector after ``x``, and the alarms it raised."""
+    det = SplitProfileDetector(**kw)
+    alarms = [a for a in (det.step(v) for v in (x.tolist() if np.ndim(x) == 1 else list(x))) if a is not None]
+    return det, alarms
+
+
+class TestChanges:
+    def test_mean_shift_is_reported_at_its_split_after_it_happened(self):
+        rng = np.random.default_rng(3)
+        _, alarms = run(np.r_[rng.normal(0, 1, 500), rng.normal(1.5, 1, 500)], seed=0)
+        assert len(alarms) == 1
+        a = alarms[0]
+        assert abs(a.change_index - 500) <= 10
+        assert a.alarm_index > 500 and a.delay > 0
+        assert a.score > a.threshold
+
+    @pytest.mark.parametrize("kind", ["shape", "frequency"])
+    def test_changes_inside_a_periodic_signal_are_found(self, kind):
+        # the two-window ChangePointDetector finds none of these (docs/results.md)
+        for seed in range(3):
+            case = change_series(kind, seed)
+            alarms = stream_alarms(SplitProfileDetector(seed=seed), case.x)
+            for c in case.change_points:
+                hits = [ci for ci, ai in alarms if c <= ai < c + 500]
+                assert hits and min(abs(h - c) for h in hits) <= 25, (kind, seed, c, alarms)
+
+    def test_correlation_change_in_two_channels(self):
+        case = change_series("correlation", 1)
+        alarms = stream_alarms(SplitProfileDetector(seed=1), case.x)
+        assert [min(abs(ci - c) for ci, _ in alarms) <= 25 for c in case.change_points] == [True, True]
+
+    def test_the_window_restarts_at_the_reported_change(self):
+        rng = np.random.default_rng(0)
+        det, alarms = run(np.r_[rng.normal(0, 1, 400), rng.normal(3, 1, 400)], seed=0)
+        a = alarms[0]
+        assert det._start == a.change_index
+        assert det._hi - det._lo == det.n_seen - a.change_index
+
+
+class TestFalseAlarms:
+    def test_change_free_series_stay_within_the_rate(self):
+        # 1e-4 alarms per step: at most 1 per 10,000 samples; 120,000 samples of four kinds
+        # (dependent, heavy-tailed, seasonal, counts) may hold 12 by the specification
+        total, samples = 0, 0
+        for kind in ("ar05", "t3", "seasonal24", "counts"):
+            for seed in range(3):
+                x = null_series(kind, 10_000, seed)
+                total += len(stream_alarms(SplitProfileDetector(seed=seed), x))
+                samples += x.shape[0]
+        assert total <= 1e-4 * samples
+
+    def test_nothing_is_tested_before_min_window(self):
+        det, _ = run(np.zeros(29) + np.arange(29.0), min_window=30)
+        assert math.isnan(det.threshold) and det._cal is None
+        det.update(1.0)
+        assert math.isfinite(det.threshold)
+
+    def test_a_threshold_never_serves_a_longer_window_than_it_was_drawn_for(self):
+        x = null_series("ar09", 3000, 0)
+        det = SplitProfileDetector(max_window=1000, seed=0)
+        for v in x.tolist():
+            det.update(v)
+            if det._cal is not None:
+                assert det._hi - det._lo <= det._cal.serves_until <= det.max_window
+
+
+class TestInput:
+    def test_deterministic_given_the_seed(self):
+        x = change_series("mean_ar", 2).x
+        a = stream_alarms(SplitProfileDetector(seed=4), x)
+        assert a == stream_alarms(SplitProfileDetector(seed=4), x)
+
+    def test_scale_free(self):
+        x = change_series("variance", 0).x
+        assert stream_alarms(SplitProfileDetector(), x) == stream_alarms(SplitProfileDetector(), x * 2.0**40)
+
+    def test_missing_values_are_carried_forward(self):
+        rng = np.random.default_rng(5)
+        x = np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 300)]
+        gaps = x.copy()
+        gaps[[50, 51, 400]] = np.nan
+        filled = x.copy()
+        filled[[50, 51]] = x[49]
+        filled[400] = x[399]
+        assert stream_alarms(SplitProfileDetector(), gaps) == stream_alarms(SplitProfileDetector(), filled)
+
+    def test_bad_input_says_what_to_do(self):
+        det = SplitProfileDetector()
+        with pytest.raises(ValueError, match="infinite"):
+            det.update(math.inf)
+        det.update([1.0, 2.0])
+        with pytest.raises(ValueError, match="2 channel"):
+            det.update(1.0)
+
+    @pytest.mark.parametrize("kw, msg", [({"false_alarm_rate": 0.0}, "false_alarm_rate"),
+                                         ({"min_window": 10}, "min_window"),
+                                         ({"max_window": 40}, "max_window"),
+                                         ({"n_null": 5}, "n_null")])
+    def test_bad_parameters(self, kw, msg):
+        with pytest.raises(ValueError, match=msg):
+            SplitProfileDetector(**kw)
+
+
+class TestNull:
+    def test_gumbel_threshold_is_the_moment_fitted_quantile(self):
+        z = np.random.default_rng(0).gumbel(1.0, 2.0, 50)
+        beta = np.std(z, ddof=1) * np.sqrt(6) / np.pi
+        mu = np.mean(z) - np.euler_gamma * beta
+        assert gumbel_threshold(z, 1e-3) == pytest.approx(stats.gumbel_r.isf(1e-3, mu, beta), rel=1e-12)
+        assert gumbel_threshold(z[:1], 1e-3) == math.inf
+
+    def test_longer_surrogates_continue_the_line_and_keep_the_values(self):
+        rng = np.random.default_rng(1)
+        x = (np.arange(200) * 0.05 + rng.normal(0, 1, 200))[:, None]
+        same = next(ar_surrogates(x, np.random.default_rng(2), 1))
+        assert np.array_equal(same, next(ar_surrogates(x, np.random.default_rng(2), 1, length=200)))
+        longer = next(ar_surrogates(x, np.random.default_rng(2), 1, length=300))
+        assert longer.shape == (300, 1)
+        slope = np.polyfit(np.arange(300), longer[:, 0], 1)[0]
+        assert slope == pytest.approx(0.05, abs=0.01)
+        resid = longer[:, 0] - np.polyval(np.polyfit(np.arange(300), longer[:, 0], 1), np.arange(300))
+        assert resid.std() == pytest.approx((x[:, 0] - np.polyval(np.polyfit(np.arange(200), x[:, 0], 1),
+                                                                  np.arange(200))).std(), rel=0.1)
+
+
+class TestCheckpoint:
+    def test_restored_detector_continues_exactly(self):
+        import json
+
+        x = change_series("shape", 3).x
+        whole = SplitProfileDetector(seed=2)
+        expected = [whole.step(v) for v in x.tolist()]
+        for cut in (20, 700, 1100):
+            first = SplitProfileDetector(seed=2)
+            got = [first.step(v) for v in x[:cut].tolist()]
+            state = first.to_state()
+            json.loads(state["meta"])  # JSON and arrays only
+            again = SplitProfileDetector.from_state({k: (np.asarray(v) if k == "window" else v)
+                                                     for k, v in state.items()})
+            got += [again.step(v) for v in x[cut:].tolist()]
+            assert got == expected, cut
+            assert again.threshold == whole.threshold or (math.isnan(again.threshold) and math.isnan(whole.threshold))
+
+    def test_unknown_state_version_is_refused(self):
+        state = SplitProfileDetector().to_state()
+        state["meta"] = state["meta"].replace('"version": 1', '"version": 99')
+        with pytest.raises(ValueError, match="version"):
+            SplitProfileDetector.from_state(state)
+
+    def test_a_block_of_samples_is_not_one_sample(self):
+        det = SplitProfileDetector()
+        with pytest.raises(ValueError, match="one row at a time"):
+            det.step(np.zeros((2, 2)))
+        with pytest.raises(ValueError, match="not a dict"):
+            det.step({"a": 1.0})
+        assert det.step(np.zeros((1, 2))) is None
