@@ -57,6 +57,9 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--streaming", action="store_true",
                         help="also score the streaming ChangePointDetector (the daemon's), causal: change "
                              "index and alarm index of each alarm")
+    parser.add_argument("--split-profile", action="store_true",
+                        help="also score the streaming SplitProfileDetector (a calibrated split profile over a "
+                             "sliding window), causal, as --streaming")
     parser.add_argument("--peers", action="store_true",
                         help="also run ruptures PELT / BinSeg (RBF) and claspy BinaryClaSP / ClaSS (its own venv: "
                              "`make peers`) on the same series")
@@ -126,16 +129,19 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     try:
         names = select(series_names(Path(root)), args.half)
         out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
-                       peers=ALL_PEERS if args.peers else (), progress=progress)
+                       peers=ALL_PEERS if args.peers else (), progress=progress,
+                       split_profile=getattr(args, "split_profile", False))
     except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
         print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
         return 2
     out["half"] = args.half
     if args.seeds > 1:
-        runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s)
+        runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
+                                 split_profile=getattr(args, "split_profile", False))
                         for s in range(1, args.seeds)]
         out["seed_spread"] = seed_spread([r["mean"] for r in runs])
-        methods = ["ours"] + (["ours_streaming"] if args.streaming else [])
+        methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (
+            ["ours_streaming_profile"] if getattr(args, "split_profile", False) else [])
         out["seed_spread"]["by_half"] = seed_spread_by_half([r["by_half"] for r in runs], methods)["by_half"]
     lines = summary(out)
     if "seed_spread" in out:

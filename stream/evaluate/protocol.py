@@ -6,7 +6,7 @@ every report shows both halves and all series (see ``docs/evaluation.md``).
 
 Each evaluated series is a row ``{"half", <our offline metrics>, "change_points", "streaming": {...},
 "peers": {peer: {...}}, "stored": {method: {...}}}``; a *method* names where its metrics sit in
-the row: ``"ours"`` (the row itself), ``"ours_streaming"``, ``"peer:<name>"``, ``"stored:<name>"``.
+the row: ``"ours"`` (the row itself), ``"ours_streaming"``, ``"ours_streaming_profile"``, ``"peer:<name>"``, ``"stored:<name>"``.
 
 Examples
 --------
@@ -48,6 +48,8 @@ def method_entry(row: Mapping, method: str) -> Mapping | None:
         return row
     if method == "ours_streaming":
         return row.get("streaming")
+    if method == "ours_streaming_profile":
+        return row.get("streaming_profile")
     kind, _, name = method.partition(":")
     if kind == "peer":
         return (row.get("peers") or {}).get(name)
@@ -61,6 +63,8 @@ def methods_present(rows: Mapping[str, Mapping]) -> list[str]:
     out = ["ours"]
     if any(r.get("streaming") for r in rows.values()):
         out.append("ours_streaming")
+    if any(r.get("streaming_profile") for r in rows.values()):
+        out.append("ours_streaming_profile")
     for key, prefix in (("peers", "peer"), ("stored", "stored")):
         names = dict.fromkeys(n for r in rows.values() for n in (r.get(key) or {}))
         out += [f"{prefix}:{n}" for n in names]

@@ -33,19 +33,21 @@ def _zero(score: Callable, name: str, t_len: int) -> dict:
 
 
 def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[int], int], dict],
-                    halves: Mapping[str, str], *, streaming: bool = False, peers: Sequence[str] = (),
+                    halves: Mapping[str, str], *, streaming: bool = False, split_profile: bool = False,
+                    peers: Sequence[str] = (),
                     detect: Callable[[np.ndarray], list[int]] | None = None,
                     plot: Callable[[str, np.ndarray, object], None] | None = None,
                     progress: Callable[[str], None] | None = None, notes: list[str] | None = None,
                     desc: str = "series", **params) -> dict[str, dict]:
     """``{name: row}`` for every series in ``data`` (see the module docstring).
 
-    ``params`` go to ``replay`` (e.g. ``seed``); the streaming detector gets ``seed`` only (the
-    daemon runs its defaults). ``detect`` replaces the offline detector (tests). ``peers`` names
+    ``params`` go to ``replay`` (e.g. ``seed``); the streaming detectors get ``seed`` only (the
+    daemon runs its defaults): ``streaming`` adds the ``ChangePointDetector`` under the row's
+    ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``. ``detect`` replaces the offline detector (tests). ``peers`` names
     peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
     shows a progress bar labelled ``desc``; ``progress(line)`` receives one line per series.
     """
-    from ratiowatch.stream.evaluate.streaming import default_factory, streaming_result
+    from ratiowatch.stream.evaluate.streaming import default_factory, profile_factory, streaming_result
 
     from ratiowatch.stream.commands.progress import track
 
@@ -68,15 +70,18 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
             res = {**_zero(score, name, t_len), "error": f"{type(exc).__name__}: {exc}"}
         res["seconds"] = round(time.perf_counter() - t0, 3)
         res["half"] = halves.get(name)
-        if streaming:
+        for key, factory, wanted in (("streaming", default_factory, streaming),
+                                     ("streaming_profile", profile_factory, split_profile)):
+            if not wanted:
+                continue
             t0 = time.perf_counter()
             try:
-                s = streaming_result(default_factory(int(params.get("seed", 0)))(), x)
+                s = streaming_result(factory(int(params.get("seed", 0)))(), x)
                 s.update(score(name, s["change_points"], t_len))
             except Exception as exc:
                 s = {**_zero(score, name, t_len), "error": f"{type(exc).__name__}: {exc}"}
             s["seconds"] = round(time.perf_counter() - t0, 3)
-            res["streaming"] = s
+            res[key] = s
         rows[name] = res
         if progress is not None:
             progress(f"{name}: {res.get('change_points', res.get('error'))}")

@@ -38,6 +38,13 @@ def default_factory(seed: int = 0) -> Callable[[], object]:
     return lambda: ChangePointDetector(seed=seed)
 
 
+def profile_factory(seed: int = 0) -> Callable[[], object]:
+    """A factory of the streaming ``SplitProfileDetector`` with its defaults."""
+    from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+
+    return lambda: SplitProfileDetector(seed=seed)
+
+
 def stream_alarms(detector, x) -> list[tuple[int, int]]:
     """Feed ``x`` (shape (T,) or (T, m); NaN = missing) one sample at a time; ``[(change, alarm), ...]``.
 

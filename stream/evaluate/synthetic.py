@@ -245,6 +245,33 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
     return default_factory(seed)
 
 
+#: streaming detectors the suites can run by name (their defaults): the two-window
+#: ``ChangePointDetector`` and the ``SplitProfileDetector``
+STREAMING_DETECTORS = ("window", "profile")
+
+
+def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
+    """A factory of the streaming detector ``name`` (one of :data:`STREAMING_DETECTORS`)."""
+    from ratiowatch.stream.evaluate.streaming import profile_factory
+
+    if name not in STREAMING_DETECTORS:
+        raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
+    return default_detector_factory(seed) if name == "window" else profile_factory(seed)
+
+
+def _null_stream_cell(args: tuple) -> dict:
+    """One null-suite series through a fresh detector ``name`` (a worker of ``jobs > 1``)."""
+    name, kind, length, s = args
+    x = null_series(kind, length, s)
+    try:
+        alarms = stream_alarms(named_factory(name)(), x)
+        err = None
+    except Exception as exc:
+        alarms, err = [], f"{type(exc).__name__}: {exc}"
+    return {"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
+            "first_alarm": alarms[0][1] if alarms else None, "error": err}
+
+
 def stream_alarms(detector, x: np.ndarray) -> list[tuple[int, int]]:
     """``[(change_index, alarm_index), ...]`` of ``detector`` fed ``x`` causally (see :mod:`.streaming`)."""
     from ratiowatch.stream.evaluate.streaming import stream_alarms as run
@@ -311,25 +338,40 @@ def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = No
 
 def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int = 5,
                          lengths: Iterable[int] = LENGTHS, kinds: Iterable[str] = NULL_KINDS,
-                         progress: Callable[[str], None] | None = None) -> dict:
+                         progress: Callable[[str], None] | None = None, detector: str = "window",
+                         jobs: int = 1) -> dict:
     """False alarms per 10,000 samples of a fresh streaming detector per series (every sample counts).
 
-    ``in_spec`` = rate <= 1 per 10,000 samples. ``factory()`` builds one detector (river API).
+    ``in_spec`` = rate <= 1 per 10,000 samples. ``factory()`` builds one detector (river API);
+    without it, the detector named ``detector`` (:data:`STREAMING_DETECTORS`) with its defaults,
+    over ``jobs`` processes.
     """
-    factory = factory or default_detector_factory()
     rows = []
     t0 = time.perf_counter()
-    for kind, length, s in _cells(tuple(kinds), tuple(lengths), int(seeds)):
-        x = null_series(kind, length, s)
-        try:
-            alarms = stream_alarms(factory(), x)
-            err = None
-        except Exception as exc:
-            alarms, err = [], f"{type(exc).__name__}: {exc}"
-        rows.append({"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
-                     "first_alarm": alarms[0][1] if alarms else None, "error": err})
-        if progress is not None:
-            progress(f"{kind} T={length} seed={s}: {len(alarms)} alarm(s)")
+    cells = list(_cells(tuple(kinds), tuple(lengths), int(seeds)))
+    if factory is None:
+        work = [(detector, kind, length, s) for kind, length, s in cells]
+        if jobs > 1:
+            from multiprocessing import get_context
+
+            with get_context("spawn").Pool(int(jobs)) as pool:
+                done = pool.imap(_null_stream_cell, work)
+                rows = list(done)
+        else:
+            rows = [_null_stream_cell(w) for w in work]
+    else:
+        for kind, length, s in cells:
+            x = null_series(kind, length, s)
+            try:
+                alarms = stream_alarms(factory(), x)
+                err = None
+            except Exception as exc:
+                alarms, err = [], f"{type(exc).__name__}: {exc}"
+            rows.append({"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
+                         "first_alarm": alarms[0][1] if alarms else None, "error": err})
+    if progress is not None:
+        for r in rows:
+            progress(f"{r['kind']} T={r['length']} seed={r['seed']}: {r['alarms']} alarm(s)")
 
     def summ(rs):
         samples = sum(r["length"] for r in rs)
@@ -370,9 +412,14 @@ def match_streaming(truth: Sequence[int], alarms: Sequence[tuple[int, int]], tol
 def _change_summary(rows: list[dict], key: str) -> dict:
     found = [r["found"] for r in rows]
     errs = [r[key] for r in rows if r[key] is not None]
-    return {"changes": len(rows), "found": int(sum(found)), "rate": round(float(np.mean(found)), 4),
-            f"mean_{key}": round(float(np.mean(errs)), 2) if errs else None,
-            f"max_{key}": int(max(errs)) if errs else None}
+    out = {"changes": len(rows), "found": int(sum(found)), "rate": round(float(np.mean(found)), 4),
+           f"mean_{key}": round(float(np.mean(errs)), 2) if errs else None,
+           f"max_{key}": int(max(errs)) if errs else None}
+    if rows and "found_in_segment" in rows[0]:
+        loc = [r["location_error"] for r in rows if r["location_error"] is not None]
+        out["found_in_segment"] = int(sum(r["found_in_segment"] for r in rows))
+        out["median_location_error"] = float(np.median(loc)) if loc else None
+    return out
 
 
 def _change_scores(rows: list[dict], series: list[dict], key: str, mode: str, seeds: int, t0: float) -> dict:
@@ -421,16 +468,23 @@ def score_change_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = 
 
 
 def score_change_streaming(factory: Callable[[], object] | None = None, seeds: int = 5,
-                           kinds: Iterable[str] = CHANGE_KINDS) -> dict:
-    """Streaming change suite: fraction of changes alarmed within 2 W after them, and the delay."""
-    factory = factory or default_detector_factory()
+                           kinds: Iterable[str] = CHANGE_KINDS, detector: str = "window") -> dict:
+    """Streaming change suite: fraction of changes alarmed within 2 W after them, and the delay.
+
+    Each change also records whether it was alarmed at all before the next one
+    (``found_in_segment``: ``found`` is the specification, alarmed within two windows) and, for
+    the first alarm after it, the distance of the alarm's change index from the true change.
+    """
+    factory = factory or named_factory(detector)
     rows, series = [], []
     t0 = time.perf_counter()
     for kind, s, case, alarms, err in _change_cases(kinds, seeds, lambda case: stream_alarms(factory(), case.x)):
         m = match_streaming(case.change_points, alarms, 2 * case.window, len(case.x))
-        for c, a in zip(case.change_points, m):
+        late = match_streaming(case.change_points, alarms, len(case.x), len(case.x))
+        for c, a, a_late in zip(case.change_points, m, late):
             rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": a is not None,
-                         "delay": None if a is None else a[1] - c})
+                         "delay": None if a is None else a[1] - c, "found_in_segment": a_late is not None,
+                         "location_error": None if a_late is None else abs(a_late[0] - c)})
         series.append({"kind": kind, "seed": s, "length": len(case.x), "alarms": alarms,
                        "unmatched": len(alarms) - sum(a is not None for a in m), "error": err})
     return _change_scores(rows, series, "delay", "streaming", seeds, t0)
@@ -462,11 +516,17 @@ def format_null(res: dict) -> list[str]:
 def format_change(res: dict) -> list[str]:
     key = "mean_error_abs" if res["mode"] == "offline" else "mean_delay"
     label = "mean |error|" if res["mode"] == "offline" else "mean delay"
+    seg = "found_in_segment" in res["overall"]
     lines = [f"{res['mode']} change suite: changes found within 2 windows ({res['seeds']} series per kind)",
-             f"{'kind':12s}{'found':>10s}{label:>14s}{'unmatched/10k':>15s}"]
+             f"{'kind':12s}{'found':>10s}{label:>14s}{'unmatched/10k':>15s}"
+             + (f"{'in segment':>12s}{'median |cp error|':>19s}" if seg else "")]
     for kind, d in list(res["by_kind"].items()) + [("all", res["overall"])]:
         e = "-" if d[key] is None else f"{d[key]:.1f}"
-        lines.append(f"{kind:12s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{d['unmatched_per_10k']:>15.2f}")
+        line = f"{kind:12s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{d['unmatched_per_10k']:>15.2f}"
+        if seg:
+            loc = "-" if d["median_location_error"] is None else f"{d['median_location_error']:.1f}"
+            line += f"{d['found_in_segment']:>12d}{loc:>19s}"
+        lines.append(line)
     return lines
 
 
@@ -474,6 +534,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--streaming", action="store_true",
                         help="score the streaming ChangePointDetector (false alarms per 10,000 samples) "
                              "instead of the offline detect()")
+    parser.add_argument("--detector", choices=STREAMING_DETECTORS, default="window",
+                        help="with --streaming: the two-window ChangePointDetector (default, the daemon's) or "
+                             "the SplitProfileDetector")
+    parser.add_argument("--jobs", type=int, default=1, metavar="J",
+                        help="processes for the streaming null and stress suites (default 1)")
     parser.add_argument("--seeds", type=int, default=5, metavar="N",
                         help="series per kind and length (null suite) and per kind (change suite); default 5")
     parser.add_argument("--lengths", type=str, default=",".join(map(str, LENGTHS)),
@@ -497,19 +562,29 @@ def run(args) -> int:
     except ValueError:
         print(f"ratiowatch eval synthetic: --lengths must be integers; got {args.lengths!r}", file=sys.stderr)
         return 2
+    if args.jobs < 1:
+        print(f"ratiowatch eval synthetic: --jobs must be >= 1; got {args.jobs}", file=sys.stderr)
+        return 2
     out: dict = {"benchmark": "synthetic", "mode": "streaming" if args.streaming else "offline"}
+    if args.streaming:
+        out["detector"] = args.detector
     lines: list[str] = []
+
+    def null_scores(kinds):
+        if args.streaming:
+            return score_null_streaming(seeds=args.seeds, lengths=lengths, kinds=kinds, detector=args.detector,
+                                        jobs=args.jobs)
+        return score_null_offline(seeds=args.seeds, lengths=lengths, kinds=kinds)
+
     if args.suite in ("null", "both"):
-        out["null"] = (score_null_streaming(seeds=args.seeds, lengths=lengths) if args.streaming
-                       else score_null_offline(seeds=args.seeds, lengths=lengths))
+        out["null"] = null_scores(NULL_KINDS)
         lines += format_null(out["null"]) + [""]
     if args.suite == "stress":
-        score = score_null_streaming if args.streaming else score_null_offline
-        out["stress"] = score(seeds=args.seeds, lengths=lengths, kinds=STRESS_KINDS)
+        out["stress"] = null_scores(STRESS_KINDS)
         out["stress"]["suite"] = "stress"
         lines += format_null(out["stress"])
     if args.suite in ("change", "both"):
-        out["change"] = (score_change_streaming(seeds=args.seeds) if args.streaming
+        out["change"] = (score_change_streaming(seeds=args.seeds, detector=args.detector) if args.streaming
                          else score_change_offline(seeds=args.seeds))
         lines += format_change(out["change"])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))

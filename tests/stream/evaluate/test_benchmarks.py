@@ -106,6 +106,20 @@ def test_eval_tssb_halves_stored_results_and_streaming(tmp_path, capsys):
     assert "stored:Peer" not in out["points_per_s"]
 
 
+def test_eval_split_profile_adds_its_own_streaming_row(tmp_path, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--split-profile", "--half", "tune"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = out["datasets"]["aa"]["streaming_profile"]
+    assert "streaming" not in out["datasets"]["aa"]
+    # a 6-sd shift: found at its split, after it happened
+    assert [abs(c - 150) <= 5 for c in s["change_points"]] == [True] and s["alarms"][0][1] > 150
+    assert out["by_half"]["tune"]["ours_streaming_profile"]["n"] == 2
+    assert out["points_per_s"]["ours_streaming_profile"] > 0
+
+
 def test_eval_half_selects_series_and_seeds_spread_by_half(tmp_path, capsys):
     from ratiowatch.stream.commands.cli import main
 

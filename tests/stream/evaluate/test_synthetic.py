@@ -200,3 +200,18 @@ def test_eval_synthetic_command(monkeypatch, capsys):
 def test_streaming_null_suite_runs_the_real_detector_on_short_series():
     res = S.score_null_streaming(seeds=1, lengths=(15, 100), kinds=("ar0",))
     assert res["overall"]["errors"] == 0 and res["overall"]["samples"] == 115
+
+
+def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    assert main(["eval", "synthetic", "--streaming", "--detector", "profile", "--suite", "null",
+                 "--lengths", "100", "--seeds", "1", "--jobs", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["detector"] == "profile" and out["null"]["overall"]["series"] == len(S.NULL_KINDS)
+    one = S.score_null_streaming(seeds=1, lengths=(100,), kinds=("ar05", "counts"), detector="profile")
+    two = S.score_null_streaming(seeds=1, lengths=(100,), kinds=("ar05", "counts"), detector="profile", jobs=2)
+    assert one["cells"] == two["cells"]
+    assert main(["eval", "synthetic", "--streaming", "--jobs", "0"]) == 2
+    with pytest.raises(ValueError, match="streaming detector"):
+        S.named_factory("ruler")
