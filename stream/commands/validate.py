@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
             from ratiowatch.stream.engine.pipeline import ChangePointFactory
 
             try:
-                ChangePointFactory(cfg.detector_kwargs()).create("validate", cfg.detector["dim"] or 1)
+                ChangePointFactory(cfg.detector_kwargs(), cfg.detector["kind"]).create(
+                    "validate", cfg.detector["dim"] or 1)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"detector: {exc}") from None
     except ValueError as exc:

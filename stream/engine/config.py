@@ -76,7 +76,17 @@ _FIELDS = [
     Opt("default_key", "str", "default", "key used when `fields.key` is empty"),
 ]
 
+#: detector kinds of the daemon: module and class of each
+DETECTOR_KINDS = {"window": ("ratiowatch.stream.detectors.changepoint", "ChangePointDetector"),
+                  "split_profile": ("ratiowatch.stream.detectors.segmenter", "SplitProfileDetector")}
+#: options of [detector] that only the two-window ChangePointDetector takes
+_WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
+
 _DETECTOR = [
+    Opt("kind", "str", "window", "`window`: the two-window ChangePointDetector (fast, the default); "
+        "`split_profile`: the SplitProfileDetector, a calibrated split profile over a sliding window (about "
+        "ten times slower; also finds changes of shape and frequency inside a periodic signal)",
+        tuple(DETECTOR_KINDS)),
     Opt("method", "str", "rulsif", "density-ratio method of ChangePointDetector"),
     Opt("dim", "int", None, "expected value dimension; omit to learn it from each key's first record",
         minimum=1),
@@ -87,7 +97,7 @@ _DETECTOR = [
         minimum=0.0),
     Opt("reselect_every", "int", None, "re-run model selection every this many samples", minimum=1),
     Opt("seed", "int", 0, "seed of the detector's private RNG"),
-    Opt("options", "table", {}, "further ChangePointDetector keyword arguments, passed through"),
+    Opt("options", "table", {}, "further keyword arguments of the detector `kind`, passed through"),
 ]
 
 _PIPELINE = [
@@ -204,10 +214,10 @@ class Config:
         return p if p.is_absolute() else (self.base_dir / p)
 
     def detector_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ChangePointDetector (unset options left to the detector's defaults)."""
+        """Keyword arguments for the detector ``kind`` (unset options left to the detector's defaults)."""
         d = self.detector
-        kw = {name: d[name] for name in ("method", "k", "n", "symmetric", "alpha", "reselect_every", "seed")
-              if d.get(name) is not None}
+        names = ("seed",) if d.get("kind") == "split_profile" else (*_WINDOW_ONLY, "seed")
+        kw = {name: d[name] for name in names if d.get(name) is not None}
         kw.update(d.get("options") or {})
         return kw
 
@@ -278,17 +288,18 @@ def _validate_table(section: str, opts: list[Opt], table: Any, errors: list[str]
     return out
 
 
-def detector_parameters() -> tuple[str, ...]:
-    """Keyword arguments ChangePointDetector accepts, read from its source (no numerics imported)."""
+def detector_parameters(kind: str = "window") -> tuple[str, ...]:
+    """Keyword arguments the detector ``kind`` accepts, read from its source (no numerics imported)."""
     import ast
     import importlib.util
 
-    spec = importlib.util.find_spec("ratiowatch.stream.detectors.changepoint")
+    module, cls = DETECTOR_KINDS[kind]
+    spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:  # pragma: no cover - broken install
         return ()
     tree = ast.parse(Path(spec.origin).read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "ChangePointDetector":
+        if isinstance(node, ast.ClassDef) and node.name == cls:
             for f in node.body:
                 if isinstance(f, ast.FunctionDef) and f.name == "__init__":
                     a = f.args
@@ -320,12 +331,21 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     det = out["detector"]
     if isinstance(det["alpha"], float) and not (0.0 <= det["alpha"] < 1.0):
         errors.append(f"detector.alpha: must be in [0, 1); got {det['alpha']}")
+    kind = det["kind"] if det.get("kind") in DETECTOR_KINDS else "window"
+    if kind == "split_profile":
+        raw_det = doc.get("detector") if isinstance(doc.get("detector"), dict) else {}
+        for name in _WINDOW_ONLY:
+            if name in raw_det:
+                errors.append(f"detector.{name}: an option of kind = 'window'; the split_profile detector "
+                              "chooses its subsequence width from the data (its options go in detector.options)")
     if isinstance(det["options"], dict) and det["options"]:
-        params = set(detector_parameters())
-        direct = {o.name for o in _DETECTOR} - {"options", "dim"}
+        params = set(detector_parameters(kind))
+        direct = {o.name for o in _DETECTOR} - {"options", "dim", "kind"}
+        if kind == "split_profile":
+            direct = {"seed"}
         for name in det["options"]:
             if params and name not in params:
-                errors.append(f"detector.options.{name}: unknown detector option; ChangePointDetector takes "
+                errors.append(f"detector.options.{name}: unknown detector option; {DETECTOR_KINDS[kind][1]} takes "
                               f"{sorted(params - direct)}")
     flds = out["fields"]
     if not flds["values"]:

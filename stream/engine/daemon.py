@@ -147,7 +147,7 @@ class Daemon:
     def _setup(self) -> None:
         cfg = self.config
         ck = cfg.checkpoint
-        factory = self._factory or ChangePointFactory(cfg.detector_kwargs())
+        factory = self._factory or ChangePointFactory(cfg.detector_kwargs(), cfg.detector["kind"])
         pl = cfg.pipeline
         self.pipeline = Pipeline(factory, store=None, dim=cfg.detector["dim"],
                                  check_timestamps=pl["check_timestamps"],

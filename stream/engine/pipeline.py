@@ -488,14 +488,23 @@ def _score_of(det: Any) -> float | None:
 
 
 class ChangePointFactory:
-    """Builds ChangePointDetectors from config keyword arguments (one per key)."""
+    """Builds ChangePointDetectors (or, with ``kind="split_profile"``, SplitProfileDetectors) from
+    config keyword arguments (one per key)."""
 
-    def __init__(self, kwargs: dict[str, Any]):
-        from ratiowatch.stream.detectors.changepoint import ChangePointDetector  # the numba-heavy import, only here
+    def __init__(self, kwargs: dict[str, Any], kind: str = "window"):
+        if kind == "split_profile":
+            from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 
-        self._cls = ChangePointDetector
+            self._cls = SplitProfileDetector
+            self.name = "changepoint/split_profile"
+        elif kind == "window":
+            from ratiowatch.stream.detectors.changepoint import ChangePointDetector  # numba-heavy, only here
+
+            self._cls = ChangePointDetector
+            self.name = f"changepoint/{kwargs.get('method', 'default')}"
+        else:
+            raise ValueError(f"detector kind must be 'window' or 'split_profile'; got {kind!r}")
         self.kwargs = dict(kwargs)
-        self.name = f"changepoint/{self.kwargs.get('method', 'default')}"
 
     def create(self, key: str, dim: int) -> ChangePointAdapter:
         return ChangePointAdapter(self._cls(**self.kwargs))

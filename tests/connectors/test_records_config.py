@@ -119,6 +119,24 @@ def test_unknown_detector_option_is_a_config_error_and_known_ones_pass():
     assert set(params) <= set(detector_parameters())
 
 
+def test_split_profile_kind_takes_its_own_options_and_refuses_the_window_ones():
+    cfg = parse_config({"source": {"type": "stdin"},
+                        "detector": {"kind": "split_profile", "seed": 3, "options": {"max_window": 2000}}})
+    assert cfg.detector_kwargs() == {"seed": 3, "max_window": 2000}
+    with pytest.raises(ValueError) as err:
+        parse_config({"source": {"type": "stdin"},
+                      "detector": {"kind": "split_profile", "k": 5, "options": {"n_perm": 10}}})
+    assert [x.split(":")[0] for x in str(err.value).splitlines()] == ["detector.k", "detector.options.n_perm"]
+    assert "max_window" in str(err.value)
+    with pytest.raises(ValueError, match="detector.kind"):
+        parse_config({"source": {"type": "stdin"}, "detector": {"kind": "ruler"}})
+    from ratiowatch.stream.engine.config import detector_parameters
+    from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+    import inspect
+
+    assert set(inspect.signature(SplitProfileDetector).parameters) == set(detector_parameters("split_profile"))
+
+
 def test_kafka_checkpoint_store_needs_a_kafka_source_and_names_its_topic():
     with pytest.raises(ValueError, match="checkpoint.store"):
         parse_config({"source": {"type": "stdin"}, "checkpoint": {"store": "kafka"}})

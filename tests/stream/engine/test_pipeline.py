@@ -144,3 +144,26 @@ def test_stale_owner_never_overwrites_a_newer_checkpoint(tmp_path):
     zombie.process(recs("a", [2.0] * 5, start=10))  # the zombie wakes up with stale state
     assert zombie.checkpoint() == 0 and zombie.fenced_keys == 1 and "a" not in zombie.keys
     assert store.load("a")[1]["count"] == 20
+
+
+def test_split_profile_detector_restored_from_checkpoint_alerts_like_uninterrupted(tmp_path):
+    """kind = "split_profile" through the same adapter and store: the same alerts after a restart."""
+    rng = np.random.default_rng(4)
+    x = np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)]
+    stream_ = recs("k", x)
+
+    def alerts_of(pipeline, records):
+        out = []
+        for r in records:
+            out += pipeline.process([r])[0]
+        return out
+
+    full = alerts_of(Pipeline(ChangePointFactory({"seed": 1}, "split_profile")), stream_)
+    store = CheckpointStore(tmp_path)
+    p1 = Pipeline(ChangePointFactory({"seed": 1}, "split_profile"), store=store)
+    al1 = alerts_of(p1, stream_[:310])
+    p1.checkpoint()
+    p2 = Pipeline(ChangePointFactory({"seed": 1}, "split_profile"), store=store)
+    al2 = alerts_of(p2, stream_[310:])
+    assert [a.alert_id for a in al1 + al2] == [a.alert_id for a in full]
+    assert [abs(a.change_index - 300) <= 10 for a in full] == [True]
