@@ -7,6 +7,8 @@ score per step. Measured in one run on the same data:
 * ``incremental_state``: ``ratiowatch.core.window.TwoWindowRuLSIF`` push + scores per point (the O(n^2) update);
 * ``detector``: :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` with its streaming
   defaults (AR-surrogate threshold recalibrated and sigma re-selected every n = 50 steps);
+* ``split_profile_detector``: :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`
+  with its defaults on the first 20,000 points (ClaSS's share), every update timed from the first;
 * ``offline_detect``: the offline detector (:func:`ratiowatch.stream.detectors.offline.detect`: split
   profile, binary segmentation, AR-surrogate stop test) on a prefix, timed as one call (it sees the
   whole prefix at once, so it has no per-point latency);
@@ -116,6 +118,24 @@ def bench_detector(y: np.ndarray) -> tuple[dict, int]:
     return _summary(lat, time.perf_counter() - t0, rest.size), alarms
 
 
+def bench_split_profile(y: np.ndarray) -> dict:
+    """Per-update latency of the SplitProfileDetector (defaults) on ``y``, from the first sample."""
+    from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+
+    warm = SplitProfileDetector()
+    for v in y[:200]:  # compile the kernels, not timed
+        warm.step(v)
+    det = SplitProfileDetector()
+    lat = np.empty(y.size, dtype=np.int64)
+    alarms = 0
+    t0 = time.perf_counter()
+    for i, v in enumerate(y.tolist()):
+        a = time.perf_counter_ns()
+        alarms += det.step(v) is not None
+        lat[i] = time.perf_counter_ns() - a
+    return {**_summary(lat, time.perf_counter() - t0, y.size), "alarms": alarms}
+
+
 def bench_densratio(y: np.ndarray, sigma: float, steps: int) -> dict:
     from densratio import densratio
 
@@ -182,11 +202,13 @@ def run(args) -> int:
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
                                           "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
-    with stages("bench cpd", 5 + bool(args.memory)) as phase:
+    with stages("bench cpd", 6 + bool(args.memory)) as phase:
         phase("incremental state")
         out["incremental_state"] = bench_state(y, sigma)
         phase("streaming detector")
         out["detector"], out["detector"]["alarms"] = bench_detector(y)
+        phase("split-profile detector")
+        out["split_profile_detector"] = bench_split_profile(y[: 2_000 if args.quick else CLASPY_POINTS])
         prefix = 2_000 if args.quick else 10_000
         phase("offline detect")
         out["offline_detect"] = bench_offline(y[:prefix])
@@ -201,10 +223,14 @@ def run(args) -> int:
     out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
     out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
     out["ratio_offline_vs_densratio_fixed"] = round(out["offline_detect"]["points_per_s"] / base, 1)
+    if "points_per_s" in out["claspy_streaming"]:
+        c = out["claspy_streaming"]["points_per_s"]
+        out["ratio_detector_vs_claspy"] = round(out["detector"]["points_per_s"] / c, 1)
+        out["ratio_split_profile_vs_claspy"] = round(out["split_profile_detector"]["points_per_s"] / c, 2)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        for key in ("incremental_state", "detector", "densratio_fixed"):
+        for key in ("incremental_state", "detector", "split_profile_detector", "densratio_fixed"):
             r = out[key]
             print(f"{key:32s} {r['points_per_s']:>10.1f} points/s  p50 {r['p50_us']:.1f} us  p99 {r['p99_us']:.1f} us")
         r = out["offline_detect"]
