@@ -259,17 +259,22 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
     return default_detector_factory(seed) if name == "window" else profile_factory(seed)
 
 
-def _null_stream_cell(args: tuple) -> dict:
-    """One null-suite series through a fresh detector ``name`` (a worker of ``jobs > 1``)."""
-    name, kind, length, s = args
+def _null_stream_row(factory: Callable[[], object], kind: str, length: int, s: int) -> dict:
+    """One null-suite series through ``factory()``: its alarm count (a failure is reported, not hidden)."""
     x = null_series(kind, length, s)
     try:
-        alarms = stream_alarms(named_factory(name)(), x)
+        alarms = stream_alarms(factory(), x)
         err = None
     except Exception as exc:
         alarms, err = [], f"{type(exc).__name__}: {exc}"
     return {"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
             "first_alarm": alarms[0][1] if alarms else None, "error": err}
+
+
+def _null_stream_cell(args: tuple) -> dict:
+    """One null-suite series through a fresh detector ``name`` (a worker of ``jobs > 1``)."""
+    name, kind, length, s = args
+    return _null_stream_row(named_factory(name), kind, length, s)
 
 
 def stream_alarms(detector, x: np.ndarray) -> list[tuple[int, int]]:
@@ -348,30 +353,23 @@ def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int
     """
     rows = []
     t0 = time.perf_counter()
-    cells = list(_cells(tuple(kinds), tuple(lengths), int(seeds)))
-    if factory is None:
-        work = [(detector, kind, length, s) for kind, length, s in cells]
-        if jobs > 1:
-            from multiprocessing import get_context
 
-            with get_context("spawn").Pool(int(jobs)) as pool:
-                done = pool.imap(_null_stream_cell, work)
-                rows = list(done)
-        else:
-            rows = [_null_stream_cell(w) for w in work]
-    else:
-        for kind, length, s in cells:
-            x = null_series(kind, length, s)
-            try:
-                alarms = stream_alarms(factory(), x)
-                err = None
-            except Exception as exc:
-                alarms, err = [], f"{type(exc).__name__}: {exc}"
-            rows.append({"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
-                         "first_alarm": alarms[0][1] if alarms else None, "error": err})
-    if progress is not None:
-        for r in rows:
+    def record(r):
+        rows.append(r)
+        if progress is not None:
             progress(f"{r['kind']} T={r['length']} seed={r['seed']}: {r['alarms']} alarm(s)")
+
+    cells = _cells(tuple(kinds), tuple(lengths), int(seeds))
+    if factory is None and jobs > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(int(jobs)) as pool:  # spawn: no forked numba or BLAS state
+            for r in pool.imap(_null_stream_cell, [(detector, *c) for c in cells]):
+                record(r)
+    else:
+        factory = factory or named_factory(detector)
+        for c in cells:
+            record(_null_stream_row(factory, *c))
 
     def summ(rs):
         samples = sum(r["length"] for r in rs)
@@ -564,6 +562,10 @@ def run(args) -> int:
         return 2
     if args.jobs < 1:
         print(f"ratiowatch eval synthetic: --jobs must be >= 1; got {args.jobs}", file=sys.stderr)
+        return 2
+    if args.detector != "window" and not args.streaming:
+        print(f"ratiowatch eval synthetic: --detector {args.detector} is a streaming detector; add --streaming",
+              file=sys.stderr)
         return 2
     out: dict = {"benchmark": "synthetic", "mode": "streaming" if args.streaming else "offline"}
     if args.streaming:

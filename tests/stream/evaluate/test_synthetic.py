@@ -213,5 +213,7 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
     two = S.score_null_streaming(seeds=1, lengths=(100,), kinds=("ar05", "counts"), detector="profile", jobs=2)
     assert one["cells"] == two["cells"]
     assert main(["eval", "synthetic", "--streaming", "--jobs", "0"]) == 2
+    assert main(["eval", "synthetic", "--detector", "profile"]) == 2
+    assert "add --streaming" in capsys.readouterr().err
     with pytest.raises(ValueError, match="streaming detector"):
         S.named_factory("ruler")
