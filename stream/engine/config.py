@@ -84,7 +84,7 @@ _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 
 _DETECTOR = [
     Opt("kind", "str", "window", "`window`: the two-window ChangePointDetector (fast, the default); "
-        "`split_profile`: the SplitProfileDetector, a calibrated split profile over a sliding window (about "
+        "`split_profile`: the SplitProfileDetector, a calibrated split profile over a sliding window (over "
         "ten times slower; also finds changes of shape and frequency inside a periodic signal)",
         tuple(DETECTOR_KINDS)),
     Opt("method", "str", "rulsif", "density-ratio method of ChangePointDetector"),
