@@ -52,6 +52,33 @@ from ratiowatch.stream.calibration.surrogate import fit_ar_channels, simulate_ar
 
 #: largest AR order of the surrogates (see the module docstring for why it is small)
 MAX_ORDER = 5
+EULER_GAMMA = 0.5772156649015329
+
+
+def gumbel_fit(maxima: np.ndarray) -> tuple[float, float]:
+    """(location, scale) of a Gumbel law fitted by moments to ``maxima`` (at least 2 values):
+    the extreme-value law of a maximum over many splits."""
+    beta = float(np.std(maxima, ddof=1)) * math.sqrt(6.0) / math.pi
+    return float(np.mean(maxima)) - EULER_GAMMA * beta, beta
+
+
+def gumbel_threshold(maxima: np.ndarray, level: float) -> float:
+    """Upper ``level`` quantile of a Gumbel law fitted by moments to the finite ``maxima``
+    (infinite with fewer than two).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.gumbel(2.0, 0.5, 100_000)
+    >>> round(gumbel_threshold(z, 0.01), 1), round(2.0 - 0.5 * math.log(-math.log(0.99)), 1)
+    (4.3, 4.3)
+    """
+    maxima = np.asarray(maxima, dtype=np.float64)
+    maxima = maxima[np.isfinite(maxima)]
+    if maxima.size < 2:
+        return math.inf
+    mu, beta = gumbel_fit(maxima)
+    return mu - beta * math.log(-math.log1p(-level))
 
 
 def _rows(x) -> np.ndarray:
@@ -117,11 +144,9 @@ class SplitTest:
         maximum over splits); reaches below ``1 / (n + 1)``. NaN with fewer than 10 null draws."""
         if self.null.size < 10:
             return math.nan
-        sd = float(np.std(self.null, ddof=1))
-        if not sd > 0:
+        mu, beta = gumbel_fit(self.null)
+        if not beta > 0:
             return 0.0 if self.observed > self.null[0] else 1.0
-        beta = sd * math.sqrt(6.0) / math.pi
-        mu = float(np.mean(self.null)) - 0.5772156649015329 * beta
         return float(-math.expm1(-math.exp(-(self.observed - mu) / beta)))
 
     @property

@@ -25,7 +25,9 @@ Everything the offline detector learns from a whole series it learns here from t
   a random walk, and the threshold would climb with the shift's own evidence (6-sd shifts in the
   middle of 300-sample series: found 0 of 20 times with the whole window, 17 of 20 with the older
   part).
-- **Threshold**: a Gumbel law fitted by moments to the surrogate maxima (a maximum over splits has
+- **Threshold**: a Gumbel law fitted by moments to the surrogate maxima
+  (:func:`~ratiowatch.stream.calibration.split_test.gumbel_threshold`, the law behind the offline
+  test's tail p-value) (a maximum over splits has
   an extreme-value tail), read at the per-test level ``false_alarm_rate x test spacing``: with a
   test every ``s`` steps, at most ``false_alarm_rate`` alarms per step on change-free data by the
   union bound over the tests (the tests of overlapping windows are positively dependent, so the
@@ -63,35 +65,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.calibration.peaks import Alarm
-from ratiowatch.stream.calibration.split_test import MAX_ORDER, ar_surrogates
+from ratiowatch.stream.calibration.split_test import MAX_ORDER, ar_surrogates, gumbel_threshold
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import build_profile
 from ratiowatch.stream.series.width import subsequence_width
 
-EULER_GAMMA = 0.5772156649015329
 #: growth of the window between calibrations while it fills
 LADDER = 1.5
 #: checkpoint format of :meth:`SplitProfileDetector.to_state`
 STATE_VERSION = 1
-
-
-def gumbel_threshold(maxima: np.ndarray, level: float) -> float:
-    """Upper ``level`` quantile of a Gumbel law fitted by moments to ``maxima``.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> z = rng.gumbel(2.0, 0.5, 100_000)
-    >>> round(gumbel_threshold(z, 0.01), 1), round(2.0 - 0.5 * math.log(-math.log(0.99)), 1)
-    (4.3, 4.3)
-    """
-    maxima = np.asarray(maxima, dtype=np.float64)
-    maxima = maxima[np.isfinite(maxima)]
-    if maxima.size < 2:
-        return math.inf
-    beta = float(np.std(maxima, ddof=1)) * math.sqrt(6.0) / math.pi
-    mu = float(np.mean(maxima)) - EULER_GAMMA * beta
-    return mu - beta * math.log(-math.log1p(-level))
 
 
 @dataclass

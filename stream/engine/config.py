@@ -340,9 +340,8 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
                               "chooses its subsequence width from the data (its options go in detector.options)")
     if isinstance(det["options"], dict) and det["options"]:
         params = set(detector_parameters(kind))
-        direct = {o.name for o in _DETECTOR} - {"options", "dim", "kind"}
-        if kind == "split_profile":
-            direct = {"seed"}
+        # options set directly in [detector], so not listed as options
+        direct = {"seed"} if kind == "split_profile" else {o.name for o in _DETECTOR} - {"options", "dim", "kind"}
         for name in det["options"]:
             if params and name not in params:
                 errors.append(f"detector.options.{name}: unknown detector option; {DETECTOR_KINDS[kind][1]} takes "

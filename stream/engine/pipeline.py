@@ -492,19 +492,17 @@ class ChangePointFactory:
     config keyword arguments (one per key)."""
 
     def __init__(self, kwargs: dict[str, Any], kind: str = "window"):
-        if kind == "split_profile":
-            from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+        import importlib
 
-            self._cls = SplitProfileDetector
-            self.name = "changepoint/split_profile"
-        elif kind == "window":
-            from ratiowatch.stream.detectors.changepoint import ChangePointDetector  # numba-heavy, only here
+        from ratiowatch.stream.engine.config import DETECTOR_KINDS
 
-            self._cls = ChangePointDetector
-            self.name = f"changepoint/{kwargs.get('method', 'default')}"
-        else:
-            raise ValueError(f"detector kind must be 'window' or 'split_profile'; got {kind!r}")
+        if kind not in DETECTOR_KINDS:
+            raise ValueError(f"detector kind must be one of {sorted(DETECTOR_KINDS)}; got {kind!r}")
+        module, cls = DETECTOR_KINDS[kind]
+        self._cls = getattr(importlib.import_module(module), cls)  # the numba-heavy import, only here
         self.kwargs = dict(kwargs)
+        self.name = "changepoint/split_profile" if kind == "split_profile" else (
+            f"changepoint/{self.kwargs.get('method', 'default')}")
 
     def create(self, key: str, dim: int) -> ChangePointAdapter:
         return ChangePointAdapter(self._cls(**self.kwargs))

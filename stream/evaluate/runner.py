@@ -43,8 +43,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
 
     ``params`` go to ``replay`` (e.g. ``seed``); the streaming detectors get ``seed`` only (the
     daemon runs its defaults): ``streaming`` adds the ``ChangePointDetector`` under the row's
-    ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``. ``detect`` replaces the offline detector (tests). ``peers`` names
-    peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
+    ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``.
+    ``detect`` replaces the offline detector (tests). ``peers`` names peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
     shows a progress bar labelled ``desc``; ``progress(line)`` receives one line per series.
     """
     from ratiowatch.stream.evaluate.streaming import default_factory, profile_factory, streaming_result
