@@ -42,6 +42,19 @@ def gauss_entry(exponent: float) -> float:
     return np.exp(exponent) if exponent > FLUSH_EXPONENT else 0.0
 
 
+def gauss_entries(exponents: np.ndarray) -> np.ndarray:
+    """:func:`gauss_entry` of every element, in place (numpy's vectorised ``exp``: several times
+    faster on a block than one scalar ``exp`` per entry in a compiled loop).
+
+    >>> gauss_entries(np.array([-0.5, FLUSH_EXPONENT]))
+    array([0.60653066, 0.        ])
+    """
+    flush = exponents <= FLUSH_EXPONENT
+    np.exp(exponents, out=exponents)
+    exponents[flush] = 0.0
+    return exponents
+
+
 @njit(cache=True)
 def gauss_from_sq(d2: np.ndarray, sigma: float) -> np.ndarray:
     """Gaussian kernel values from squared distances."""

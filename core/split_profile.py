@@ -43,11 +43,13 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import gauss_entry
+from .kernels import gauss_entries
 from .linalg import cholesky_factor_solve, cholesky_inplace
 
 #: piecewise means per subsequence and channel at most (a period of 16 steps keeps its shape)
 MAX_DIMS = 16
+#: rows between two splits from which their sums are one matrix product rather than rank-one updates
+BLOCK_ROWS = 8
 
 
 @njit(cache=True)
@@ -85,35 +87,41 @@ def _paa_rows(x, width, stride, dims, znorm):
 
 
 @njit(cache=True)
-def _gauss_columns(f, centres, sigma, phi, offset):
+def _gauss_exponents(f, centres, sigma):
+    """``-||f_i - c_j||^2 / (2 sigma^2)`` for every row and centre."""
     g = -0.5 / (sigma * sigma)
     n, dim = f.shape
+    out = np.empty((n, centres.shape[0]))
     for i in range(n):
         for j in range(centres.shape[0]):
             s = 0.0
             for k in range(dim):
                 d = f[i, k] - centres[j, k]
                 s += d * d
-            phi[i, offset + j] = gauss_entry(g * s)
+            out[i, j] = g * s
+    return out
 
 
 @njit(cache=True)
 def _median_distance(f, idx):
-    m = idx.size
+    rows = f[idx]  # gathered once: contiguous rows for the inner loop
+    m, dim = rows.shape
     out = np.empty(m * (m - 1) // 2)
     q = 0
     for a in range(m):
+        ra = rows[a]
         for b in range(a + 1, m):
+            rb = rows[b]
             s = 0.0
-            for k in range(f.shape[1]):
-                d = f[idx[a], k] - f[idx[b], k]
+            for k in range(dim):
+                d = ra[k] - rb[k]
                 s += d * d
-            out[q] = math.sqrt(s)
-            q += 1
-    out = out[out > 0.0]
-    if out.size == 0:  # every subsequence identical: any width will do
+            if s > 0.0:
+                out[q] = math.sqrt(s)
+                q += 1
+    if q == 0:  # every subsequence identical: any width will do
         return 1.0
-    return np.median(out)
+    return np.median(out[:q])
 
 
 def _even(n: int, count: int) -> np.ndarray:
@@ -155,7 +163,8 @@ def kernel_features(x: np.ndarray, width: int, stride: int, n_centres: int = 32,
     phi = np.zeros((n, cidx.size * len(views)))
     for q, f in enumerate(views):
         sigma = sigma_factor * _median_distance(f, sidx)
-        _gauss_columns(f, np.ascontiguousarray(f[cidx]), sigma, phi, q * cidx.size)
+        phi[:, q * cidx.size:(q + 1) * cidx.size] = gauss_entries(
+            _gauss_exponents(f, np.ascontiguousarray(f[cidx]), sigma))
     return phi
 
 
@@ -197,23 +206,49 @@ def _side_pe(ga, gb, va, na, nb, alpha, lam, work):
 
 
 @njit(cache=True)
-def _profile(phi, n_left, first_right, alpha, lam):
+def _left_sums(phi, n_left, acc, accv, pos, to_end):
+    """Sums of ``phi phi'`` (lower triangle) and ``phi`` over the rows before each ``n_left[g]``.
+
+    Accumulation starts from ``acc`` / ``accv`` (updated in place), the sums of rows ``0..pos-1``;
+    with ``to_end`` it runs on to the last row, leaving the totals in ``acc`` / ``accv``. Rows are
+    added one at a time in order, so sums continued from a stored split equal those from row 0.
+    """
     n, b = phi.shape
     g_n = n_left.size
-    left = np.zeros((g_n, b, b))
-    left_v = np.zeros((g_n, b))
-    acc = np.zeros((b, b))
-    accv = np.zeros(b)
-    pos = 0
+    left = np.empty((g_n, b, b))
+    left_v = np.empty((g_n, b))
     for g in range(g_n):
-        while pos < n_left[g]:
-            _accumulate(acc, accv, phi[pos])
-            pos += 1
+        _add_rows(acc, accv, phi, pos, n_left[g])
+        pos = max(pos, n_left[g])
         left[g] = acc
         left_v[g] = accv
-    while pos < n:
-        _accumulate(acc, accv, phi[pos])
-        pos += 1
+    if to_end:
+        _add_rows(acc, accv, phi, pos, n)
+    return left, left_v
+
+
+@njit(cache=True)
+def _add_rows(acc, accv, phi, a, e):
+    """Add rows ``a..e-1`` of ``phi`` to the sums: one matrix product (BLAS) for a block, rank-one
+    updates for a few rows (where the call costs more than the arithmetic)."""
+    if e - a >= BLOCK_ROWS:
+        blk = phi[a:e]
+        acc += blk.T @ blk
+        for k in range(phi.shape[1]):
+            s = 0.0
+            for i in range(e - a):
+                s += blk[i, k]
+            accv[k] += s
+    else:
+        for i in range(a, e):
+            _accumulate(acc, accv, phi[i])
+
+
+@njit(cache=True)
+def _scores(phi, left, left_v, acc, accv, n_left, first_right, alpha, lam):
+    """The scaled symmetric PE at each split from its left sums and the totals ``acc`` / ``accv``."""
+    n, b = phi.shape
+    g_n = n_left.size
     out = np.empty(g_n)
     right = np.empty((b, b))
     right_v = np.empty(b)
@@ -236,6 +271,31 @@ def _profile(phi, n_left, first_right, alpha, lam):
         pe += _side_pe(right, left[g], right_v, nr, nl, alpha, lam, work)
         out[g] = pe * nl * nr / (nl + nr)
     return out
+
+
+class _Sums:
+    """The grid's left sums and the totals of one feature matrix, kept to refine a split without
+    a second pass over the rows."""
+
+    def __init__(self, phi: np.ndarray, n_left: np.ndarray):
+        b = phi.shape[1]
+        self.acc, self.accv = np.zeros((b, b)), np.zeros(b)
+        self.n_left = n_left
+        self.left, self.left_v = _left_sums(phi, n_left, self.acc, self.accv, 0, True)
+
+    def scores(self, phi, n_left, first_right, alpha, lam, base: int = -1) -> np.ndarray:
+        """Scores at splits ``(n_left, first_right)``: the grid's own (``base`` < 0) or splits at or
+        after grid split ``base``, whose left sums continue from that split's."""
+        if base < 0:
+            left, left_v = self.left, self.left_v
+        else:
+            left, left_v = _left_sums(phi, n_left, self.left[base].copy(), self.left_v[base].copy(),
+                                      int(self.n_left[base]), False)
+        return _scores(phi, left, left_v, self.acc, self.accv, n_left, first_right, alpha, lam)
+
+
+def _profile(phi, n_left, first_right, alpha, lam):
+    return _Sums(phi, n_left).scores(phi, n_left, first_right, alpha, lam)
 
 
 def split_rows(splits, width: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
@@ -343,14 +403,19 @@ class SplitProfile:
         s = self.candidates(x.shape[0])
         if s.size == 0:
             return (-math.inf, -1, (s, np.zeros(0))) if trace else (-math.inf, -1)
-        p = self.profile(x, s)
+        phi = kernel_features(x, self.width, self.stride, self.n_centres, self.sigma_factor)
+        n_left, first_right = split_rows(s, self.width, self.stride)
+        sums = _Sums(phi, n_left)
+        p = sums.scores(phi, n_left, first_right, self.alpha, self.lam)
         g = int(np.argmax(p))
         split = int(s[g])
         every = valid_splits(x.shape[0], self.width, self.stride, self.rows_min)
         if every.size > s.size:
-            lo, hi = s[max(0, g - 1)], s[min(s.size - 1, g + 1)]
+            g0 = max(0, g - 1)
+            lo, hi = s[g0], s[min(s.size - 1, g + 1)]
             fine = every[(every >= lo) & (every <= hi)]
-            split = int(fine[int(np.argmax(self.profile(x, fine)))])
+            fl, fr = split_rows(fine, self.width, self.stride)
+            split = int(fine[int(np.argmax(sums.scores(phi, fl, fr, self.alpha, self.lam, base=g0)))])
         out = (float(p[g]), split)
         return (*out, (s, p)) if trace else out
 

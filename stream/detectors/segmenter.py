@@ -254,9 +254,14 @@ class SplitProfileDetector:
     def _test(self) -> Alarm | None:
         self._since_test = 0
         w = self._window()
-        stat, split = self._cal.profile.best(w)
+        # the statistic is the grid maximum; the split is refined only when it passes (best()
+        # scores the grid again, the same numbers, then the splits around its best)
+        stat = self._cal.profile.maximum(w)
         self.score = stat
-        if split < 0 or not stat > self._cal.threshold:
+        if not stat > self._cal.threshold:
+            return None
+        stat, split = self._cal.profile.best(w)
+        if split < 0:
             return None
         change = self._start + split
         alarm = Alarm(change_index=int(change), alarm_index=self.n_seen - 1, score=float(stat),

@@ -11,13 +11,14 @@ from ratiowatch.core.split_profile import (SplitProfile, kernel_features, split_
                                            valid_splits)
 
 
+@pytest.mark.parametrize("every", [1, 7, 23])  # rows between splits: rank-one updates and block products
 @pytest.mark.parametrize("width,stride,channels", [(1, 1, 1), (2, 1, 1), (3, 1, 1), (7, 2, 1), (20, 5, 1),
                                                    (5, 1, 2), (40, 3, 1)])
-def test_profile_matches_a_from_scratch_fit_of_every_split(width, stride, channels):
+def test_profile_matches_a_from_scratch_fit_of_every_split(width, stride, channels, every):
     rng = np.random.default_rng(width + 10 * stride + channels)
     x = rng.normal(size=(400, channels))
     x[200:] = x[200:] * 2.0 + 0.5
-    splits = valid_splits(400, width, stride, 5)[::7]
+    splits = valid_splits(400, width, stride, 5)[::every]
     phi = kernel_features(x, width, stride)
     fast = split_profile(phi, splits, width, stride, alpha=0.1, lam=1e-3)
     slow = naive.split_profile(x, splits, width, stride, alpha=0.1, lam=1e-3)
@@ -61,6 +62,20 @@ def test_the_best_split_sits_at_a_clear_change(kind):
         x, width = x + rng.normal(0, 0.2, t.size), 30
     stat, split = SplitProfile(width=width, stride=max(1, width // 4)).best(x)
     assert abs(split - 600) <= max(10, width), (kind, split)
+
+
+@pytest.mark.parametrize("width,stride", [(3, 1), (12, 3)])
+def test_the_split_is_the_best_of_every_split_between_the_best_grid_splits_neighbours(width, stride):
+    rng = np.random.default_rng(width)
+    x = np.r_[rng.normal(0, 1, 700), rng.normal(0.8, 1.5, 500)]
+    prof = SplitProfile(width=width, stride=stride, grid=30)
+    stat, split, (grid, scores) = prof.best(x, trace=True)
+    g = int(np.argmax(scores))
+    assert stat == scores[g] == prof.maximum(x)
+    every = valid_splits(x.size, width, stride, prof.rows_min)
+    fine = every[(every >= grid[max(0, g - 1)]) & (every <= grid[min(grid.size - 1, g + 1)])]
+    brute = split_profile(kernel_features(x[:, None], width, stride), fine, width, stride)
+    assert split == fine[int(np.argmax(brute))]
 
 
 @pytest.mark.parametrize("seed", range(3))
