@@ -19,7 +19,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("demo",), "ratiowatch.stream.commands.demo",
      "synthetic 3-channel stream with three known changes: alarms as they happen, and a plot"),
     (("detect",), "ratiowatch.stream.commands.detect",
-     "change points of a CSV / TSV / JSON-lines file or stdin (causal replay), optional plot"),
+     "change points of a CSV / TSV / JSON-lines file or stdin (offline, or --streaming: the daemon's detector replayed causally), optional plot"),
     (("eval", "tcpd"), "ratiowatch.stream.evaluate.tcpd",
      "accuracy of the default change-point detector on TCPD: F1 and covering against the human "
      "annotations, mean over the univariate series, by tune / check half (--streaming, --peers)"),

@@ -1,4 +1,14 @@
-"""``ratiowatch detect FILE``: change points of a table by causal replay, optional plot.
+"""``ratiowatch detect FILE``: change points of a table, optional plot.
+
+By default the offline detector (:func:`ratiowatch.detect`) segments the whole file: it may look
+ahead, and ``--false-alarm-rate`` is the chance that a change-free file gets any change point.
+``--streaming`` replays a streaming detector instead, the one the daemon runs, causally, one row at
+a time: each alarm is reported with the row where the detector places the change, the row at which
+it was raised and the delay between them, and ``--false-alarm-rate`` is then alarms per row on
+change-free data. ``--detector window`` (default) is the two-window
+:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` (``[detector] kind =
+"window"``), ``--detector split_profile`` the
+:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector` (``kind = "split_profile"``).
 
 FILE is a CSV, TSV or semicolon-separated file (separator found from its first lines, or
 ``--delimiter``), a JSON-lines file (one object per line), or ``-`` for standard input; how it is read
@@ -36,6 +46,9 @@ from ratiowatch.stream.commands.table import BAD_CELLS, TableError, read_table
 PROGRESS_MIN_SAMPLES = 5000
 SCORE_UNITS = ("the split's score / the stop test's threshold (its critical value; above 1 = significant), for "
                "univariate and multichannel input alike")
+STREAMING_KINDS = ("window", "split_profile")
+STREAMING_SCORE_UNITS = ("the detector's score / its threshold when the alarm was raised (above 1 = alarm); "
+                         "delay = alarm row - change row")
 INDEX_CONVENTION = ("change points are data-row indices from 0 (header and blank lines not counted); "
                     "change_point_lines are 1-based lines of the file")
 
@@ -64,7 +77,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--false-alarm-rate", type=float, default=None, metavar="RATE",
                         help="sensitivity: chance that a change-free series gets any change point "
-                             "(the stop test's level; default 0.05; larger finds more, smaller fewer)")
+                             "(the stop test's level; default 0.05); with --streaming, alarms per row on "
+                             "change-free data (default 1e-4). Larger finds more, smaller fewer")
+    parser.add_argument("--streaming", action="store_true",
+                        help="replay the daemon's streaming detector causally, one row at a time, and "
+                             "report each alarm's change row, alarm row and delay")
+    parser.add_argument("--detector", choices=STREAMING_KINDS, default=None,
+                        help="with --streaming: the two-window detector (window, the daemon's default) or "
+                             "the split-profile detector (split_profile: sees changes of shape and "
+                             "frequency, alarms later)")
 
 
 def _fail(msg: str, code: int = 2) -> int:
@@ -79,8 +100,13 @@ def _ratio(score: float, threshold: float) -> float | None:
 
 
 def run(args) -> int:
+    streaming = getattr(args, "streaming", False)
     if args.false_alarm_rate is not None and not 0.0 < args.false_alarm_rate < 1.0:
-        return _fail(f"--false-alarm-rate must be in (0, 1), e.g. 0.05; got {args.false_alarm_rate}")
+        example = "1e-4" if streaming else "0.05"
+        return _fail(f"--false-alarm-rate must be in (0, 1), e.g. {example}; got {args.false_alarm_rate}")
+    if getattr(args, "detector", None) is not None and not streaming:
+        return _fail("--detector chooses a streaming detector: add --streaming (without it the offline "
+                     "detector segments the whole file)")
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_path_problem
 
@@ -95,6 +121,8 @@ def run(args) -> int:
     for note in table.notes:
         print(f"ratiowatch detect: {note}", file=sys.stderr)
     x, names = table.values, table.names
+    if streaming:
+        return _run_streaming(args, table)
     from ratiowatch.stream.commands.progress import progress_bar
     from ratiowatch.stream.detectors.offline import replay
 
@@ -138,6 +166,101 @@ def run(args) -> int:
         try:
             plot_detection(args.plot, x, rep.scores, rep.thresholds, cps, (),
                            title=f"{Path(table.source).name}: {', '.join(names)}", columns=names)
+        except OSError as exc:
+            return _fail(f"could not write the plot {args.plot}: {exc.strerror or exc}", 1)
+        if not args.json:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
+def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: float | None = None,
+                     progress=None) -> tuple[list, np.ndarray]:
+    """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row.
+
+    ``kind`` is ``"window"`` (:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`)
+    or ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`),
+    each with its defaults (the daemon's), and ``false_alarm_rate`` if given. Rows with NaN are
+    missing values (carried forward by the detector). ``progress(done, total)`` is called now and
+    then.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.normal(0, 1, 400), rng.normal(4, 1, 400)][:, None]
+    >>> alarms, ratio = replay_streaming(x)
+    >>> [(abs(a.change_index - 400) <= 10, a.alarm_index >= 400) for a in alarms], ratio.shape
+    ([(True, True)], (800,))
+    """
+    if kind not in STREAMING_KINDS:
+        raise ValueError(f"kind must be one of {STREAMING_KINDS}; got {kind!r}")
+    params = {} if false_alarm_rate is None else {"false_alarm_rate": float(false_alarm_rate)}
+    if kind == "window":
+        from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+
+        det = ChangePointDetector(**params)
+    else:
+        from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+
+        det = SplitProfileDetector(**params)
+    x = np.asarray(x, dtype=np.float64)
+    x = x[:, None] if x.ndim == 1 else x
+    ratio = np.full(x.shape[0], np.nan)
+    alarms = []
+    every = max(1, x.shape[0] // 200)
+    for t, row in enumerate(x):
+        alarm = det.step(row[0] if row.size == 1 else row)
+        if alarm is not None:
+            alarms.append(alarm)
+        ratio[t] = _ratio(det.score, det.threshold) if kind == "split_profile" else det.score_one(row)
+        if progress is not None and (t + 1) % every == 0:
+            progress(t + 1, x.shape[0])
+    if progress is not None:
+        progress(x.shape[0], x.shape[0])
+    return alarms, ratio
+
+
+def _run_streaming(args, table) -> int:
+    from ratiowatch.stream.commands.progress import progress_bar
+
+    x, names = table.values, table.names
+    kind = args.detector or "window"
+    show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
+    with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
+        alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
+                                         progress=None if bar is None else bar.callback)
+    cps = [a.change_index for a in alarms]
+
+    def where(i: int) -> dict:
+        c = min(max(i, 0), len(x) - 1)
+        return {"line": table.lines[c], **({"time": table.time_values[c]} if table.time_values is not None else {})}
+
+    if args.json:
+        out = {"file": table.source, "columns": names, "time_column": table.time_name,
+               "n_samples": int(len(x)), "mode": "streaming", "detector": kind,
+               "false_alarm_rate": args.false_alarm_rate, "change_points": cps,
+               "change_point_lines": [where(c)["line"] for c in cps],
+               "alarms": [{"change_index": a.change_index, "alarm_index": a.alarm_index, "delay": a.delay,
+                           "score": _ratio(a.score, a.threshold), **where(a.change_index),
+                           "alarm": where(a.alarm_index)} for a in alarms],
+               "index": INDEX_CONVENTION, "score_units": STREAMING_SCORE_UNITS}
+        print(json.dumps(out, indent=2))
+    else:
+        axis = f", time axis {table.time_name!r}" if table.time_name else ""
+        print(f"{table.source}: {len(x)} samples, columns {names}{axis}; streaming replay ({kind} detector)")
+        if not alarms:
+            print("alarms: (none)")
+        for a in alarms:
+            c, r = where(a.change_index), where(a.alarm_index)
+            at = (f", {table.time_name} {c['time']}" if "time" in c else "")
+            print(f"alarm at row {a.alarm_index} (line {r['line']}): change at row {a.change_index} "
+                  f"(line {c['line']}{at}), delay {a.delay}")
+    if args.plot is not None:
+        from ratiowatch.stream.commands.plot import plot_detection
+
+        try:
+            plot_detection(args.plot, x, ratio, np.ones(len(x)), cps, (),
+                           title=f"{Path(table.source).name}: {', '.join(names)} (streaming, {kind})",
+                           columns=names, score_label="score / threshold")
         except OSError as exc:
             return _fail(f"could not write the plot {args.plot}: {exc.strerror or exc}", 1)
         if not args.json:

@@ -137,3 +137,36 @@ def test_a_plot_that_cannot_be_written_still_prints_the_result(tmp_path):
     assert near(json.loads(proc.stdout)["change_points"], 150)
     long_name = cli("detect", p, "--plot", tmp_path / ("x" * 300 + ".png"))
     one_line_error(long_name, 2, "File name too long")
+
+
+# ------------------------------------------------------------------ detect --streaming: the daemon's detector on a file
+@pytest.mark.parametrize("detector", [None, "window", "split_profile"])
+def test_streaming_replay_reports_change_row_alarm_row_and_delay(tmp_path, detector):
+    # the two-window detector's windows grow with the rows seen (5 %): at row 600 they are full-size
+    p = write(tmp_path / "x.csv", jump_rows(t=1200, at=600))
+    proc = cli("detect", p, "--streaming", "--json", *(("--detector", detector) if detector else ()))
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["mode"] == "streaming" and res["detector"] == (detector or "window")
+    assert near(res["change_points"], 600), res["alarms"]
+    for a in res["alarms"]:
+        # causal: raised at or after the row where it places the change, in the file's own lines and times
+        assert a["alarm_index"] >= a["change_index"] and a["delay"] == a["alarm_index"] - a["change_index"]
+        assert a["line"] == a["change_index"] + 2 and a["time"] == a["change_index"]
+        assert a["alarm"] == {"line": a["alarm_index"] + 2, "time": a["alarm_index"]}
+        assert a["score"] > 1.0
+
+
+def test_streaming_replay_in_words_and_a_plot(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows(t=1200, at=600))
+    proc = cli("detect", p, "--streaming", "--plot", tmp_path / "s.png")
+    assert proc.returncode == 0, proc.stderr
+    assert "streaming replay (window detector)" in proc.stdout
+    assert "alarm at row" in proc.stdout and "delay" in proc.stdout
+    assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_streaming_options_are_checked_before_reading(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows())
+    one_line_error(cli("detect", p, "--detector", "split_profile"), 2, "add --streaming")
+    one_line_error(cli("detect", p, "--streaming", "--false-alarm-rate", "2"), 2, "e.g. 1e-4")
