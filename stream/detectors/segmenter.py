@@ -38,8 +38,9 @@ Everything the offline detector learns from a whole series it learns here from t
 There is no early phase with another null: nothing is reported before the first calibration, at
 ``min_window`` samples, and every test after it uses the same rule.
 
-Cost: one profile per test (3-8 ms: 100 grid splits, two 64 x 64 solves each) and ``n_null`` per
-calibration, about 1,500 samples per second (``ratiowatch bench cpd``); the two-window
+Cost: one grid profile per test (up to about 5 ms at 5,000 samples: 100 grid splits, two 64 x 64
+solves each; the split is refined only on an alarm) and ``n_null`` per calibration, about 2,200
+samples per second (``ratiowatch bench cpd``); the two-window
 :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` is more than ten times faster
 and alarms within tens of samples, this one sees changes of shape and frequency inside a periodic
 signal and reports them hundreds of samples later.
