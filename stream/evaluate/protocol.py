@@ -73,13 +73,17 @@ def methods_present(rows: Mapping[str, Mapping]) -> list[str]:
 
 def half_means(rows: Mapping[str, Mapping], methods: Sequence[str],
                groups: Mapping[str, tuple[str, ...]],
-               include: Mapping[str, Callable[[str], bool]] | None = None) -> dict[str, dict]:
+               include: Mapping[str, Callable[[str], bool]] | None = None, se: bool = False) -> dict[str, dict]:
     """Mean metrics per half ("tune", "check", "all") and method.
 
     ``groups`` maps a suffix to metric names: ``{"": ("f1", "cover"), "_multi": ("f1", "cover")}``
     reports ``f1``, ``cover`` over the series ``include[""]`` accepts and ``f1_multi``,
     ``cover_multi`` over those ``include["_multi"]`` accepts (default: every series), each with its
     count ``n`` / ``n_multi``. A method without a result on a series leaves it out of its mean.
+
+    ``se``: also each mean's standard error over the series, ``<metric>_se`` = sd / sqrt(count)
+    (None below two series). With a dozen series per half it is 0.05-0.1 covering: the sampling
+    noise of *which* series a half holds, beside which the seed spread (the surrogates' noise) is small.
     """
     include = include or {}
     out: dict[str, dict] = {}
@@ -96,6 +100,9 @@ def half_means(rows: Mapping[str, Mapping], methods: Sequence[str],
                 for m in metrics:
                     vals = [e[m] for e in entries if e.get(m) is not None]
                     res[m + suffix] = round(float(np.mean(vals)), 4) if vals else None
+                    if se:
+                        res[m + suffix + "_se"] = (round(float(np.std(vals, ddof=1) / np.sqrt(len(vals))), 4)
+                                                   if len(vals) >= 2 else None)
                 res["n" + suffix] = len(entries)
             out[half][method] = res
     return out
@@ -111,7 +118,7 @@ def seed_spread_by_half(per_seed: Sequence[Mapping[str, dict]], methods: Sequenc
                 continue
             stats = {}
             for key, v0 in per_seed[0][half][method].items():
-                if key.startswith("n") or v0 is None:
+                if key.startswith("n") or key.endswith("_se") or v0 is None:
                     continue
                 vals = [s[half][method][key] for s in per_seed if s[half][method].get(key) is not None]
                 stats[key] = {"mean": round(float(np.mean(vals)), 4), "sd": round(float(np.std(vals)), 4),

@@ -96,7 +96,8 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
             "cover_multi": float(np.mean([r["cover"] for r in multi])) if multi else None}
     metrics = ("f1", "cover", "delay_mean")
     by_half = half_means(results, methods_present(results), {"": metrics, "_multi": metrics},
-                         {"": lambda n: is_univariate_default(n, data[n]), "_multi": lambda n: data[n].shape[1] > 1})
+                         {"": lambda n: is_univariate_default(n, data[n]), "_multi": lambda n: data[n].shape[1] > 1},
+                         se=True)
     return {"benchmark": "tcpd", "config": _config(params), "datasets": results, "mean": mean,
             "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
             "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}

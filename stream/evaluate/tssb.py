@@ -107,7 +107,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
             results[name].setdefault("stored", {})[method] = r
     mean = {"cover": float(np.mean([r["cover"] for r in results.values()])),
             "f1": float(np.mean([r["f1"] for r in results.values()]))}
-    by_half = half_means(results, methods_present(results), {"": ("cover", "f1", "delay_mean")})
+    by_half = half_means(results, methods_present(results), {"": ("cover", "f1", "delay_mean")}, se=True)
     return {"benchmark": Path(root).name, "config": _config(params), "datasets": results, "mean": mean,
             "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
             "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}

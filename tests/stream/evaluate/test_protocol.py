@@ -52,6 +52,18 @@ def test_half_means_per_half_method_and_group():
     assert len(lines) == 2 + len(methods) and "tune (n=2)" in lines[0] and "check (n=1)" in lines[0]
 
 
+def test_half_means_standard_errors_over_the_series():
+    rows = {n: {"half": "tune", "cover": c} for n, c in zip("abcd", (0.2, 0.4, 0.6, 1.0))}
+    rows["e"] = {"half": "check", "cover": 0.5}
+    out = half_means(rows, ["ours"], {"": ("cover",)}, se=True)
+    # sd (ddof 1) of 0.2, 0.4, 0.6, 1.0 is 0.3416; over sqrt(4)
+    assert out["tune"]["ours"]["cover_se"] == pytest.approx(0.1708, abs=1e-4)
+    assert out["check"]["ours"]["cover_se"] is None  # one series: no spread to measure
+    assert "cover_se" not in half_means(rows, ["ours"], {"": ("cover",)})["tune"]["ours"]
+    # the seed spread is of the means, not of their standard errors
+    assert "cover_se" not in seed_spread_by_half([out, out], ["ours"])["by_half"]["tune"]["ours"]
+
+
 def test_half_means_reports_only_the_halves_present():
     rows = {k: v for k, v in _rows().items() if v["half"] == "check"}
     out = half_means(rows, ["ours"], {"": ("f1",)})
