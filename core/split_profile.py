@@ -210,8 +210,9 @@ def _left_sums(phi, n_left, acc, accv, pos, to_end):
     """Sums of ``phi phi'`` (lower triangle) and ``phi`` over the rows before each ``n_left[g]``.
 
     Accumulation starts from ``acc`` / ``accv`` (updated in place), the sums of rows ``0..pos-1``;
-    with ``to_end`` it runs on to the last row, leaving the totals in ``acc`` / ``accv``. Rows are
-    added one at a time in order, so sums continued from a stored split equal those from row 0.
+    with ``to_end`` it runs on to the last row, leaving the totals in ``acc`` / ``accv``. Sums
+    continued from a stored split equal those from row 0 up to rounding (the rows between splits
+    are added as blocks, whose boundaries differ).
     """
     n, b = phi.shape
     g_n = n_left.size
