@@ -44,12 +44,10 @@ import numpy as np
 from numba import njit
 
 from .kernels import gauss_entries
-from .linalg import cholesky_factor_solve, cholesky_inplace
+from .linalg import FASTMATH, cholesky_factor_solve, cholesky_inplace
 
 #: piecewise means per subsequence and channel at most (a period of 16 steps keeps its shape)
 MAX_DIMS = 16
-#: rows between two splits from which their sums are one matrix product rather than rank-one updates
-BLOCK_ROWS = 8
 
 
 @njit(cache=True)
@@ -212,7 +210,7 @@ def _left_sums(phi, n_left, acc, accv, pos, to_end):
     Accumulation starts from ``acc`` / ``accv`` (updated in place), the sums of rows ``0..pos-1``;
     with ``to_end`` it runs on to the last row, leaving the totals in ``acc`` / ``accv``. Sums
     continued from a stored split equal those from row 0 up to rounding (the rows between splits
-    are added as blocks, whose boundaries differ).
+    are added four at a time, and the groups of four then fall differently).
     """
     n, b = phi.shape
     g_n = n_left.size
@@ -228,21 +226,32 @@ def _left_sums(phi, n_left, acc, accv, pos, to_end):
     return left, left_v
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FASTMATH)
 def _add_rows(acc, accv, phi, a, e):
-    """Add rows ``a..e-1`` of ``phi`` to the sums: one matrix product (BLAS) for a block, rank-one
-    updates for a few rows (where the call costs more than the arithmetic)."""
-    if e - a >= BLOCK_ROWS:
-        blk = phi[a:e]
-        acc += blk.T @ blk
-        for k in range(phi.shape[1]):
-            s = 0.0
-            for i in range(e - a):
-                s += blk[i, k]
-            accv[k] += s
-    else:
-        for i in range(a, e):
-            _accumulate(acc, accv, phi[i])
+    """Add rows ``a..e-1`` of ``phi`` to the sums, four rows per pass over the lower triangle (each
+    load and store of the sums serves four rank-one terms; about three times the speed of one row
+    per pass). A compiled loop, not a BLAS product: a BLAS call from compiled code can run Python's
+    signal handlers, and a Ctrl-C there surfaced as a SystemError instead of KeyboardInterrupt."""
+    b = phi.shape[1]
+    i = a
+    while i + 3 < e:
+        r0 = phi[i]
+        r1 = phi[i + 1]
+        r2 = phi[i + 2]
+        r3 = phi[i + 3]
+        for k in range(b):
+            a0 = r0[k]
+            a1 = r1[k]
+            a2 = r2[k]
+            a3 = r3[k]
+            accv[k] += (a0 + a1) + (a2 + a3)
+            row = acc[k]
+            for j in range(k + 1):
+                row[j] += (a0 * r0[j] + a1 * r1[j]) + (a2 * r2[j] + a3 * r3[j])
+        i += 4
+    while i < e:
+        _accumulate(acc, accv, phi[i])
+        i += 1
 
 
 @njit(cache=True)

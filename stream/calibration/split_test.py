@@ -62,9 +62,18 @@ def gumbel_fit(maxima: np.ndarray) -> tuple[float, float]:
     return float(np.mean(maxima)) - EULER_GAMMA * beta, beta
 
 
+#: relative margin above a degenerate null (maxima that do not vary) that a statistic must clear
+DEGENERATE_MARGIN = 1e-6
+
+
 def gumbel_threshold(maxima: np.ndarray, level: float) -> float:
     """Upper ``level`` quantile of a Gumbel law fitted by moments to the finite ``maxima``
     (infinite with fewer than two).
+
+    Maxima that do not vary beyond rounding (the surrogates of a constant window are constant, and
+    so are their maxima) carry no scale to fit: the threshold is then their largest value plus
+    ``DEGENERATE_MARGIN x (1 + |value|)``, so that a statistic equal to them up to rounding is no
+    alarm and any real departure (scores of order one) is.
 
     Examples
     --------
@@ -77,6 +86,9 @@ def gumbel_threshold(maxima: np.ndarray, level: float) -> float:
     maxima = maxima[np.isfinite(maxima)]
     if maxima.size < 2:
         return math.inf
+    top = float(maxima.max())
+    if float(np.ptp(maxima)) <= 1e-9 * max(1.0, abs(top)):
+        return top + DEGENERATE_MARGIN * (1.0 + abs(top))
     mu, beta = gumbel_fit(maxima)
     return mu - beta * math.log(-math.log1p(-level))
 

@@ -175,7 +175,8 @@ def run(args) -> int:
 
 def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: float | None = None,
                      progress=None) -> tuple[list, np.ndarray]:
-    """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row.
+    """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
+    the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
     ``kind`` is ``"window"`` (:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`)
     or ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`),
@@ -211,7 +212,8 @@ def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: floa
         alarm = det.step(row[0] if row.size == 1 else row)
         if alarm is not None:
             alarms.append(alarm)
-        ratio[t] = _ratio(det.score, det.threshold) if kind == "split_profile" else det.score_one(row)
+        if math.isfinite(det.threshold):
+            ratio[t] = _ratio(det.score, det.threshold) if kind == "split_profile" else det.score_one(row)
         if progress is not None and (t + 1) % every == 0:
             progress(t + 1, x.shape[0])
     if progress is not None:
@@ -229,6 +231,10 @@ def _run_streaming(args, table) -> int:
         alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
                                          progress=None if bar is None else bar.callback)
     cps = [a.change_index for a in alarms]
+    tested = int(np.isfinite(ratio).sum())
+    short_msg = None if tested or alarms else (
+        f"no row was tested: the {kind} detector calibrates its threshold on the first few dozen rows "
+        f"and had none yet after {len(x)}")
 
     def where(i: int) -> dict:
         c = min(max(i, 0), len(x) - 1)
@@ -242,18 +248,23 @@ def _run_streaming(args, table) -> int:
                "alarms": [{"change_index": a.change_index, "alarm_index": a.alarm_index, "delay": a.delay,
                            "score": _ratio(a.score, a.threshold), **where(a.change_index),
                            "alarm": where(a.alarm_index)} for a in alarms],
-               "index": INDEX_CONVENTION, "score_units": STREAMING_SCORE_UNITS}
+               "index": INDEX_CONVENTION, "score_units": STREAMING_SCORE_UNITS,
+               "rows_tested": tested, **({"too_short": short_msg} if short_msg else {})}
         print(json.dumps(out, indent=2))
     else:
         axis = f", time axis {table.time_name!r}" if table.time_name else ""
         print(f"{table.source}: {len(x)} samples, columns {names}{axis}; streaming replay ({kind} detector)")
-        if not alarms:
-            print("alarms: (none)")
+        if short_msg:
+            print(f"alarms: none ({short_msg})")
+        elif not alarms:
+            print(f"alarms: (none; {tested} of {len(x)} rows had a threshold)")
         for a in alarms:
             c, r = where(a.change_index), where(a.alarm_index)
             at = (f", {table.time_name} {c['time']}" if "time" in c else "")
             print(f"alarm at row {a.alarm_index} (line {r['line']}): change at row {a.change_index} "
                   f"(line {c['line']}{at}), delay {a.delay}")
+    if short_msg:
+        print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_detection
 

@@ -170,3 +170,12 @@ def test_streaming_options_are_checked_before_reading(tmp_path):
     p = write(tmp_path / "x.csv", jump_rows())
     one_line_error(cli("detect", p, "--detector", "split_profile"), 2, "add --streaming")
     one_line_error(cli("detect", p, "--streaming", "--false-alarm-rate", "2"), 2, "e.g. 1e-4")
+
+
+def test_streaming_replay_of_too_short_a_file_says_nothing_was_tested(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows(t=20, at=10))
+    proc = cli("detect", p, "--streaming", "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["alarms"] == [] and res["rows_tested"] == 0 and "no row was tested" in res["too_short"]
+    assert "no row was tested" in proc.stderr

@@ -87,6 +87,21 @@ class TestFalseAlarms:
                 samples += x.shape[0]
         assert total <= 1e-4 * samples
 
+    @pytest.mark.parametrize("value", [0.0, 5.0, -3.0, 1e6])
+    def test_a_constant_stream_never_alarms(self, value):
+        # its surrogates are constant too: their maxima do not vary, and a statistic equal to them
+        # up to rounding must not pass (it did: an alarm every 8 samples)
+        det, alarms = run(np.full(6000, value))
+        assert alarms == [] and math.isfinite(det.threshold)
+
+    @pytest.mark.parametrize("after", ["noise", "step"])
+    def test_a_stuck_stream_that_starts_to_move_is_found_at_once(self, after):
+        rng = np.random.default_rng(0)
+        moved = 5.0 + (rng.normal(size=800) if after == "noise" else np.ones(800))
+        _, alarms = run(np.r_[np.full(800, 5.0), moved])
+        # nothing while stuck; the first alarm at the change, within a few samples of it
+        assert alarms and abs(alarms[0].change_index - 800) <= 10 and 800 <= alarms[0].alarm_index <= 820
+
     def test_nothing_is_tested_before_min_window(self):
         det, _ = run(np.zeros(29) + np.arange(29.0), min_window=30)
         assert math.isnan(det.threshold) and det._cal is None
@@ -146,6 +161,10 @@ class TestNull:
         mu = np.mean(z) - np.euler_gamma * beta
         assert gumbel_threshold(z, 1e-3) == pytest.approx(stats.gumbel_r.isf(1e-3, mu, beta), rel=1e-12)
         assert gumbel_threshold(z[:1], 1e-3) == math.inf
+        # maxima that do not vary (a constant window's surrogates): their value plus a margin
+        flat = np.full(40, -1.25e-9)
+        assert gumbel_threshold(flat, 1e-3) == pytest.approx(-1.25e-9 + 1e-6 * (1 + 1.25e-9), rel=1e-12)
+        assert gumbel_threshold(np.full(40, 250.0), 1e-3) == pytest.approx(250.0 + 1e-6 * 251.0, rel=1e-12)
 
     def test_longer_surrogates_continue_the_line_and_keep_the_values(self):
         rng = np.random.default_rng(1)
