@@ -150,8 +150,7 @@ def run(args) -> int:
                **({"too_short": short_msg} if too_short else {}), "config": rep.config}
         print(json.dumps(out, indent=2))
     else:
-        axis = f", time axis {table.time_name!r}" if table.time_name else ""
-        print(f"{table.source}: {len(x)} samples, columns {names}{axis}")
+        print(_header(table))
         if too_short:
             print(f"change points: none found ({short_msg})")
         else:
@@ -160,16 +159,28 @@ def run(args) -> int:
             print("change points (data row from 0):", ", ".join(where) if where else "(none)")
     if too_short:
         print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
-    if args.plot is not None:
-        from ratiowatch.stream.commands.plot import plot_detection
+    return _plot(args, table, rep.scores, rep.thresholds, cps)
 
-        try:
-            plot_detection(args.plot, x, rep.scores, rep.thresholds, cps, (),
-                           title=f"{Path(table.source).name}: {', '.join(names)}", columns=names)
-        except OSError as exc:
-            return _fail(f"could not write the plot {args.plot}: {exc.strerror or exc}", 1)
-        if not args.json:
-            print(f"plot written to {args.plot}")
+
+def _header(table, extra: str = "") -> str:
+    axis = f", time axis {table.time_name!r}" if table.time_name else ""
+    return f"{table.source}: {len(table.values)} samples, columns {table.names}{axis}{extra}"
+
+
+def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_label: str = "change score") -> int:
+    """Write ``--plot`` if asked (exit code 1 when it cannot be written: the result is printed already)."""
+    if args.plot is None:
+        return 0
+    from ratiowatch.stream.commands.plot import plot_detection
+
+    try:
+        plot_detection(args.plot, table.values, scores, thresholds, cps, (),
+                       title=f"{Path(table.source).name}: {', '.join(table.names)}{title_extra}",
+                       columns=table.names, score_label=score_label)
+    except OSError as exc:
+        return _fail(f"could not write the plot {args.plot}: {exc.strerror or exc}", 1)
+    if not args.json:
+        print(f"plot written to {args.plot}")
     return 0
 
 
@@ -252,8 +263,7 @@ def _run_streaming(args, table) -> int:
                "rows_tested": tested, **({"too_short": short_msg} if short_msg else {})}
         print(json.dumps(out, indent=2))
     else:
-        axis = f", time axis {table.time_name!r}" if table.time_name else ""
-        print(f"{table.source}: {len(x)} samples, columns {names}{axis}; streaming replay ({kind} detector)")
+        print(_header(table, f"; streaming replay ({kind} detector)"))
         if short_msg:
             print(f"alarms: none ({short_msg})")
         elif not alarms:
@@ -265,15 +275,4 @@ def _run_streaming(args, table) -> int:
                   f"(line {c['line']}{at}), delay {a.delay}")
     if short_msg:
         print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
-    if args.plot is not None:
-        from ratiowatch.stream.commands.plot import plot_detection
-
-        try:
-            plot_detection(args.plot, x, ratio, np.ones(len(x)), cps, (),
-                           title=f"{Path(table.source).name}: {', '.join(names)} (streaming, {kind})",
-                           columns=names, score_label="score / threshold")
-        except OSError as exc:
-            return _fail(f"could not write the plot {args.plot}: {exc.strerror or exc}", 1)
-        if not args.json:
-            print(f"plot written to {args.plot}")
-    return 0
+    return _plot(args, table, ratio, np.ones(len(x)), cps, f" (streaming, {kind})", "score / threshold")
