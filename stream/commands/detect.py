@@ -42,11 +42,12 @@ from pathlib import Path
 import numpy as np
 
 from ratiowatch.stream.commands.table import BAD_CELLS, TableError, read_table
+from ratiowatch.stream.engine.config import DETECTOR_KINDS
 
 PROGRESS_MIN_SAMPLES = 5000
 SCORE_UNITS = ("the split's score / the stop test's threshold (its critical value; above 1 = significant), for "
                "univariate and multichannel input alike")
-STREAMING_KINDS = ("window", "split_profile")
+STREAMING_KINDS = tuple(DETECTOR_KINDS)
 STREAMING_SCORE_UNITS = ("the detector's score / its threshold when the alarm was raised (above 1 = alarm); "
                          "delay = alarm row - change row")
 INDEX_CONVENTION = ("change points are data-row indices from 0 (header and blank lines not counted); "
@@ -205,15 +206,11 @@ def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: floa
     """
     if kind not in STREAMING_KINDS:
         raise ValueError(f"kind must be one of {STREAMING_KINDS}; got {kind!r}")
+    import importlib
+
+    module, cls = DETECTOR_KINDS[kind]  # the daemon's [detector] kind -> class
     params = {} if false_alarm_rate is None else {"false_alarm_rate": float(false_alarm_rate)}
-    if kind == "window":
-        from ratiowatch.stream.detectors.changepoint import ChangePointDetector
-
-        det = ChangePointDetector(**params)
-    else:
-        from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
-
-        det = SplitProfileDetector(**params)
+    det = getattr(importlib.import_module(module), cls)(**params)
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
     ratio = np.full(x.shape[0], np.nan)
