@@ -87,3 +87,26 @@ def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alph
         nl, nr = len(left), len(right)
         out.append((pe(left, right) + pe(right, left)) * nl * nr / (nl + nr))
     return np.array(out)
+
+
+def rank_stats(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
+    """Location and spread rank statistics of each channel (2 m values), by counting.
+
+    A value's average rank among the pooled ``2n`` is ``1 + #smaller + #equal others / 2``; the
+    location statistic is ``(mean rank past - mean rank current) / 2n``, the spread statistic the
+    same for the absolute deviations from the pooled median (the mean of its two middle values).
+    """
+    n, m = past.shape
+    out = np.empty(2 * m)
+
+    def diff(v):
+        ranks = [1 + sum(w < x for w in v) + 0.5 * (sum(w == x for w in v) - 1) for x in v]
+        return (sum(ranks[:n]) - sum(ranks[n:])) / n / (2 * n)
+
+    for c in range(m):
+        v = list(past[:, c]) + list(cur[:, c])
+        s = sorted(v)
+        med = 0.5 * (s[n - 1] + s[n])
+        out[c] = diff(v)
+        out[m + c] = diff([abs(x - med) for x in v])
+    return out

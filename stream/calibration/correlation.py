@@ -17,8 +17,12 @@ import numpy as np
 from numba import njit
 
 
-def fisher_z_diff(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
+def fisher_z_diff(past: np.ndarray, cur: np.ndarray, ranks: bool = False) -> np.ndarray:
     """Signed Fisher-z differences ``atanh r_past - atanh r_cur`` of every channel pair.
+
+    ``ranks``: the Gaussian rank correlation (Pearson's of each window's normal scores
+    ``Phi^-1(rank / (n + 1))``, averaged over ties; :func:`normal_scores`) instead of Pearson's;
+    the detector's view uses it (see the module docstring).
 
     ``past`` and ``cur`` have shape ``(..., n, m)`` (n samples of m channels, any leading batch
     shape); the result has shape ``(..., m (m - 1) / 2)``, pairs in ``np.triu_indices(m, 1)`` order.
@@ -43,6 +47,8 @@ def fisher_z_diff(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
         raise ValueError("need at least 4 samples per window for a correlation; "
                          f"got {past.shape[-2]}, {cur.shape[-2]}")
     iu, ju = np.triu_indices(past.shape[-1], 1)
+    if ranks:
+        past, cur = _normal_scored(past), _normal_scored(cur)
 
     def z(w):
         c = w - w.mean(axis=-2, keepdims=True)
@@ -59,23 +65,78 @@ def fisher_z_diff(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
     return np.where(gp & gc, zp - zc, 0.0)
 
 
+def normal_scores(n: int) -> np.ndarray:
+    """The van der Waerden normal scores ``Phi^-1(r / (n + 1))``, r = 1..n, of a window of n.
+
+    Examples
+    --------
+    >>> np.round(normal_scores(3), 4)
+    array([-0.6745,  0.    ,  0.6745])
+    """
+    from scipy.special import ndtri
+
+    return ndtri(np.arange(1, int(n) + 1) / (int(n) + 1.0))
+
+
+def _normal_scored(w: np.ndarray) -> np.ndarray:
+    """Each window's values (axis -2) replaced by their normal scores, tied values by the mean of
+    their positions' scores (reference form of :func:`_tied_scores`)."""
+    from scipy.stats import rankdata
+
+    n = w.shape[-2]
+    cum = np.r_[0.0, np.cumsum(normal_scores(n))]
+    lo = rankdata(w, method="min", axis=-2).astype(np.int64)
+    hi = rankdata(w, method="max", axis=-2).astype(np.int64)
+    return (cum[hi] - cum[lo - 1]) / (hi - lo + 1)
+
+
 @njit(cache=True)
-def _window_z(lv, first, n, d, m, z, good):
+def _tied_scores(v, order, table, out):
+    """``out[i]`` = normal score of ``v[i]`` (``table`` by sorted position, ``order`` an argsort of
+    ``v``), tied values sharing the mean of their positions' scores."""
+    size = v.size
+    i = 0
+    while i < size:
+        j = i
+        while j + 1 < size and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        s = 0.0
+        for t in range(i, j + 1):
+            s += table[t]
+        s /= j - i + 1
+        for t in range(i, j + 1):
+            out[order[t]] = s
+        i = j + 1
+
+
+@njit(cache=True)
+def _window_z(lv, first, n, d, m, z, good, table):
     """Fisher z of every channel pair over samples ``first .. first + n - 1`` of the (differenced
-    when ``d``) levels ``lv``, into ``z`` / ``good`` (pairs in ``np.triu_indices`` order)."""
+    when ``d``) levels ``lv``, into ``z`` / ``good`` (pairs in ``np.triu_indices`` order); the
+    Gaussian rank correlation when ``table`` holds the n normal scores (Pearson's when it is empty)."""
+    w = np.empty((n, m))
+    for i in range(n):
+        for c in range(m):
+            w[i, c] = lv[first + i + 1, c] - lv[first + i, c] if d else lv[first + i, c]
+    if table.size:
+        col, sc = np.empty(n), np.empty(n)
+        for c in range(m):
+            for i in range(n):
+                col[i] = w[i, c]
+            _tied_scores(col, np.argsort(col), table, sc)
+            for i in range(n):
+                w[i, c] = sc[i]
     mean = np.zeros(m)
     raw = np.zeros(m)
-    for i in range(first, first + n):
+    for i in range(n):
         for c in range(m):
-            v = lv[i + 1, c] - lv[i, c] if d else lv[i, c]
-            mean[c] += v
-            raw[c] += v * v
+            mean[c] += w[i, c]
+            raw[c] += w[i, c] * w[i, c]
     mean /= n
     cen = np.empty((n, m))
     for i in range(n):
         for c in range(m):
-            v = lv[first + i + 1, c] - lv[first + i, c] if d else lv[first + i, c]
-            cen[i, c] = v - mean[c]
+            cen[i, c] = w[i, c] - mean[c]
     ss = np.zeros(m)
     for i in range(n):
         for c in range(m):
@@ -98,34 +159,36 @@ def _window_z(lv, first, n, d, m, z, good):
 
 
 @njit(cache=True)
-def surrogate_zdiff(sims, n):
-    """Signed Fisher-z differences of each surrogate's two halves: (count, 2n, m) -> (count, pairs)."""
+def surrogate_zdiff(sims, n, table):
+    """Signed Fisher-z differences of each surrogate's two halves: (count, 2n, m) -> (count, pairs);
+    ``table``: the window's normal scores (Gaussian rank correlation) or empty (Pearson's)."""
     count, _, m = sims.shape
     pairs = m * (m - 1) // 2
     out = np.empty((count, pairs))
     zp, zc = np.empty(pairs), np.empty(pairs)
     gp, gc = np.empty(pairs, dtype=np.bool_), np.empty(pairs, dtype=np.bool_)
     for i in range(count):
-        _window_z(sims[i], 0, n, False, m, zp, gp)
-        _window_z(sims[i], n, n, False, m, zc, gc)
+        _window_z(sims[i], 0, n, False, m, zp, gp, table)
+        _window_z(sims[i], n, n, False, m, zc, gc, table)
         for p in range(pairs):
             out[i, p] = zp[p] - zc[p] if gp[p] and gc[p] else 0.0
     return out
 
 
 @njit(cache=True)
-def corr_ratio(lv, k, n, d, thr):
+def corr_ratio(lv, k, n, d, thr, table):
     """max over pairs of |Fisher-z difference| / ``thr`` between the windows' newest samples.
 
-    ``lv``: the newest ``2n + k - 1 + d`` levels; the compiled per-step form of
+    ``lv``: the newest ``2n + k - 1 + d`` levels; ``table``: :func:`normal_scores` of n (the
+    Gaussian rank correlation) or empty (Pearson's). The compiled per-step form of
     :func:`fisher_z_diff` (the detector's hot path; the tests hold the two equal).
     """
     m = lv.shape[1]
     pairs = thr.shape[0]
     zp, zc = np.empty(pairs), np.empty(pairs)
     gp, gc = np.empty(pairs, dtype=np.bool_), np.empty(pairs, dtype=np.bool_)
-    _window_z(lv, k - 1, n, d, m, zp, gp)
-    _window_z(lv, k - 1 + n, n, d, m, zc, gc)
+    _window_z(lv, k - 1, n, d, m, zp, gp, table)
+    _window_z(lv, k - 1 + n, n, d, m, zc, gc, table)
     best = 0.0
     for p in range(pairs):
         if gp[p] and gc[p]:

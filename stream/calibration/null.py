@@ -36,7 +36,8 @@ import numpy as np
 
 from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold
 from ratiowatch.stream.calibration.permutation import permutation_null_generic, permutation_null_rulsif
-from ratiowatch.stream.calibration.correlation import surrogate_zdiff
+from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
+from ratiowatch.stream.calibration.correlation import normal_scores, surrogate_zdiff
 from ratiowatch.stream.series.embedding import embed
 from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_channels, fit_ar_models,
                                                      shrink_slopes, simulate_ar, surrogate_null_rulsif)
@@ -45,11 +46,15 @@ from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_
 NULL_POOL = 8
 #: values an AR-surrogate null is fitted to, at least (10 per coefficient of AR(5))
 AR_MIN_VALUES = 50
-#: share of the false-alarm rate given to the correlation view when it is on
-CORR_SHARE = 0.5
+#: share of the false-alarm rate given to the correlation and channel views when either is on: split
+#: equally between the views that are on, and within a view over its statistics (one per channel
+#: pair; two per channel)
+VIEW_SHARE = 0.5
 #: windows below this many subsequences leave the correlation view silent: Fisher z's tails are then
 #: heavier than normal (i.i.d. pairs: the normal 1e-4 quantile is exceeded 4.8x as often at n = 6,
-#: 2.3x at 12, 1.4x at 24, 1.1x at 50)
+#: 2.3x at 12, 1.4x at 24, 1.1x at 50). The channel view has no such floor: a rank statistic of
+#: exchangeable windows is bounded, with tails lighter than the normal's at every n, so the
+#: normal-shaped threshold is conservative (at n = 6 no split can reach it).
 CORR_MIN_N = 20
 
 
@@ -83,8 +88,12 @@ class NullCalibrator:
         Threshold of the kernel score (NaN until a calibration could set one).
     corr_thresholds : ndarray or None
         Per-pair thresholds of the correlation view's |Fisher-z difference| (None while it is off).
-    pool, corr_pool : ndarray
-        The pooled null draws (kernel scores; signed Fisher-z differences, or None).
+    channel_thresholds : ndarray or None
+        Thresholds of the channel view's |rank statistics| (m location, then m spread; None while
+        it is off).
+    pool, corr_pool, channel_pool : ndarray
+        The pooled null draws (kernel scores; signed Fisher-z differences and signed rank
+        statistics, or None).
     degenerate : bool
         Whether the threshold in force came from a constant null (every pooled draw the same
         number: the values it was drawn from were constant).
@@ -114,11 +123,15 @@ class NullCalibrator:
         self.corr_pool: np.ndarray | None = None
         self.corr_count = 0
         self.corr_thresholds: np.ndarray | None = None
+        self.channel_pool: np.ndarray | None = None
+        self.channel_count = 0
+        self.channel_thresholds: np.ndarray | None = None
 
     def restart(self) -> None:
         """A new window size has a new null: the next calibration refills every pool."""
         self.pool_count = 0
         self.corr_count = 0
+        self.channel_count = 0
         self.floor_count = 0
 
     def _add_to_pool(self, null: np.ndarray) -> None:
@@ -147,7 +160,7 @@ class NullCalibrator:
     # ------------------------------------------------------------------ AR-surrogate null
     def calibrate_ar(self, values: np.ndarray, n: int, sigma: float, lam: float, rng: np.random.Generator,
                      make_state: Callable[[], object] | None = None, corr_view: bool = False,
-                     win=None, block: int = 1, trend_values: np.ndarray | None = None) -> None:
+                     channel_view: bool = False, win=None, block: int = 1, trend_values: np.ndarray | None = None) -> None:
         """Threshold from the AR-surrogate null of ``values``, one per direction.
 
         ``values`` (T, channels) are the preprocessed, scaled values the AR model is fitted to: the
@@ -199,12 +212,15 @@ class NullCalibrator:
           from the ~103 values and shrunk, 41 and 48 of 60 were found against 43 and 49 without a
           line (seeds 0-29; mean shifts 60 and correlation changes 53 of 60 either way).
 
-        ``corr_view``: also calibrate the correlation view (m >= 2 channels and n >= CORR_MIN_N;
-        it then takes ``CORR_SHARE`` of the rate, see :meth:`_calibrate_corr`).
+        ``corr_view``, ``channel_view``: also calibrate the correlation view and the channel view
+        (m >= 2 channels, and n >= CORR_MIN_N for the correlation view; together they take ``VIEW_SHARE`` of the rate,
+        each view an equal part of it, split over its statistics, see :meth:`_calibrate_corr` and
+        :meth:`_calibrate_channels`).
+        The channel view's null comes from the kernel score's own surrogates (no further draws).
         """
         if values.shape[0] < AR_MIN_VALUES:
             self.threshold = math.nan
-            self.corr_thresholds = None
+            self.corr_thresholds = self.channel_thresholds = None
             return
         count = self.n_perm * (NULL_POOL if self.pool_count == 0 else 1)
         fit_to, slopes = values, None
@@ -218,8 +234,8 @@ class NullCalibrator:
             else:
                 slopes = None
         if self.method in ("rulsif", "ulsif"):
-            null = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, count, rng,
-                                         slopes=slopes, debias=True, start_from_data=True)
+            null, sims = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, count, rng,
+                                               slopes=slopes, debias=True, start_from_data=True, return_sims=True)
         else:
             sims = simulate_ar(fit_ar_models(fit_to, rng=rng), 2 * n + self.k - 1, count, rng, start=fit_to)
             if slopes is not None:
@@ -234,11 +250,20 @@ class NullCalibrator:
                 null = null[:, :1]
         self._add_to_pool(null)
         rate = self.false_alarm_rate / 2 if self.symmetric else self.false_alarm_rate
-        if corr_view and n >= CORR_MIN_N:
-            rate *= 1.0 - CORR_SHARE
-            self._calibrate_corr(values, n, rng)
+        multi = values.shape[1] > 1
+        corr_view, channel_view = corr_view and multi and n >= CORR_MIN_N, channel_view and multi
+        if corr_view or channel_view:
+            rate *= 1.0 - VIEW_SHARE
+            m = values.shape[1]
+            share = self.false_alarm_rate * VIEW_SHARE / (int(corr_view) + int(channel_view))
+        if corr_view:
+            self._calibrate_corr(values, n, rng, share / (m * (m - 1) // 2))
         else:
             self.corr_thresholds = None
+        if channel_view:
+            self._calibrate_channels(sims, n, share / (2 * m))
+        else:
+            self.channel_thresholds = None
         self.ar_threshold = exp_tail_threshold(self.pool.ravel(), rate)
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
                                                                                      rate)
@@ -259,7 +284,7 @@ class NullCalibrator:
         self.floor_count = _pool_in(self.floor_pool, self.floor_count, null)
         return exp_tail_threshold(self.floor_pool.ravel(), rate)
 
-    def _calibrate_corr(self, values: np.ndarray, n: int, rng: np.random.Generator) -> None:
+    def _calibrate_corr(self, values: np.ndarray, n: int, rng: np.random.Generator, q: float) -> None:
         """Correlation view: per-pair thresholds from AR surrogates of ``values``.
 
         The AR models are fitted with one order for all channels
@@ -271,39 +296,76 @@ class NullCalibrator:
         Fisher-z differences are pooled over the last ``NULL_POOL`` calibrations like the kernel
         scores (a new window size starts with a full pool). The pair's threshold is
         ``s * t_N^{-1}(1 - q / 2)``, ``s`` the RMS of its ``N`` pooled differences (the null is
-        centred at 0) and ``q`` the view's share of the rate over the pairs.
+        centred at 0), at least ``sqrt(2 / (n - 3))``, and ``q`` the rate of each pair (see
+        :meth:`calibrate_ar`). The statistic is the Gaussian rank correlation's (normal scores;
+        :func:`~ratiowatch.stream.calibration.correlation.fisher_z_diff` with ``ranks=True``): with
+        Pearson's, heavy-tailed channels (five t(3) channels) raised 3.3 false alarms per 10,000
+        samples through this view, its surrogates' Gaussian-shaped threshold being too low.
         """
-        from scipy.special import stdtrit
-
         pairs = values.shape[1] * (values.shape[1] - 1) // 2
         fresh = self.corr_count == 0 or self.corr_pool is None
         count = self.n_perm * (NULL_POOL if fresh else 1)
         sims = simulate_ar(fit_ar_channels(values), 2 * n, count, rng, start=values)
-        null = surrogate_zdiff(np.ascontiguousarray(sims), n)  # (count, pairs), = fisher_z_diff of the halves
+        # (count, pairs), = fisher_z_diff(..., ranks=True) of the halves: Gaussian rank correlations,
+        # as the detector's view
+        null = surrogate_zdiff(np.ascontiguousarray(sims), n, normal_scores(n))
         if fresh:
             self.corr_pool, self.corr_count = np.empty((NULL_POOL, self.n_perm, pairs)), 0
         self.corr_count = _pool_in(self.corr_pool, self.corr_count, null)
         draws = self.corr_pool.shape[0] * self.corr_pool.shape[1]
-        rms = np.sqrt((self.corr_pool * self.corr_pool).mean(axis=(0, 1)))
-        q = self.false_alarm_rate * CORR_SHARE / pairs
-        quant = -float(stdtrit(draws, q / 2))  # two-sided Student-t quantile, N draws
-        # a pair whose surrogates never vary (a constant channel) cannot be calibrated: no alarm
-        self.corr_thresholds = np.where(rms > 1e-12, rms * quant, np.inf)
+        # a pair whose surrogates never vary (a constant channel) cannot be calibrated: no alarm; the
+        # RMS is at least Fisher z's for two independent windows of independent samples, sqrt(2 / (n - 3))
+        # (the channel view's floor, see _calibrate_channels; in the demo stream, n = 40, one pair's
+        # surrogates gave 0.145 against 0.232 and a false alarm followed)
+        self.corr_thresholds = _rms_thresholds(self.corr_pool, draws, q, floor=math.sqrt(2.0 / (n - 3)))
+
+    def _calibrate_channels(self, sims: np.ndarray, n: int, q: float) -> None:
+        """Channel view: thresholds of each channel's location and spread rank statistics
+        (:mod:`~ratiowatch.stream.calibration.channels`) from the kernel score's surrogates.
+
+        Each surrogate has ``2n + k - 1`` samples with the trend line added back, as the windows'
+        values; its samples ``k - 1`` on are the newest samples of the 2n subsequences, split in
+        halves. The signed statistics are pooled over the last ``NULL_POOL`` calibrations (a pool
+        that starts from fewer draws than a full one fills row by row); a statistic's threshold is
+        ``s * t_N^{-1}(1 - q / 2)`` as for the correlation view, ``s`` the RMS of its ``N`` pooled
+        draws, but never below the statistic's exact standard deviation for exchangeable windows
+        without ties, ``sqrt((2n + 1) / 3) / 2n``. Why the floor: the AR model is fitted to ~53
+        values, and on white noise a fitted negative coefficient makes surrogates whose window means
+        vary less than the data's (two i.i.d. channels, n = 12: one channel's threshold came out
+        0.34 against the other's 0.48, and a false alarm followed); dependence in the data only
+        widens the null, which the surrogates still show. A channel whose surrogates never vary
+        (constant values) cannot be calibrated and never alarms.
+        """
+        null = surrogate_rank_diffs(np.ascontiguousarray(sims), self.k - 1, n)  # (count, 2 m)
+        if self.channel_count == 0 or self.channel_pool is None or self.channel_pool.shape[2] != null.shape[1]:
+            self.channel_pool, self.channel_count = np.zeros((NULL_POOL, self.n_perm, null.shape[1])), 0
+        if self.channel_count == 0 and null.shape[0] == NULL_POOL * self.n_perm:
+            self.channel_count = _pool_in(self.channel_pool, 0, null)
+        else:  # one calibration's draws (a pool started from a checkpoint without this view)
+            self.channel_pool[self.channel_count % NULL_POOL] = null[-self.n_perm:]
+            self.channel_count += 1
+        filled = self.channel_pool[: min(self.channel_count, NULL_POOL)]
+        exchangeable = math.sqrt((2 * n + 1) / 3.0) / (2 * n)
+        self.channel_thresholds = _rms_thresholds(filled, filled.shape[0] * filled.shape[1], q, floor=exchangeable)
 
     # ------------------------------------------------------------------ checkpoints
     def to_state(self) -> tuple[dict, dict]:
         """``(meta, arrays)``: JSON-able scalars and numpy arrays (the detector's checkpoint keys)."""
         meta = {"perm_threshold": self.threshold, "nullpool_i": self.pool_count, "cpool_i": self.corr_count,
-                "fpool_i": self.floor_count, "degenerate": self.degenerate}
+                "fpool_i": self.floor_count, "degenerate": self.degenerate, "chpool_i": self.channel_count}
         arrays = {"nullpool": self.pool.copy(), "fpool": self.floor_pool.copy()}
         if self.corr_pool is not None:
             arrays["cpool"] = self.corr_pool.copy()
         if self.corr_thresholds is not None:
             arrays["corr_thr"] = self.corr_thresholds.copy()
+        if self.channel_pool is not None:
+            arrays["chpool"] = self.channel_pool.copy()
+        if self.channel_thresholds is not None:
+            arrays["channel_thr"] = self.channel_thresholds.copy()
         return meta, arrays
 
     def load_state(self, meta: Mapping, arrays: Mapping) -> None:
-        """Restore what :meth:`to_state` wrote (checkpoints from before the correlation view included)."""
+        """Restore what :meth:`to_state` wrote (checkpoints from before the correlation and channel views included)."""
         self.threshold = float(meta["perm_threshold"])
         self.pool_count = int(meta["nullpool_i"])
         self.corr_count = int(meta.get("cpool_i", 0))
@@ -320,6 +382,22 @@ class NullCalibrator:
             self.corr_pool = np.asarray(arrays["cpool"], dtype=np.float64).copy()
         if "corr_thr" in arrays:
             self.corr_thresholds = np.asarray(arrays["corr_thr"], dtype=np.float64).copy()
+        self.channel_count = int(meta.get("chpool_i", 0))
+        if "chpool" in arrays:
+            self.channel_pool = np.asarray(arrays["chpool"], dtype=np.float64).copy()
+        if "channel_thr" in arrays:
+            self.channel_thresholds = np.asarray(arrays["channel_thr"], dtype=np.float64).copy()
+
+
+def _rms_thresholds(pool: np.ndarray, draws: int, q: float, floor: float = 0.0) -> np.ndarray:
+    """Two-sided thresholds of centred statistics: each one's RMS over ``pool`` (..., stats), at
+    least ``floor``, times the Student-t quantile of ``draws`` degrees of freedom at ``q / 2``;
+    inf where the RMS is 0 (draws that never vary)."""
+    from scipy.special import stdtrit
+
+    rms = np.sqrt((pool * pool).reshape(-1, pool.shape[-1]).mean(axis=0))
+    quant = -float(stdtrit(draws, q / 2))
+    return np.where(rms > 1e-12, np.maximum(rms, floor) * quant, np.inf)
 
 
 def _pool_in(pool: np.ndarray, count: int, null: np.ndarray) -> int:

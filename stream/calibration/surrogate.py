@@ -615,7 +615,8 @@ def add_trend(sims: np.ndarray, slopes: np.ndarray) -> np.ndarray:
 def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam: float, alpha: float,
                           symmetric: bool, count: int, rng: np.random.Generator,
                           max_order: int = 5, slopes: np.ndarray | None = None,
-                          debias: bool = False, start_from_data: bool = False) -> np.ndarray:
+                          debias: bool = False, start_from_data: bool = False,
+                          return_sims: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Directional scores of ``count`` AR surrogates of ``values`` with fixed sigma and lambda.
 
     ``debias``: remove each channel's AR fit's small-sample bias first (:func:`debias_ar`, drawing
@@ -632,7 +633,8 @@ def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam:
     embedded and split as the detector's windows (first n subsequences = past) and scored by the
     clipped RuLSIF PE-hat, as the brute-force ``rulsif_window_score`` in tests/naive.py. Returns shape
     ``(count, 2)``: ``PE(past || current)``, ``PE(current || past)`` (``(count, 1)``, the first
-    only, when not ``symmetric``).
+    only, when not ``symmetric``); with ``return_sims`` also the surrogates themselves, shape
+    ``(count, 2n + k - 1, channels)`` (the detector's channel view is calibrated on them).
 
     Examples
     --------
@@ -657,7 +659,8 @@ def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam:
     # Gram matrices in chunks of at most ~_GRAM_CHUNK_ENTRIES entries: the transient memory of a
     # calibration stays a few MB whatever n and count are (80 surrogates at n = 200 would be 200 MB)
     step = max(1, _GRAM_CHUNK_ENTRIES // _packed_size(2 * n))
-    return np.concatenate([
+    scores = np.concatenate([
         _surrogate_scores_kernel(_surrogate_grams(sims[i:i + step], n, k, float(sigma)), n, float(alpha),
                                  float(lam), bool(symmetric))
         for i in range(0, sims.shape[0], step)])
+    return (scores, sims) if return_sims else scores

@@ -66,8 +66,9 @@ def run(args) -> int:
         print(f"streaming {len(x)} samples of 3 channels; true changes at {truth}")
     for t, row in enumerate(x):
         alarm = det.step(row)
-        # in units of the threshold: with 3 channels the alarms come from the larger of the kernel
-        # score's and the correlation view's ratios (ChangePointDetector corr_view), so plot that
+        # in units of the threshold: with 3 channels the alarms come from the largest of the kernel
+        # score's, the correlation view's and the channel view's ratios (ChangePointDetector
+        # corr_view, channel_view), so plot that
         scores[t], thr[t] = det.score_one(row), 1.0
         if alarm is not None:
             alarms.append(alarm)
@@ -82,7 +83,7 @@ def run(args) -> int:
 
         plot_detection(args.out, x, scores, thr, detected, truth, title="ratiowatch demo",
                        columns=["mean jump", "variance", "correlated"],
-                       score_label="change score / threshold (kernel and correlation views)")
+                       score_label="change score / threshold (kernel, correlation and channel views)")
     if quiet:
         print(json.dumps({"true": truth, "alarms": [a.to_dict() for a in alarms], "seconds": elapsed,
                           "plot": None if args.no_plot else str(args.out)}, indent=2))

@@ -74,7 +74,8 @@ from ratiowatch.core.lsdd_window import TwoWindowLSDD
 from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
 from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
-from ratiowatch.stream.calibration.correlation import corr_ratio
+from ratiowatch.stream.calibration.channels import channel_ratio
+from ratiowatch.stream.calibration.correlation import corr_ratio, normal_scores
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NullCalibrator
 from ratiowatch.stream.series.embedding import History, embed
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
@@ -132,7 +133,7 @@ class KeysChangedWarning(UserWarning):
 _INT_PARAMS = {"k": 1, "n": 2, "reselect_every": 0, "n_perm": 3, "calibrate_every": 0, "n_min": 2, "delay": 0,
                "min_spacing": 0, "refresh_every": 1, "perm_block": 0, "seed": 0}
 _REAL_PARAMS = ("alpha", "false_alarm_rate", "window_frac", "sigma_factor", "lam")
-_BOOL_PARAMS = ("symmetric", "history_guard", "corr_view")
+_BOOL_PARAMS = ("symmetric", "history_guard", "corr_view", "channel_view")
 
 
 def _check_param_types(params: Mapping) -> None:
@@ -152,6 +153,15 @@ def _check_param_types(params: Mapping) -> None:
     if not (params["difference"] == "auto" if isinstance(params["difference"], str)
             else isinstance(params["difference"], (bool, np.bool_))):
         raise ValueError(f"difference must be 'auto', True or False; got {params['difference']!r}")
+
+
+def _largest(*ratios: float) -> float:
+    """The largest of the views' ratios, ignoring undefined (NaN) ones (NaN if all are)."""
+    best = math.nan
+    for r in ratios:
+        if r == r and not best >= r:
+            best = r
+    return best
 
 
 def _ratio(score: float, threshold: float) -> float:
@@ -216,7 +226,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         permutations of the pooled windows, or permutations until an AR model can be fitted;
         ``"auto"``: AR unless ``perm_block`` is set.
     corr_view : bool
-        With two or more channels, also test the channels' correlations (Fisher z), at half the rate.
+        With two or more channels, also test the channels' correlations (Fisher z).
+    channel_view : bool
+        With two or more channels, also test each channel's location and spread on its own (ranks).
+        With either view on, the views take half the rate, shared equally by their statistics.
     seed : int
         Seeds every random draw (a generator keyed by ``(seed, step)``), so replays are exact.
     """
@@ -227,7 +240,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                  n_min: int = 6, window_frac: float = 0.05, delay: int = 0, min_spacing: int = 0,
                  select: str = "median", sigma_factor: float = 0.5, lam: float = 0.1,
                  history_guard: bool = True, perm_block: int = 0, refresh_every: int = 256,
-                 null: str = "auto", corr_view: bool = True, seed: int = 0):
+                 null: str = "auto", corr_view: bool = True, channel_view: bool = True, seed: int = 0):
         super().__init__()
         _check_param_types(locals())
         if method not in METHODS:
@@ -276,6 +289,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if corr_view not in (True, False):
             raise ValueError(f"corr_view must be True or False; got {corr_view!r}")
         self.corr_view = bool(corr_view)
+        self.channel_view = bool(channel_view)
         from scipy.special import ndtri
 
         self._z_quantile = float(-ndtri(self.false_alarm_rate))  # normal upper quantile (history guard)
@@ -311,6 +325,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         # max |Fisher-z difference| / threshold over the channel pairs
         self._corr_on = False
         self._corr_ratio = math.nan
+        self._corr_scores = np.empty(0)
+        # channel view (m >= 2 channels, AR null): the latest max |rank statistic| / threshold
+        self._channel_on = False
+        self._channel_ratio = math.nan
 
     @property
     def _rung_list(self) -> list[int]:
@@ -387,6 +405,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             # null, AR_MIN_VALUES more to fit the surrogate model on
             self._hist = History(self._span + AR_MIN_VALUES, self._dim)
             self._corr_on = self.corr_view and self._null_mode == "ar" and self._dim > 1
+            self._channel_on = self.channel_view and self._null_mode == "ar" and self._dim > 1
         d = self._pre.step(v)
         if d is None:
             return None
@@ -424,10 +443,12 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._threshold = max(null_thr, self._guard) if math.isfinite(self._guard) else null_thr
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
-        if self._corr_on:  # both views in units of their thresholds (see corr_view)
-            self._corr_ratio = self._corr_step()
-            kr, cr = _ratio(self._score, self._threshold), self._corr_ratio
-            ratio = cr if (cr >= kr or kr != kr) else kr  # the larger, ignoring an undefined (NaN) one
+        if self._corr_on or self._channel_on:  # every view in units of its threshold (see corr_view)
+            if self._corr_on:
+                self._corr_ratio = self._corr_step()
+            if self._channel_on:
+                self._channel_ratio = self._channel_step()
+            ratio = _largest(_ratio(self._score, self._threshold), self._corr_ratio, self._channel_ratio)
             alarm = self._picker.update(self._t, ratio, 1.0, self.boundary())
         else:
             alarm = self._picker.update(self._t, self._score, self._threshold, self.boundary())
@@ -456,7 +477,18 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return math.nan
         n, d = self._n_eff, int(self._diff_on)
         # the newest sample of each of the 2n subsequences: levels k - 1 .. (differenced when d)
-        return float(corr_ratio(self._hist.last_view(2 * n + self.k - 1 + d), self.k, n, bool(d), thr))
+        if self._corr_scores.size != n:  # the Gaussian rank correlation's normal scores of a window of n
+            self._corr_scores = normal_scores(n)
+        return float(corr_ratio(self._hist.last_view(2 * n + self.k - 1 + d), self.k, n, bool(d), thr,
+                                self._corr_scores))
+
+    def _channel_step(self) -> float:
+        """Channel view: max over channels of |rank statistic| / threshold (NaN: none yet)."""
+        thr = self._null_cal.channel_thresholds
+        if thr is None:
+            return math.nan
+        n, d = self._n_eff, int(self._diff_on)
+        return float(channel_ratio(self._hist.last_view(2 * n + self.k - 1 + d), self.k, n, bool(d), thr))
 
     def _newest_row(self) -> np.ndarray:
         """The newest embedded subsequence (fast path of :meth:`_rows` for one row)."""
@@ -504,6 +536,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._shist_n = 0
         self._corr_on = self.corr_view and self._dim > 1
         self._corr_ratio = math.nan
+        self._channel_on = self.channel_view and self._dim > 1
+        self._channel_ratio = math.nan
 
     def _make_state(self, n: int, sigma: float, lam: float):
         cls = _state_class(self.method)
@@ -612,6 +646,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._null_mode == "ar":
             self._null_cal.calibrate_ar(ar_values, n, sigma, lam, rng,
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on,
+                                        channel_view=self._channel_on,
                                         win=self._win if floor else None, block=self._block(),
                                         trend_values=before)
         else:
@@ -686,7 +721,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         ``x`` is validated but does not enter the windows: a change score belongs to two windows,
         not to one point, so the score is the one after the last :meth:`learn_one`, in units of the
         current threshold (``score / threshold``; above 1 means an alarm-level change). With the
-        correlation view on (``corr_view``, m >= 2 channels), the larger of the two views' ratios.
+        correlation or the channel view on (m >= 2 channels), the largest of the views' ratios.
         """
         if isinstance(x, Mapping):
             for v in x.values():
@@ -699,6 +734,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             r = float(s / thr)
         if self._corr_on and math.isfinite(self._corr_ratio):
             r = max(r, self._corr_ratio)
+        if self._channel_on and math.isfinite(self._channel_ratio):
+            r = max(r, self._channel_ratio)
         return r
 
     @property
@@ -735,7 +772,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "lam": self.lam,
                 "history_guard": self.history_guard, "perm_block": self.perm_block,
                 "refresh_every": self.refresh_every, "null": self.null, "corr_view": self.corr_view,
-                "seed": self.seed}
+                "channel_view": self.channel_view, "seed": self.seed}
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and JSON-able scalars (``.npz`` + JSON; no pickle)."""
@@ -745,6 +782,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "since_calib": self._since_calib, "threshold": self._threshold, "score": self._score,
                 "shist_n": self._shist_n, "guard": self._guard, "guard_stale": self._guard_stale,
                 "drift": self._drift_detected, "corr_on": self._corr_on, "corr_ratio": self._corr_ratio,
+                "channel_on": self._channel_on, "channel_ratio": self._channel_ratio,
                 "null_mode": self._null_mode,
                 "last_alarm": None if self._last_alarm is None else self._last_alarm.to_dict()}
         if self._keys is not None:
@@ -774,6 +812,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         params.setdefault("null", "permutation")
         # ... and checkpoints written before the correlation view existed ran without it
         params.setdefault("corr_view", False)
+        params.setdefault("channel_view", False)  # ... and so did those before the channel view
         obj = cls(**params)
         obj._keys, obj._dim = meta["keys"], meta["dim"]
         obj._n_eff, obj._t = int(meta["n_eff"]), int(meta["t"])
@@ -790,6 +829,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         obj._drift_detected = bool(meta["drift"])
         obj._corr_on = bool(meta.get("corr_on", False))
         obj._corr_ratio = float(meta.get("corr_ratio", math.nan))
+        obj._channel_on = bool(meta.get("channel_on", False))
+        obj._channel_ratio = float(meta.get("channel_ratio", math.nan))
         if meta["last_alarm"] is not None:
             la = dict(meta["last_alarm"])
             la.pop("delay", None)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ratiowatch.stream.calibration.correlation import corr_ratio, fisher_z_diff, surrogate_zdiff
+from ratiowatch.stream.calibration.correlation import corr_ratio, fisher_z_diff, normal_scores, surrogate_zdiff
 
 
 def test_fisher_z_diff_is_the_difference_of_transformed_correlations():
@@ -40,16 +40,62 @@ def test_fisher_z_diff_rejects_bad_windows():
         fisher_z_diff(np.zeros((3, 2)), np.zeros((3, 2)))
 
 
+@pytest.mark.parametrize("ranks", [False, True])
 @pytest.mark.parametrize("d", [False, True])
-def test_compiled_correlation_view_equals_fisher_z_diff(d):
+def test_compiled_correlation_view_equals_fisher_z_diff(d, ranks):
     rng = np.random.default_rng(4)
     n, k = 20, 3
     lv = np.cumsum(rng.normal(size=(2 * n + k - 1 + d, 3)), axis=0)
+    lv[:, 1] = np.round(lv[:, 1])  # ties
     x = np.diff(lv, axis=0) if d else lv
     newest = x[k - 1:]
     thr = np.array([0.5, 0.7, np.inf])
-    want = np.max(np.abs(fisher_z_diff(newest[:n], newest[n:])) / thr)
-    assert corr_ratio(lv, k, n, d, thr) == pytest.approx(want, rel=1e-12)
+    table = normal_scores(n) if ranks else np.empty(0)
+    want = np.max(np.abs(fisher_z_diff(newest[:n], newest[n:], ranks=ranks)) / thr)
+    assert corr_ratio(lv, k, n, d, thr, table) == pytest.approx(want, rel=1e-12)
     sims = rng.normal(size=(5, 2 * n, 3))
-    np.testing.assert_allclose(surrogate_zdiff(sims, n), fisher_z_diff(sims[:, :n], sims[:, n:]),
-                               rtol=1e-12, atol=1e-14)
+    sims[:, :, 2] = np.round(sims[:, :, 2])
+    np.testing.assert_allclose(surrogate_zdiff(sims, n, table),
+                               fisher_z_diff(sims[:, :n], sims[:, n:], ranks=ranks), rtol=1e-12, atol=1e-14)
+
+
+def _gaussian_rank_corr(w):
+    """Pearson's correlation of the normal scores Phi^-1(rank / (n + 1)), a tie group sharing the
+    mean of its positions' scores: counted value by value."""
+    from scipy.special import ndtri
+
+    n = len(w)
+    table = ndtri(np.arange(1, n + 1) / (n + 1.0))
+    cols = []
+    for c in range(w.shape[1]):
+        v = w[:, c]
+        below = [int(np.sum(v < x)) for x in v]
+        equal = [int(np.sum(v == x)) for x in v]
+        cols.append([table[b:b + e].mean() for b, e in zip(below, equal)])
+    return np.corrcoef(np.array(cols))[0, 1]
+
+
+def test_rank_fisher_z_diff_is_the_difference_of_transformed_gaussian_rank_correlations():
+    rng = np.random.default_rng(5)
+    past = rng.standard_t(3, size=(30, 2))
+    cur = past @ np.array([[1.0, 0.8], [0.0, 0.6]]) + rng.normal(size=(30, 2))
+    cur[:, 0] = np.round(cur[:, 0])  # ties
+    want = np.arctanh(_gaussian_rank_corr(past)) - np.arctanh(_gaussian_rank_corr(cur))
+    assert fisher_z_diff(past, cur, ranks=True)[0] == pytest.approx(want, rel=1e-12)
+    # without ties and for a monotone map of each channel it is the same number
+    a = rng.normal(size=(40, 2))
+    b = rng.normal(size=(40, 2))
+    np.testing.assert_allclose(fisher_z_diff(np.exp(a), b ** 3, ranks=True), fisher_z_diff(a, b, ranks=True),
+                               rtol=1e-12)
+
+
+def test_rank_fisher_z_diff_is_not_moved_by_a_gross_outlier():
+    # one wild value per window pulls Pearson's r far more than the rank correlation: the reason the
+    # detector's view uses ranks (heavy-tailed channels raised false alarms through this view)
+    rng = np.random.default_rng(6)
+    past, cur = rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
+    clean = fisher_z_diff(past, cur), fisher_z_diff(past, cur, ranks=True)
+    cur[7] = [40.0, 40.0]
+    dirty = fisher_z_diff(past, cur), fisher_z_diff(past, cur, ranks=True)
+    pearson, ranked = abs(dirty[0][0] - clean[0][0]), abs(dirty[1][0] - clean[1][0])
+    assert pearson > 1.0 and ranked < pearson / 10  # a rank's score is bounded (here by 2.06)

@@ -67,6 +67,39 @@ def test_correlation_view_takes_half_the_rate_only_on_large_enough_windows():
     assert large.threshold == exp_tail_threshold(large.pool.ravel(), 1e-4 / 4)
 
 
+def test_channel_view_is_calibrated_on_the_kernel_surrogates_without_moving_them():
+    from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
+    from ratiowatch.stream.calibration.surrogate import surrogate_null_rulsif
+
+    vals = _ar_values(80, channels=3)
+    plain, both = _calibrator(), _calibrator()
+    plain.calibrate_ar(vals, 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True)
+    both.calibrate_ar(vals, 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True, channel_view=True)
+    # the kernel pool, its threshold and the correlation pool are the draws they were without it
+    np.testing.assert_array_equal(both.pool, plain.pool)
+    np.testing.assert_array_equal(both.corr_pool, plain.corr_pool)
+    assert both.threshold == plain.threshold
+    # the channel pool holds the rank statistics of exactly those surrogates
+    _, sims = surrogate_null_rulsif(vals, 24, 3, 1.0, 0.1, 0.1, True, NULL_POOL * 10, np.random.default_rng(1),
+                                    debias=True, start_from_data=True, return_sims=True)
+    want = surrogate_rank_diffs(sims, 2, 24)
+    np.testing.assert_array_equal(both.channel_pool.reshape(-1, 6), want)
+    # 3 pairs and 6 channel statistics share half the rate: the pairs' thresholds go up
+    assert both.channel_thresholds.shape == (6,) and np.isfinite(both.channel_thresholds).all()
+    assert (both.corr_thresholds > plain.corr_thresholds).all()
+
+
+def test_channel_pool_started_from_one_calibration_fills_row_by_row():
+    vals = _ar_values(80, channels=2)
+    cal = _calibrator()
+    cal.calibrate_ar(vals, 24, 1.0, 0.1, np.random.default_rng(1))  # as a checkpoint from before the view
+    cal.calibrate_ar(vals, 24, 1.0, 0.1, np.random.default_rng(2), channel_view=True)
+    assert cal.channel_count == 1 and np.isfinite(cal.channel_thresholds).all()
+    assert not cal.channel_pool[1:].any()
+    cal.calibrate_ar(vals, 24, 1.0, 0.1, np.random.default_rng(3), channel_view=True)
+    assert cal.channel_count == 2 and cal.channel_pool[1].any() and not cal.channel_pool[2:].any()
+
+
 def test_permutation_threshold_uses_only_the_calibrations_made_so_far():
     rng = np.random.default_rng(0)
     win = TwoWindowRuLSIF(3, 15, 1.0, 0.1, alpha=0.1)
@@ -111,7 +144,8 @@ def test_the_permutation_floor_decides_when_the_values_behind_the_windows_are_co
 
 def test_state_round_trip_restores_pools_and_thresholds():
     cal = _calibrator()
-    cal.calibrate_ar(_ar_values(80, channels=2), 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True)
+    cal.calibrate_ar(_ar_values(80, channels=2), 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True,
+                     channel_view=True)
     meta, arrays = cal.to_state()
     back = _calibrator()
     back.load_state(meta, arrays)
@@ -119,6 +153,9 @@ def test_state_round_trip_restores_pools_and_thresholds():
     np.testing.assert_array_equal(back.pool, cal.pool)
     np.testing.assert_array_equal(back.corr_pool, cal.corr_pool)
     np.testing.assert_array_equal(back.corr_thresholds, cal.corr_thresholds)
+    np.testing.assert_array_equal(back.channel_pool, cal.channel_pool)
+    np.testing.assert_array_equal(back.channel_thresholds, cal.channel_thresholds)
+    assert back.channel_count == cal.channel_count
 
 
 def test_state_round_trip_keeps_the_permutation_floor_and_the_degenerate_flag():
