@@ -32,6 +32,16 @@ shows where a detector's calibration ends rather than promising anything.
 * ``two_seasons``: sines of periods 24 and 168 (amplitudes 1 and 0.5) plus N(0, 0.3^2);
 * ``sawtooth30``: a sawtooth on jittered cycles of period 30 plus N(0, 0.05^2).
 
+Channels suite (``--suite channels``): streams of :data:`CHANNELS` channels, scored like the null
+and change suites (and within the same specification):
+
+* ``channels_<kind>`` (:data:`CHANNEL_NULL_KINDS`): five independent change-free channels of a null
+  kind (channel ``c`` of seed ``s`` is ``null_series(kind, T, s + 10,000 (c + 1))``);
+* ``channel_mean``, ``channel_variance``: five independent N(0, 1) channels; channel 0 alone
+  changes, mean 0 -> 2 -> 0 or sd 1 -> 3 -> 1 (a change of one series among several);
+* ``channel_correlation``: five independent N(0, 1) channels; channels 0 and 1 alone become
+  correlated, 0 -> 0.9 -> 0.
+
 Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples each, changes at
 ``SEGMENT`` and ``2 SEGMENT`` (the third segment returns to the first regime):
 
@@ -83,6 +93,11 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30")
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_ar", "variance", "correlation", "shape", "frequency")
+#: channels of the channels suite, and its kinds
+CHANNELS = 5
+CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
+                                       "channels_counts")
+CHANNEL_CHANGE_KINDS: tuple[str, ...] = ("channel_mean", "channel_variance", "channel_correlation")
 SEGMENT = 500
 WINDOW = 50
 CHANGE_PERIOD = 24
@@ -154,11 +169,14 @@ def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarr
 
 
 def null_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
-    """One change-free series of ``kind`` (the null or the stress suite's, see the module
-    docstring) and ``length``, shape (T,)."""
+    """One change-free series of ``kind`` (the null, the stress or the channels suite's, see the
+    module docstring) and ``length``, shape (T,) (channels suite: (T, :data:`CHANNELS`))."""
     length = int(length)
     if length < 1:
         raise ValueError(f"length must be >= 1; got {length}")
+    if kind in CHANNEL_NULL_KINDS:
+        base = kind[len("channels_"):]
+        return np.column_stack([null_series(base, length, seed + 10_000 * (c + 1)) for c in range(CHANNELS)])
     rng = _rng(kind, length, seed)
     if kind in STRESS_KINDS:
         return _stress_series(kind, rng, length)
@@ -182,7 +200,7 @@ def null_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
         return rng.poisson(3.0, size=length).astype(np.float64)
     if kind == "quantized":
         return np.round(_ar1(rng, length, 0.5, sd=1.5))
-    raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS}")
+    raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS + CHANNEL_NULL_KINDS}")
 
 
 @dataclass(frozen=True)
@@ -214,6 +232,14 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
         z = rng.normal(size=(length, 2))
         rho = np.where(mid, 0.9, 0.0)
         x = np.column_stack([z[:, 0], rho * z[:, 0] + np.sqrt(1.0 - rho * rho) * z[:, 1]])
+    elif kind in CHANNEL_CHANGE_KINDS:
+        x = rng.normal(size=(length, CHANNELS))
+        if kind == "channel_mean":
+            x[:, 0] += 2.0 * mid
+        elif kind == "channel_variance":
+            x[:, 0] *= np.where(mid, 3.0, 1.0)
+        else:
+            x[:, 1] = np.where(mid, 0.9 * x[:, 0] + np.sqrt(1.0 - 0.81) * x[:, 1], x[:, 1])
     elif kind in ("shape", "frequency"):
         window = 3 * CHANGE_PERIOD
         if kind == "shape":
@@ -226,7 +252,7 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
             x = np.where(mid, np.sin(2 * np.pi * fast), np.sin(2 * np.pi * slow))
         x = x + rng.normal(0.0, 0.1, size=length)
     else:
-        raise ValueError(f"unknown change kind {kind!r}; one of {CHANGE_KINDS}")
+        raise ValueError(f"unknown change kind {kind!r}; one of {CHANGE_KINDS + CHANNEL_CHANGE_KINDS}")
     return ChangeCase(kind, np.asarray(x, dtype=np.float64), cps, window)
 
 
@@ -499,13 +525,14 @@ def format_null(res: dict) -> list[str]:
     stress = res.get("suite") == "stress"
     if stress:
         head = "stress suite, outside the specification; " + head
+    w = max([14] + [len(k) + 2 for k in res["cells"]])
     lines = [f"{head} ({res['seeds']} series per cell; target <= "
-             f"{'5%' if offline else '1'})", f"{'kind':14s}" + "".join(f"{ln:>8s}" for ln in lengths) + "     all"]
+             f"{'5%' if offline else '1'})", f"{'kind':{w}s}" + "".join(f"{ln:>8s}" for ln in lengths) + "     all"]
     for kind, d in res["cells"].items():
         mark = "" if res["by_kind"][kind]["in_spec"] else "  *"
-        lines.append(f"{kind:14s}" + "".join(f"{val(d[ln]):>8s}" for ln in lengths)
+        lines.append(f"{kind:{w}s}" + "".join(f"{val(d[ln]):>8s}" for ln in lengths)
                      + f"{val(res['by_kind'][kind]):>8s}{mark}")
-    lines.append(f"{'all':14s}" + "".join(f"{val(res['by_length'][ln]):>8s}" for ln in lengths)
+    lines.append(f"{'all':{w}s}" + "".join(f"{val(res['by_length'][ln]):>8s}" for ln in lengths)
                  + f"{val(res['overall']):>8s}")
     lines.append("(* = above the null suite's target)" if stress else "(* = out of spec)")
     return lines
@@ -515,12 +542,13 @@ def format_change(res: dict) -> list[str]:
     key = "mean_error_abs" if res["mode"] == "offline" else "mean_delay"
     label = "mean |error|" if res["mode"] == "offline" else "mean delay"
     seg = "found_in_segment" in res["overall"]
+    w = max([12] + [len(k) + 2 for k in res["by_kind"]])
     lines = [f"{res['mode']} change suite: changes found within 2 windows ({res['seeds']} series per kind)",
-             f"{'kind':12s}{'found':>10s}{label:>14s}{'unmatched/10k':>15s}"
+             f"{'kind':{w}s}{'found':>10s}{label:>14s}{'unmatched/10k':>15s}"
              + (f"{'in segment':>12s}{'median |cp error|':>19s}" if seg else "")]
     for kind, d in list(res["by_kind"].items()) + [("all", res["overall"])]:
         e = "-" if d[key] is None else f"{d[key]:.1f}"
-        line = f"{kind:12s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{d['unmatched_per_10k']:>15.2f}"
+        line = f"{kind:{w}s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{d['unmatched_per_10k']:>15.2f}"
         if seg:
             loc = "-" if d["median_location_error"] is None else f"{d['median_location_error']:.1f}"
             line += f"{d['found_in_segment']:>12d}{loc:>19s}"
@@ -541,10 +569,11 @@ def add_arguments(parser) -> None:
                         help="series per kind and length (null suite) and per kind (change suite); default 5")
     parser.add_argument("--lengths", type=str, default=",".join(map(str, LENGTHS)),
                         help="comma-separated null-suite lengths (default: all of %(default)s)")
-    parser.add_argument("--suite", choices=("null", "change", "both", "stress"), default="both",
-                        help="null and change suites (default both), or the stress suite: change-free kinds "
+    parser.add_argument("--suite", choices=("null", "change", "both", "stress", "channels"), default="both",
+                        help="null and change suites (default both); the stress suite: change-free kinds "
                              "outside the specification (outliers, intermittent counts, volatility clusters, "
-                             "long memory, narrow pulses, ...)")
+                             "long memory, narrow pulses, ...); or the channels suite: five-channel streams, "
+                             "change-free or with a change of one channel or one pair")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
@@ -589,5 +618,10 @@ def run(args) -> int:
         out["change"] = (score_change_streaming(seeds=args.seeds, detector=args.detector) if args.streaming
                          else score_change_offline(seeds=args.seeds))
         lines += format_change(out["change"])
+    if args.suite == "channels":
+        out["null"] = null_scores(CHANNEL_NULL_KINDS)
+        out["change"] = (score_change_streaming(seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS, detector=args.detector)
+                         if args.streaming else score_change_offline(seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS))
+        lines += format_null(out["null"]) + [""] + format_change(out["change"])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

@@ -217,3 +217,45 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
     assert "add --streaming" in capsys.readouterr().err
     with pytest.raises(ValueError, match="streaming detector"):
         S.named_factory("ruler")
+
+
+# ---------------------------------------------------------------- channels suite
+@pytest.mark.parametrize("kind", S.CHANNEL_NULL_KINDS)
+def test_channel_null_series_are_independent_channels_of_a_null_kind(kind):
+    x = S.null_series(kind, 400, seed=2)
+    assert x.shape == (400, S.CHANNELS) and np.array_equal(x, S.null_series(kind, 400, seed=2))
+    base = kind[len("channels_"):]
+    for c in range(S.CHANNELS):
+        assert np.array_equal(x[:, c], S.null_series(base, 400, 2 + 10_000 * (c + 1)))
+    assert len({x[:, c].tobytes() for c in range(S.CHANNELS)}) == S.CHANNELS
+
+
+def test_channel_change_series_change_one_channel_or_one_pair():
+    seg = S.SEGMENT
+    m = S.change_series("channel_mean", 0).x
+    assert m.shape == (3 * seg, S.CHANNELS)
+    shift = m[seg:2 * seg].mean(axis=0) - m[:seg].mean(axis=0)
+    assert shift[0] == pytest.approx(2.0, abs=0.2) and np.all(np.abs(shift[1:]) < 0.2)
+    v = S.change_series("channel_variance", 0).x
+    ratio = v[seg:2 * seg].std(axis=0) / v[2 * seg:].std(axis=0)
+    assert ratio[0] == pytest.approx(3.0, rel=0.15) and np.all(np.abs(ratio[1:] - 1) < 0.15)
+    c = S.change_series("channel_correlation", 0).x
+    inside, outside = np.corrcoef(c[seg:2 * seg].T), np.corrcoef(c[2 * seg:].T)
+    assert inside[0, 1] == pytest.approx(0.9, abs=0.05) and abs(outside[0, 1]) < 0.15
+    assert np.all(np.abs(inside[np.triu_indices(S.CHANNELS, 1)][1:]) < 0.15)  # no other pair
+    assert c[:, 1].std() == pytest.approx(1.0, abs=0.05)  # the margins do not change
+
+
+def test_eval_synthetic_channels_suite(monkeypatch, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    # an oracle that reports exactly the true change points of the channel change series
+    monkeypatch.setattr(S, "default_detect",
+                        lambda: (lambda x: [S.SEGMENT, 2 * S.SEGMENT] if len(x) == 3 * S.SEGMENT else []))
+    assert main(["eval", "synthetic", "--suite", "channels", "--lengths", "50", "--seeds", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["null"]["by_kind"]) == set(S.CHANNEL_NULL_KINDS) and out["null"]["overall"]["with_change"] == 0
+    assert set(out["change"]["by_kind"]) == set(S.CHANNEL_CHANGE_KINDS)
+    assert out["change"]["overall"]["found"] == out["change"]["overall"]["changes"] == 2 * len(S.CHANNEL_CHANGE_KINDS)
+    assert main(["eval", "synthetic", "--suite", "channels", "--lengths", "50", "--seeds", "1"]) == 0
+    assert "channel_correlation" in capsys.readouterr().out
