@@ -126,6 +126,14 @@ def _window_z(lv, first, n, d, m, z, good, table):
             _tied_scores(col, np.argsort(col), table, sc)
             for i in range(n):
                 w[i, c] = sc[i]
+    fisher_z_pairs(w, z, good)
+
+
+@njit(cache=True)
+def fisher_z_pairs(w, z, good):
+    """Fisher z of the correlation of every column pair of ``w`` (n, m) into ``z`` / ``good`` (pairs
+    in ``np.triu_indices`` order; a numerically constant column gives ``good`` False and z 0)."""
+    n, m = w.shape
     mean = np.zeros(m)
     raw = np.zeros(m)
     for i in range(n):

@@ -74,9 +74,9 @@ from ratiowatch.core.lsdd_window import TwoWindowLSDD
 from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
 from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
-from ratiowatch.stream.calibration.channels import channel_ratio
-from ratiowatch.stream.calibration.correlation import corr_ratio, normal_scores
+from ratiowatch.stream.calibration.correlation import normal_scores
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NullCalibrator
+from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
 
@@ -84,6 +84,7 @@ METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
 NULLS = ("auto", "ar", "permutation", "ar_or_permutation")
 _STATE_VERSION = 1
 _SCORE_HISTORY = 1000  # scores kept for the history guard
+_NONE = np.empty(0)  # a view's thresholds while it is off or not calibrated
 AUTO_DIFF_ACF = 0.8  # lag-1 autocorrelation above which difference="auto" differences
 
 
@@ -329,6 +330,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         # channel view (m >= 2 channels, AR null): the latest max |rank statistic| / threshold
         self._channel_on = False
         self._channel_ratio = math.nan
+        # both views' windows, sorted per channel: ((n, differenced, step), values, sequence numbers)
+        self._ranked: tuple | None = None
 
     @property
     def _rung_list(self) -> list[int]:
@@ -444,10 +447,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
         if self._corr_on or self._channel_on:  # every view in units of its threshold (see corr_view)
-            if self._corr_on:
-                self._corr_ratio = self._corr_step()
-            if self._channel_on:
-                self._channel_ratio = self._channel_step()
+            self._corr_ratio, self._channel_ratio = self._views_step()
             ratio = _largest(_ratio(self._score, self._threshold), self._corr_ratio, self._channel_ratio)
             alarm = self._picker.update(self._t, ratio, 1.0, self.boundary())
         else:
@@ -470,25 +470,34 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         """Change index implied by the current windows (first index of the current window's span)."""
         return self._t - self._n_eff + 1 - (self.k - 1) // 2
 
-    def _corr_step(self) -> float:
-        """Correlation view: max over channel pairs of |Fisher-z difference| / threshold (NaN: none yet)."""
-        thr = self._null_cal.corr_thresholds
-        if thr is None:
-            return math.nan
+    def _views_step(self) -> tuple[float, float]:
+        """(correlation, channel) views: each one's max |statistic| / threshold (NaN: off or not yet).
+
+        Both read the newest sample of each of the 2n subsequences (the levels from k - 1 on,
+        differenced when the windows are), held sorted per channel and moved by one value a step
+        (:mod:`ratiowatch.stream.calibration.ranked`); they are rebuilt by a sort when the window
+        size or the differencing changed, a step was skipped, or the detector was restored.
+        """
+        cal = self._null_cal
+        cthr = cal.corr_thresholds if self._corr_on and cal.corr_thresholds is not None else _NONE
+        hthr = cal.channel_thresholds if self._channel_on and cal.channel_thresholds is not None else _NONE
+        if not (cthr.size or hthr.size):
+            self._ranked = None
+            return math.nan, math.nan
         n, d = self._n_eff, int(self._diff_on)
-        # the newest sample of each of the 2n subsequences: levels k - 1 .. (differenced when d)
         if self._corr_scores.size != n:  # the Gaussian rank correlation's normal scores of a window of n
             self._corr_scores = normal_scores(n)
-        return float(corr_ratio(self._hist.last_view(2 * n + self.k - 1 + d), self.k, n, bool(d), thr,
-                                self._corr_scores))
-
-    def _channel_step(self) -> float:
-        """Channel view: max over channels of |rank statistic| / threshold (NaN: none yet)."""
-        thr = self._null_cal.channel_thresholds
-        if thr is None:
-            return math.nan
-        n, d = self._n_eff, int(self._diff_on)
-        return float(channel_ratio(self._hist.last_view(2 * n + self.k - 1 + d), self.k, n, bool(d), thr))
+        if self._ranked is None or self._ranked[0] != (n, d, self._t - 1):
+            lv = self._hist.last_view(2 * n + self.k - 1 + d)[self.k - 1:]
+            vals = np.ascontiguousarray(lv[1:] - lv[:-1] if d else lv)
+            sv, sa = sorted_windows(vals, self._t + 1)
+        else:
+            _, sv, sa = self._ranked
+            lv = self._hist.last_view(1 + d)
+            push_row(sv, sa, lv[1] - lv[0] if d else lv[0], self._t)
+        self._ranked = ((n, d, self._t), sv, sa)
+        corr, chan = views_sorted(sv, sa, self._t + 1, n, cthr, self._corr_scores, hthr)
+        return float(corr), float(chan)
 
     def _newest_row(self) -> np.ndarray:
         """The newest embedded subsequence (fast path of :meth:`_rows` for one row)."""

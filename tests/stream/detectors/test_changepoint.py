@@ -567,3 +567,25 @@ def test_restored_ar_or_permutation_detector_continues_identically(split):
     x = np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 300)]
     a_ref, a_res = _continue_after_restore(ChangePointDetector(n=20, null="ar_or_permutation"), x, split=split)
     assert a_ref == a_res
+
+
+def test_views_kept_sorted_equal_the_views_sorted_afresh_at_every_step():
+    from ratiowatch.stream.calibration.channels import channel_ratio
+    from ratiowatch.stream.calibration.correlation import corr_ratio, normal_scores
+
+    # growing windows (new sizes rebuild the sorted windows), a random walk (differenced windows)
+    x = np.cumsum(_one_channel_shift(3, shift=0.0, t_change=10_000, t_len=700), axis=0)
+    det = ChangePointDetector(n=30)
+    checked = 0
+    for row in x:
+        det.step(row)
+        cal, n, d = det._null_cal, det.window, det._diff_on
+        if cal.channel_thresholds is None:
+            continue
+        lv = det._hist.last_view(2 * n + det.k - 1 + d)
+        assert det._channel_ratio == pytest.approx(channel_ratio(lv, det.k, n, d, cal.channel_thresholds), rel=1e-12)
+        if cal.corr_thresholds is not None:
+            want = corr_ratio(lv, det.k, n, d, cal.corr_thresholds, normal_scores(n))
+            assert det._corr_ratio == pytest.approx(want, rel=1e-12)
+            checked += 1
+    assert det._diff_on and checked > 200
