@@ -36,9 +36,17 @@ of the k x m embedding does not see a change of the channels' correlation alone 
 k = 3, n = 50: the PE-hat of a clean split 0 -> 0.95 has its median below the stationary null's
 99.9 % quantile for every sigma in 0.12-1 x the median distance and lambda in 0.01-1), so each
 step also compares the contemporaneous correlations of the two windows: the Fisher-z difference
-``atanh r_past - atanh r_current`` of every channel pair (:func:`ratiowatch.stream.calibration.correlation.fisher_z_diff`), calibrated on
-the same AR surrogates. It takes half the false-alarm rate (the kernel score keeps the other
-half), and alarms then carry the larger of the two views' scores in units of their thresholds.
+``atanh r_past - atanh r_current`` of every channel pair's Gaussian rank correlation
+(:func:`ratiowatch.stream.calibration.correlation.fisher_z_diff`), calibrated on AR surrogates.
+
+Channel view (``channel_view``, the same inputs): the joint kernel also dilutes a change confined
+to one channel (a 2-sd shift in one of 10 channels: 2 of 10 found), so each step also compares
+each channel's windows by rank tests of location and spread
+(:mod:`ratiowatch.stream.calibration.channels`), calibrated on the kernel score's own surrogates.
+
+The views that are on share half the false-alarm rate (a quarter each when both are; the kernel
+score keeps the other half), and alarms then carry the largest of the views' scores in units of
+their thresholds.
 
 Dict samples: the first sample's keys are the channels. A key that appears later is ignored and a
 key that is absent is a missing value, each said once by a :class:`KeysChangedWarning` (a change
