@@ -66,19 +66,29 @@ def rank_diffs(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def average_ranks(v, order, ranks):
-    """Average ranks (1-based) of ``v`` into ``ranks``, ``order`` an argsort of ``v`` (stable or not:
-    tied values share one rank either way)."""
+def tied_means(v, order, table, out):
+    """``out[i]`` = ``table`` at ``v[i]``'s sorted position, tied values sharing the mean of their
+    positions' entries (``order`` an argsort of ``v``, stable or not: ties share one value either
+    way). With ``table`` = 1, 2, ..., these are the average ranks."""
     size = v.size
     i = 0
     while i < size:
         j = i
         while j + 1 < size and v[order[j + 1]] == v[order[i]]:
             j += 1
-        r = 0.5 * (i + j) + 1.0
+        s = 0.0
         for t in range(i, j + 1):
-            ranks[order[t]] = r
+            s += table[t]
+        s /= j - i + 1
+        for t in range(i, j + 1):
+            out[order[t]] = s
         i = j + 1
+
+
+@njit(cache=True)
+def average_ranks(v, order, ranks):
+    """Average ranks (1-based) of ``v`` into ``ranks``, ``order`` an argsort of ``v``."""
+    tied_means(v, order, np.arange(1.0, v.size + 1.0), ranks)
 
 
 @njit(cache=True)

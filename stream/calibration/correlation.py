@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ratiowatch.stream.calibration.channels import tied_means
+
 
 def fisher_z_diff(past: np.ndarray, cur: np.ndarray, ranks: bool = False) -> np.ndarray:
     """Signed Fisher-z differences ``atanh r_past - atanh r_cur`` of every channel pair.
@@ -80,7 +82,7 @@ def normal_scores(n: int) -> np.ndarray:
 
 def _normal_scored(w: np.ndarray) -> np.ndarray:
     """Each window's values (axis -2) replaced by their normal scores, tied values by the mean of
-    their positions' scores (reference form of :func:`_tied_scores`)."""
+    their positions' scores (reference form of :func:`~ratiowatch.stream.calibration.channels.tied_means`)."""
     from scipy.stats import rankdata
 
     n = w.shape[-2]
@@ -88,25 +90,6 @@ def _normal_scored(w: np.ndarray) -> np.ndarray:
     lo = rankdata(w, method="min", axis=-2).astype(np.int64)
     hi = rankdata(w, method="max", axis=-2).astype(np.int64)
     return (cum[hi] - cum[lo - 1]) / (hi - lo + 1)
-
-
-@njit(cache=True)
-def _tied_scores(v, order, table, out):
-    """``out[i]`` = normal score of ``v[i]`` (``table`` by sorted position, ``order`` an argsort of
-    ``v``), tied values sharing the mean of their positions' scores."""
-    size = v.size
-    i = 0
-    while i < size:
-        j = i
-        while j + 1 < size and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        s = 0.0
-        for t in range(i, j + 1):
-            s += table[t]
-        s /= j - i + 1
-        for t in range(i, j + 1):
-            out[order[t]] = s
-        i = j + 1
 
 
 @njit(cache=True)
@@ -123,7 +106,7 @@ def _window_z(lv, first, n, d, m, z, good, table):
         for c in range(m):
             for i in range(n):
                 col[i] = w[i, c]
-            _tied_scores(col, np.argsort(col), table, sc)
+            tied_means(col, np.argsort(col), table, sc)  # normal scores, ties sharing their mean
             for i in range(n):
                 w[i, c] = sc[i]
     fisher_z_pairs(w, z, good)
@@ -197,8 +180,14 @@ def corr_ratio(lv, k, n, d, thr, table):
     gp, gc = np.empty(pairs, dtype=np.bool_), np.empty(pairs, dtype=np.bool_)
     _window_z(lv, k - 1, n, d, m, zp, gp, table)
     _window_z(lv, k - 1 + n, n, d, m, zc, gc, table)
+    return largest_z_ratio(zp, gp, zc, gc, thr)
+
+
+@njit(cache=True)
+def largest_z_ratio(zp, gp, zc, gc, thr):
+    """max over the pairs defined in both windows of |zp - zc| / thr (0 if none is)."""
     best = 0.0
-    for p in range(pairs):
+    for p in range(thr.size):
         if gp[p] and gc[p]:
             v = abs(zp[p] - zc[p]) / thr[p]
             if v > best:

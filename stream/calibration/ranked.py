@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ratiowatch.stream.calibration.correlation import fisher_z_pairs
+from ratiowatch.stream.calibration.correlation import fisher_z_pairs, largest_z_ratio
 
 
 @njit(cache=True)
@@ -66,6 +66,22 @@ def _group_end(x, i, size):
 
 
 @njit(cache=True)
+def _signed_rank_sum(x, past):
+    """Sum of the average ranks of the ascending values ``x`` in the past window minus those in the
+    current one (``past[t]``: value ``t`` is in the past window)."""
+    size = x.size
+    total = 0.0
+    i = 0
+    while i < size:
+        j = _group_end(x, i, size)
+        r = 0.5 * (i + j) + 1.0
+        for t in range(i, j + 1):
+            total += r if past[t] else -r
+        i = j + 1
+    return total
+
+
+@njit(cache=True)
 def channel_stats_sorted(sv, sa, seq_end, n, out):
     """The channel view's statistics (:func:`.channels.rank_diffs` order: m location, m spread) of
     the windows held sorted in ``sv`` / ``sa``; the newest value has sequence number ``seq_end - 1``."""
@@ -75,14 +91,9 @@ def channel_stats_sorted(sv, sa, seq_end, n, out):
     past = np.empty(size, dtype=np.bool_)
     for c in range(m):
         x = sv[c]
-        loc = 0.0
-        i = 0
-        while i < size:
-            j = _group_end(x, i, size)
-            r = 0.5 * (i + j) + 1.0
-            for t in range(i, j + 1):
-                loc += r if sa[c, t] < split else -r
-            i = j + 1
+        for t in range(size):
+            past[t] = sa[c, t] < split
+        loc = _signed_rank_sum(x, past)
         med = 0.5 * (x[n - 1] + x[n])
         lo, hi = n - 1, n
         for pos in range(size):  # absolute deviations in ascending order: merge outwards
@@ -94,14 +105,7 @@ def channel_stats_sorted(sv, sa, seq_end, n, out):
             else:
                 dev[pos], past[pos] = dr, sa[c, hi] < split
                 hi += 1
-        spread = 0.0
-        i = 0
-        while i < size:
-            j = _group_end(dev, i, size)
-            r = 0.5 * (i + j) + 1.0
-            for t in range(i, j + 1):
-                spread += r if past[t] else -r
-            i = j + 1
+        spread = _signed_rank_sum(dev, past)
         out[c], out[m + c] = loc / (n * size), spread / (n * size)
 
 
@@ -158,12 +162,7 @@ def views_sorted(sv, sa, seq_end, n, corr_thr, table, chan_thr):
         gp, gc = np.empty(pairs, dtype=np.bool_), np.empty(pairs, dtype=np.bool_)
         fisher_z_pairs(wp, zp, gp)
         fisher_z_pairs(wc, zc, gc)
-        corr = 0.0
-        for p in range(pairs):
-            if gp[p] and gc[p]:
-                v = abs(zp[p] - zc[p]) / corr_thr[p]
-                if v > corr:
-                    corr = v
+        corr = largest_z_ratio(zp, gp, zc, gc, corr_thr)
     chan = np.nan
     if chan_thr.size:
         stats = np.empty(2 * m)

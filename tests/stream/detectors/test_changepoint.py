@@ -451,23 +451,26 @@ def test_restored_multichannel_detector_continues_identically():
     assert a_ref == a_res and any(a is not None for a in a_ref)
 
 
-def test_checkpoint_from_before_the_correlation_view_restores_without_it():
-    x = _correlated(t_change=10_000, t_len=500)
-    ref = ChangePointDetector(n=20, corr_view=False)
+@pytest.mark.parametrize("view, keys", [("corr_view", ("corr_on", "cpool_i", "corr_ratio")),
+                                        ("channel_view", ("channel_on", "chpool_i", "channel_ratio"))])
+def test_checkpoint_from_before_a_view_restores_without_it(view, keys):
+    x = _one_channel_shift(3, t_change=10_000, t_len=500)
+    ref = ChangePointDetector(n=20, **{view: False})
     for row in x[:300]:
         ref.step(row)
     state = ref.to_state()
     meta = json.loads(str(state["meta"]))
-    del meta["params"]["corr_view"]  # as written by the previous release
-    for key in ("corr_on", "cpool_i", "corr_ratio"):
+    del meta["params"][view]  # as written by the release before the view
+    for key in keys:
         del meta[key]
     state["meta"] = json.dumps(meta)
     restored = ChangePointDetector.from_state(_roundtrip_npz(state))
-    assert restored.corr_view is False
+    assert getattr(restored, view) is False
     for row in x[300:]:
         ref.step(row)
         restored.step(row)
         assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9)
+        assert restored.score_one(row) == pytest.approx(ref.score_one(row), abs=1e-9)
 
 
 @pytest.mark.parametrize("name", ["corr_view", "channel_view"])
@@ -519,26 +522,6 @@ def test_restored_detector_with_the_channel_view_continues_identically():
     a_ref, a_res = _continue_after_restore(ChangePointDetector(n=20), _one_channel_shift(4, shift=6.0, t_change=500, t_len=900),
                                            check_score_one=True)
     assert a_ref == a_res and any(a is not None for a in a_ref)
-
-
-def test_checkpoint_from_before_the_channel_view_restores_without_it():
-    x = _one_channel_shift(3, t_change=10_000, t_len=500)
-    ref = ChangePointDetector(n=20, channel_view=False)
-    for row in x[:300]:
-        ref.step(row)
-    state = ref.to_state()
-    meta = json.loads(str(state["meta"]))
-    del meta["params"]["channel_view"]  # as written by the previous release
-    for key in ("channel_on", "chpool_i", "channel_ratio"):
-        del meta[key]
-    state["meta"] = json.dumps(meta)
-    restored = ChangePointDetector.from_state(_roundtrip_npz(state))
-    assert restored.channel_view is False
-    for row in x[300:]:
-        ref.step(row)
-        restored.step(row)
-        assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9)
-        assert restored.score_one(row) == pytest.approx(ref.score_one(row), abs=1e-9)
 
 
 def test_ar_or_permutation_null_starts_with_permutations_and_switches_once_an_ar_fit_is_possible():
