@@ -160,7 +160,8 @@ class NullCalibrator:
     # ------------------------------------------------------------------ AR-surrogate null
     def calibrate_ar(self, values: np.ndarray, n: int, sigma: float, lam: float, rng: np.random.Generator,
                      make_state: Callable[[], object] | None = None, corr_view: bool = False,
-                     channel_view: bool = False, win=None, block: int = 1, trend_values: np.ndarray | None = None) -> None:
+                     channel_view: bool = False, win=None, block: int = 1,
+                     trend_values: np.ndarray | None = None) -> None:
         """Threshold from the AR-surrogate null of ``values``, one per direction.
 
         ``values`` (T, channels) are the preprocessed, scaled values the AR model is fitted to: the
@@ -213,10 +214,10 @@ class NullCalibrator:
           line (seeds 0-29; mean shifts 60 and correlation changes 53 of 60 either way).
 
         ``corr_view``, ``channel_view``: also calibrate the correlation view and the channel view
-        (m >= 2 channels, and n >= CORR_MIN_N for the correlation view; together they take ``VIEW_SHARE`` of the rate,
-        each view an equal part of it, split over its statistics, see :meth:`_calibrate_corr` and
-        :meth:`_calibrate_channels`).
-        The channel view's null comes from the kernel score's own surrogates (no further draws).
+        (m >= 2 channels, and n >= CORR_MIN_N for the correlation view). Together they take
+        ``VIEW_SHARE`` of the rate, each view an equal part of it, split over its statistics (see
+        :meth:`_calibrate_corr` and :meth:`_calibrate_channels`). The channel view's null comes
+        from the kernel score's own surrogates (no further draws).
         """
         if values.shape[0] < AR_MIN_VALUES:
             self.threshold = math.nan

@@ -238,7 +238,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         With two or more channels, also test the channels' correlations (Fisher z).
     channel_view : bool
         With two or more channels, also test each channel's location and spread on its own (ranks).
-        With either view on, the views take half the rate, shared equally by their statistics.
+        The views that are on take half the rate (a quarter each when both are), each shared over
+        its statistics.
     seed : int
         Seeds every random draw (a generator keyed by ``(seed, step)``), so replays are exact.
     """

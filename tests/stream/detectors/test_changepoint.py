@@ -519,8 +519,8 @@ def test_channel_view_is_silent_on_a_constant_channel():
 
 
 def test_restored_detector_with_the_channel_view_continues_identically():
-    a_ref, a_res = _continue_after_restore(ChangePointDetector(n=20), _one_channel_shift(4, shift=6.0, t_change=500, t_len=900),
-                                           check_score_one=True)
+    x = _one_channel_shift(4, shift=6.0, t_change=500, t_len=900)
+    a_ref, a_res = _continue_after_restore(ChangePointDetector(n=20), x, check_score_one=True)
     assert a_ref == a_res and any(a is not None for a in a_ref)
 
 
