@@ -7,6 +7,9 @@ score per step. Measured in one run on the same data:
 * ``incremental_state``: ``ratiowatch.core.window.TwoWindowRuLSIF`` push + scores per point (the O(n^2) update);
 * ``detector``: :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` with its streaming
   defaults (AR-surrogate threshold recalibrated and sigma re-selected every n = 50 steps);
+* ``detector_5_channels``: the same detector on the first 20,000 points of five such channels
+  (independent noise, the same shifts): the kernel score of the 50-dimensional embedding, the
+  correlation view and the channel view (``ratio_5_channels_vs_univariate``);
 * ``split_profile_detector``: :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`
   with its defaults on the first 20,000 points (ClaSS's share), every update timed from the first;
 * ``offline_detect``: the offline detector (:func:`ratiowatch.stream.detectors.offline.detect`: split
@@ -49,6 +52,14 @@ def make_stream(length: int, seed: int = 0) -> np.ndarray:
         y[i] = acc
     y += 2.0 * ((np.arange(length) // 10_000) % 2)
     return y
+
+
+CHANNELS = 5
+
+
+def make_channels(length: int, channels: int = CHANNELS, seed: int = 0) -> np.ndarray:
+    """``channels`` columns like :func:`make_stream` (independent noise, the same mean shifts)."""
+    return np.column_stack([make_stream(length, seed + c) for c in range(channels)])
 
 
 def rss_mb() -> float:
@@ -106,8 +117,8 @@ def bench_detector(y: np.ndarray) -> tuple[dict, int]:
     det = _detector()
     for v in y[: 3 * N]:  # warm-up + compile, not timed
         det.step(v)
-    rest = y[3 * N:]
-    lat = np.empty(rest.size, dtype=np.int64)
+    rest = y[3 * N:]  # points (rows of a multichannel stream)
+    lat = np.empty(len(rest), dtype=np.int64)
     alarms = 0
     t0 = time.perf_counter()
     for i, v in enumerate(rest):
@@ -115,7 +126,7 @@ def bench_detector(y: np.ndarray) -> tuple[dict, int]:
         alarm = det.step(v)
         lat[i] = time.perf_counter_ns() - a
         alarms += alarm is not None
-    return _summary(lat, time.perf_counter() - t0, rest.size), alarms
+    return _summary(lat, time.perf_counter() - t0, len(rest)), alarms
 
 
 def bench_split_profile(y: np.ndarray) -> dict:
@@ -202,11 +213,14 @@ def run(args) -> int:
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
                                           "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
-    with stages("bench cpd", 6 + bool(args.memory)) as phase:
+    with stages("bench cpd", 7 + bool(args.memory)) as phase:
         phase("incremental state")
         out["incremental_state"] = bench_state(y, sigma)
         phase("streaming detector")
         out["detector"], out["detector"]["alarms"] = bench_detector(y)
+        phase(f"streaming detector, {CHANNELS} channels")
+        multi = make_channels(2_000 if args.quick else CLASPY_POINTS)
+        out["detector_5_channels"], out["detector_5_channels"]["alarms"] = bench_detector(multi)
         phase("split-profile detector")
         out["split_profile_detector"] = bench_split_profile(y[: 2_000 if args.quick else CLASPY_POINTS])
         prefix = 2_000 if args.quick else 10_000
@@ -223,6 +237,8 @@ def run(args) -> int:
     out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
     out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
     out["ratio_offline_vs_densratio_fixed"] = round(out["offline_detect"]["points_per_s"] / base, 1)
+    out["ratio_5_channels_vs_univariate"] = round(out["detector_5_channels"]["points_per_s"]
+                                                  / out["detector"]["points_per_s"], 2)
     if "points_per_s" in out["claspy_streaming"]:
         c = out["claspy_streaming"]["points_per_s"]
         out["ratio_detector_vs_claspy"] = round(out["detector"]["points_per_s"] / c, 1)
@@ -230,7 +246,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        for key in ("incremental_state", "detector", "split_profile_detector", "densratio_fixed"):
+        for key in ("incremental_state", "detector", "detector_5_channels", "split_profile_detector",
+                    "densratio_fixed"):
             r = out[key]
             print(f"{key:32s} {r['points_per_s']:>10.1f} points/s  p50 {r['p50_us']:.1f} us  p99 {r['p99_us']:.1f} us")
         r = out["offline_detect"]

@@ -1,0 +1,20 @@
+"""``ratiowatch bench cpd``'s workloads: what each entry streams (speeds are not asserted)."""
+
+import numpy as np
+
+from ratiowatch.stream.bench import cpd
+
+
+def test_the_multichannel_workload_has_independent_channels_with_the_same_shifts():
+    x = cpd.make_channels(30_000)
+    assert x.shape == (30_000, cpd.CHANNELS)
+    np.testing.assert_array_equal(x[:, 0], cpd.make_stream(30_000))
+    assert abs(np.corrcoef(x[:10_000].T)[0, 1]) < 0.05  # independent noise
+    means = [x[10_000:20_000, c].mean() - x[:10_000, c].mean() for c in range(cpd.CHANNELS)]
+    assert np.allclose(means, 2.0, atol=0.15)  # the same mean shift in every channel
+
+
+def test_the_detector_entry_streams_multichannel_rows_and_reports_its_rate_and_latency():
+    res, alarms = cpd.bench_detector(cpd.make_channels(1_000))
+    assert res["points"] == 1_000 - 3 * cpd.N and res["points_per_s"] > 0 and res["p99_us"] >= res["p50_us"]
+    assert alarms >= 0
