@@ -3,7 +3,8 @@
 :class:`NullCalibrator` owns everything a calibration keeps between calls: the pool of null scores
 of the last :data:`NULL_POOL` calibrations (neighbouring windows share almost all their samples,
 so pooling removes Monte-Carlo noise from the threshold for free), the threshold taken from it, and,
-for multichannel streams under the AR null, the correlation view's pool and per-pair thresholds.
+for multichannel streams under the AR null, the correlation view's pool and per-pair thresholds and
+the channel view's pool and per-channel thresholds.
 :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` decides *when* to calibrate and what
 data the null is drawn from; this module decides *how*.
 
