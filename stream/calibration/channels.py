@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ratiowatch.stream.calibration.ranked import channel_stats_sorted, sorted_windows
+
 
 def rank_diffs(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
     """Location and spread rank statistics of every channel, past window against current.
@@ -66,75 +68,17 @@ def rank_diffs(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def tied_means(v, order, table, out):
-    """``out[i]`` = ``table`` at ``v[i]``'s sorted position, tied values sharing the mean of their
-    positions' entries (``order`` an argsort of ``v``, stable or not: ties share one value either
-    way). With ``table`` = 1, 2, ..., these are the average ranks."""
-    size = v.size
-    i = 0
-    while i < size:
-        j = i
-        while j + 1 < size and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        s = 0.0
-        for t in range(i, j + 1):
-            s += table[t]
-        s /= j - i + 1
-        for t in range(i, j + 1):
-            out[order[t]] = s
-        i = j + 1
-
-
-@njit(cache=True)
-def average_ranks(v, order, ranks):
-    """Average ranks (1-based) of ``v`` into ``ranks``, ``order`` an argsort of ``v``."""
-    tied_means(v, order, np.arange(1.0, v.size + 1.0), ranks)
-
-
-@njit(cache=True)
-def _column_stats(v, n, ranks, dev, dorder):
-    """(location, spread) statistics of one channel's pooled 2n values ``v`` (past first).
-
-    One sort: the absolute deviations from the median come out in ascending order by merging the
-    values below the median (walked down) with those above it (walked up)."""
-    size = 2 * n
-    order = np.argsort(v)
-    average_ranks(v, order, ranks)
-    loc = 0.0
-    for i in range(n):
-        loc += ranks[i] - ranks[n + i]
-    med = 0.5 * (v[order[n - 1]] + v[order[n]])
-    lo, hi = n - 1, n
-    for pos in range(size):
-        dl = med - v[order[lo]] if lo >= 0 else np.inf
-        dr = v[order[hi]] - med if hi < size else np.inf
-        if dl <= dr:
-            dorder[pos] = order[lo]
-            dev[order[lo]] = dl
-            lo -= 1
-        else:
-            dorder[pos] = order[hi]
-            dev[order[hi]] = dr
-            hi += 1
-    average_ranks(dev, dorder, ranks)
-    spread = 0.0
-    for i in range(n):
-        spread += ranks[i] - ranks[n + i]
-    return loc / (n * size), spread / (n * size)
-
-
-@njit(cache=True)
 def _window_stats(lv, first, n, d, out):
     """Both statistics of every channel over samples ``first .. first + 2n - 1`` of the levels ``lv``
-    (their first differences when ``d``) into ``out`` (2 m)."""
+    (their first differences when ``d``) into ``out`` (2 m): one sort, read as the detector reads
+    its kept-sorted windows (:func:`~ratiowatch.stream.calibration.ranked.channel_stats_sorted`)."""
     m = lv.shape[1]
-    v = np.empty(2 * n)
-    ranks, dev = np.empty(2 * n), np.empty(2 * n)
-    dorder = np.empty(2 * n, dtype=np.int64)
-    for c in range(m):
-        for i in range(2 * n):
-            v[i] = lv[first + i + 1, c] - lv[first + i, c] if d else lv[first + i, c]
-        out[c], out[m + c] = _column_stats(v, n, ranks, dev, dorder)
+    vals = np.empty((2 * n, m))
+    for i in range(2 * n):
+        for c in range(m):
+            vals[i, c] = lv[first + i + 1, c] - lv[first + i, c] if d else lv[first + i, c]
+    sv, sa = sorted_windows(vals, 2 * n)
+    channel_stats_sorted(sv, sa, 2 * n, n, out)
 
 
 @njit(cache=True)
@@ -154,7 +98,8 @@ def channel_ratio(lv, k, n, d, thr):
 
     ``lv``: the newest ``2n + k - 1 + d`` levels (the newest sample of each of the 2n
     subsequences is level ``k - 1`` on); ``thr`` (2 m) the thresholds in :func:`rank_diffs` order.
-    The compiled per-step form of :func:`rank_diffs` (the detector's hot path).
+    The compiled one-off form of :func:`rank_diffs` (the detector reads its kept-sorted windows
+    instead, :mod:`.ranked`).
     """
     stats = np.empty(thr.size)
     _window_stats(lv, k - 1, n, d, stats)

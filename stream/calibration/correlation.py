@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ratiowatch.stream.calibration.channels import tied_means
+from ratiowatch.stream.calibration.ranked import (fisher_z_pairs, largest_z_ratio, sorted_windows,
+                                                  window_scores_sorted)
 
 
 def fisher_z_diff(past: np.ndarray, cur: np.ndarray, ranks: bool = False) -> np.ndarray:
@@ -82,7 +83,7 @@ def normal_scores(n: int) -> np.ndarray:
 
 def _normal_scored(w: np.ndarray) -> np.ndarray:
     """Each window's values (axis -2) replaced by their normal scores, tied values by the mean of
-    their positions' scores (reference form of :func:`~ratiowatch.stream.calibration.channels.tied_means`)."""
+    their positions' scores (reference form of :func:`~ratiowatch.stream.calibration.ranked.window_scores_sorted`)."""
     from scipy.stats import rankdata
 
     n = w.shape[-2]
@@ -93,60 +94,21 @@ def _normal_scored(w: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _window_z(lv, first, n, d, m, z, good, table):
-    """Fisher z of every channel pair over samples ``first .. first + n - 1`` of the (differenced
-    when ``d``) levels ``lv``, into ``z`` / ``good`` (pairs in ``np.triu_indices`` order); the
-    Gaussian rank correlation when ``table`` holds the n normal scores (Pearson's when it is empty)."""
-    w = np.empty((n, m))
-    for i in range(n):
+def _windows(lv, first, n, d, table):
+    """The two windows (n, m) of samples ``first .. first + 2n - 1`` of the levels ``lv`` (their
+    first differences when ``d``): the values (Pearson's), or their normal scores within each
+    window when ``table`` holds them (the Gaussian rank correlation, read off one sort)."""
+    m = lv.shape[1]
+    vals = np.empty((2 * n, m))
+    for i in range(2 * n):
         for c in range(m):
-            w[i, c] = lv[first + i + 1, c] - lv[first + i, c] if d else lv[first + i, c]
-    if table.size:
-        col, sc = np.empty(n), np.empty(n)
-        for c in range(m):
-            for i in range(n):
-                col[i] = w[i, c]
-            tied_means(col, np.argsort(col), table, sc)  # normal scores, ties sharing their mean
-            for i in range(n):
-                w[i, c] = sc[i]
-    fisher_z_pairs(w, z, good)
-
-
-@njit(cache=True)
-def fisher_z_pairs(w, z, good):
-    """Fisher z of the correlation of every column pair of ``w`` (n, m) into ``z`` / ``good`` (pairs
-    in ``np.triu_indices`` order; a numerically constant column gives ``good`` False and z 0)."""
-    n, m = w.shape
-    mean = np.zeros(m)
-    raw = np.zeros(m)
-    for i in range(n):
-        for c in range(m):
-            mean[c] += w[i, c]
-            raw[c] += w[i, c] * w[i, c]
-    mean /= n
-    cen = np.empty((n, m))
-    for i in range(n):
-        for c in range(m):
-            cen[i, c] = w[i, c] - mean[c]
-    ss = np.zeros(m)
-    for i in range(n):
-        for c in range(m):
-            ss[c] += cen[i, c] * cen[i, c]
-    p = 0
-    for a in range(m):
-        for b in range(a + 1, m):
-            ok = ss[a] > 1e-24 * max(raw[a], 1e-300) and ss[b] > 1e-24 * max(raw[b], 1e-300)
-            good[p] = ok
-            if ok:
-                num = 0.0
-                for i in range(n):
-                    num += cen[i, a] * cen[i, b]
-                r = num / np.sqrt(ss[a] * ss[b])
-                r = min(max(r, -1.0 + 1e-12), 1.0 - 1e-12)
-                z[p] = np.arctanh(r)
-            else:
-                z[p] = 0.0
-            p += 1
+            vals[i, c] = lv[first + i + 1, c] - lv[first + i, c] if d else lv[first + i, c]
+    if not table.size:
+        return vals[:n], vals[n:]
+    wp, wc = np.empty((n, m)), np.empty((n, m))
+    sv, sa = sorted_windows(vals, 2 * n)
+    window_scores_sorted(sv, sa, 2 * n, n, table, wp, wc)
+    return wp, wc
 
 
 @njit(cache=True)
@@ -159,8 +121,9 @@ def surrogate_zdiff(sims, n, table):
     zp, zc = np.empty(pairs), np.empty(pairs)
     gp, gc = np.empty(pairs, dtype=np.bool_), np.empty(pairs, dtype=np.bool_)
     for i in range(count):
-        _window_z(sims[i], 0, n, False, m, zp, gp, table)
-        _window_z(sims[i], n, n, False, m, zc, gc, table)
+        wp, wc = _windows(sims[i], 0, n, False, table)
+        fisher_z_pairs(wp, zp, gp)
+        fisher_z_pairs(wc, zc, gc)
         for p in range(pairs):
             out[i, p] = zp[p] - zc[p] if gp[p] and gc[p] else 0.0
     return out
@@ -171,25 +134,14 @@ def corr_ratio(lv, k, n, d, thr, table):
     """max over pairs of |Fisher-z difference| / ``thr`` between the windows' newest samples.
 
     ``lv``: the newest ``2n + k - 1 + d`` levels; ``table``: :func:`normal_scores` of n (the
-    Gaussian rank correlation) or empty (Pearson's). The compiled per-step form of
-    :func:`fisher_z_diff` (the detector's hot path; the tests hold the two equal).
+    Gaussian rank correlation) or empty (Pearson's). The compiled one-off form of
+    :func:`fisher_z_diff` (the tests hold the two equal; the detector reads its kept-sorted
+    windows instead, :mod:`.ranked`).
     """
-    m = lv.shape[1]
     pairs = thr.shape[0]
     zp, zc = np.empty(pairs), np.empty(pairs)
     gp, gc = np.empty(pairs, dtype=np.bool_), np.empty(pairs, dtype=np.bool_)
-    _window_z(lv, k - 1, n, d, m, zp, gp, table)
-    _window_z(lv, k - 1 + n, n, d, m, zc, gc, table)
+    wp, wc = _windows(lv, k - 1, n, d, table)
+    fisher_z_pairs(wp, zp, gp)
+    fisher_z_pairs(wc, zc, gc)
     return largest_z_ratio(zp, gp, zc, gc, thr)
-
-
-@njit(cache=True)
-def largest_z_ratio(zp, gp, zc, gc, thr):
-    """max over the pairs defined in both windows of |zp - zc| / thr (0 if none is)."""
-    best = 0.0
-    for p in range(thr.size):
-        if gp[p] and gc[p]:
-            v = abs(zp[p] - zc[p]) / thr[p]
-            if v > best:
-                best = v
-    return best

@@ -6,9 +6,10 @@ samples at every step. Sorting them afresh costs one ``argsort`` per channel and
 per channel at n = 50); the windows move by one sample per step, so the detector keeps each
 channel's pooled 2n values sorted instead, with the sequence number of each value (which window it
 is in follows from its age), and updates them by one deletion and one insertion (O(n) moves).
-Both views' statistics are then read off the sorted order in O(n) per channel, and are the same
-numbers as the sorting forms (:func:`.channels.channel_ratio`, :func:`.correlation.corr_ratio`),
-which the tests hold them to.
+Both views' statistics are then read off the sorted order in O(n) per channel. The calibrations'
+and the tests' one-off forms (:func:`.channels.channel_ratio`, :func:`.correlation.corr_ratio` and
+their surrogate versions) sort a window once and read it the same way; :func:`.channels.rank_diffs`
+and :func:`.correlation.fisher_z_diff` are the independent references.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ratiowatch.stream.calibration.correlation import fisher_z_pairs, largest_z_ratio
 
 
 @njit(cache=True)
@@ -146,6 +146,55 @@ def window_scores_sorted(sv, sa, seq_end, n, table, wp, wc):
             kp += np_
             kc += nc
             i = j + 1
+
+
+@njit(cache=True)
+def fisher_z_pairs(w, z, good):
+    """Fisher z of the correlation of every column pair of ``w`` (n, m) into ``z`` / ``good`` (pairs
+    in ``np.triu_indices`` order; a numerically constant column gives ``good`` False and z 0)."""
+    n, m = w.shape
+    mean = np.zeros(m)
+    raw = np.zeros(m)
+    for i in range(n):
+        for c in range(m):
+            mean[c] += w[i, c]
+            raw[c] += w[i, c] * w[i, c]
+    mean /= n
+    cen = np.empty((n, m))
+    for i in range(n):
+        for c in range(m):
+            cen[i, c] = w[i, c] - mean[c]
+    ss = np.zeros(m)
+    for i in range(n):
+        for c in range(m):
+            ss[c] += cen[i, c] * cen[i, c]
+    p = 0
+    for a in range(m):
+        for b in range(a + 1, m):
+            ok = ss[a] > 1e-24 * max(raw[a], 1e-300) and ss[b] > 1e-24 * max(raw[b], 1e-300)
+            good[p] = ok
+            if ok:
+                num = 0.0
+                for i in range(n):
+                    num += cen[i, a] * cen[i, b]
+                r = num / np.sqrt(ss[a] * ss[b])
+                r = min(max(r, -1.0 + 1e-12), 1.0 - 1e-12)
+                z[p] = np.arctanh(r)
+            else:
+                z[p] = 0.0
+            p += 1
+
+
+@njit(cache=True)
+def largest_z_ratio(zp, gp, zc, gc, thr):
+    """max over the pairs defined in both windows of |zp - zc| / thr (0 if none is)."""
+    best = 0.0
+    for p in range(thr.size):
+        if gp[p] and gc[p]:
+            v = abs(zp[p] - zc[p]) / thr[p]
+            if v > best:
+                best = v
+    return best
 
 
 @njit(cache=True)
