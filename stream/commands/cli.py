@@ -120,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: a clean stop, the shell's code for SIGINT
         print("ratiowatch: interrupted", file=sys.stderr)
         return 130
+    except SystemError as exc:  # a Ctrl-C inside numba's dispatcher arrives in this form
+        from ratiowatch.stream.evaluate.failures import interrupted
+
+        if not interrupted(exc):
+            raise
+        print("ratiowatch: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (``| head``): nothing left to say
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

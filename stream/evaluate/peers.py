@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ratiowatch.stream.evaluate.failures import failure_reason
+
 RUPTURES_PEERS = ("pelt", "binseg")
 CLASPY_PEERS = ("claspy", "class")
 ALL_PEERS = ("zero",) + RUPTURES_PEERS + CLASPY_PEERS
@@ -234,7 +236,7 @@ def run_peers(series: Mapping[str, np.ndarray], peers: Iterable[str] = ALL_PEERS
             try:
                 cps, err = run_ruptures(x, p), None
             except Exception as exc:
-                cps, err = [], f"{type(exc).__name__}: {exc}"
+                cps, err = [], failure_reason(exc)
             results[p][name] = {"change_points": cps, "seconds": round(time.perf_counter() - t0, 3), "error": err}
             if progress is not None:
                 progress(f"{p} {name}: {cps if err is None else err} ({results[p][name]['seconds']} s)")

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ratiowatch.stream.evaluate.failures import failure_reason
+
 
 def _zero(score: Callable, name: str, t_len: int) -> dict:
     """The benchmark's score of a failed run: every metric 0."""
@@ -67,7 +69,7 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
             if plot is not None and rep is not None:
                 plot(name, x, rep)
         except Exception as exc:  # a failed run scores 0 (benchmark rule), but says why
-            res = {**_zero(score, name, t_len), "error": f"{type(exc).__name__}: {exc}"}
+            res = {**_zero(score, name, t_len), "error": failure_reason(exc)}
         res["seconds"] = round(time.perf_counter() - t0, 3)
         res["half"] = halves.get(name)
         for key, factory, wanted in (("streaming", default_factory, streaming),
@@ -79,7 +81,7 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
                 s = streaming_result(factory(int(params.get("seed", 0)))(), x)
                 s.update(score(name, s["change_points"], t_len))
             except Exception as exc:
-                s = {**_zero(score, name, t_len), "error": f"{type(exc).__name__}: {exc}"}
+                s = {**_zero(score, name, t_len), "error": failure_reason(exc)}
             s["seconds"] = round(time.perf_counter() - t0, 3)
             res[key] = s
         rows[name] = res

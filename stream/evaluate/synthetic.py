@@ -87,6 +87,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ratiowatch.stream.evaluate.failures import failure_reason
+
 LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
 NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
@@ -292,7 +294,7 @@ def _null_stream_row(factory: Callable[[], object], kind: str, length: int, s: i
         alarms = stream_alarms(factory(), x)
         err = None
     except Exception as exc:
-        alarms, err = [], f"{type(exc).__name__}: {exc}"
+        alarms, err = [], failure_reason(exc)
     return {"kind": kind, "length": length, "seed": s, "alarms": len(alarms),
             "first_alarm": alarms[0][1] if alarms else None, "error": err}
 
@@ -352,7 +354,7 @@ def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = No
             cps = [int(c) for c in detect(x)]
             err = None
         except Exception as exc:  # a failure is reported, not hidden
-            cps, err = [], f"{type(exc).__name__}: {exc}"
+            cps, err = [], failure_reason(exc)
         rows.append({"kind": kind, "length": length, "seed": s, "n_changes": len(cps), "error": err})
         if progress is not None:
             progress(f"{kind} T={length} seed={s}: {len(cps)} change(s)")
@@ -471,7 +473,7 @@ def _change_cases(kinds: Iterable[str], seeds: int, run: Callable[[ChangeCase], 
             try:
                 out, err = run(case), None
             except Exception as exc:
-                out, err = [], f"{type(exc).__name__}: {exc}"
+                out, err = [], failure_reason(exc)
             yield kind, s, case, out, err
 
 
