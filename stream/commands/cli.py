@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         print("ratiowatch: interrupted", file=sys.stderr)
         return 130
     except SystemError as exc:  # a Ctrl-C inside numba's dispatcher arrives in this form
-        from ratiowatch.stream.evaluate.failures import interrupted
+        from ratiowatch.stream.commands.interrupts import interrupted
 
         if not interrupted(exc):
             raise

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ratiowatch.stream.evaluate.failures import failure_reason
+from ratiowatch.stream.commands.interrupts import failure_reason
 
 RUPTURES_PEERS = ("pelt", "binseg")
 CLASPY_PEERS = ("claspy", "class")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ratiowatch.stream.evaluate.failures import failure_reason
+from ratiowatch.stream.commands.interrupts import failure_reason
 
 
 def _zero(score: Callable, name: str, t_len: int) -> dict:

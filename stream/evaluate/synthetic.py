@@ -87,7 +87,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ratiowatch.stream.evaluate.failures import failure_reason
+from ratiowatch.stream.commands.interrupts import failure_reason
 
 LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
 NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ratiowatch.stream.evaluate.failures import failure_reason, interrupted
+from ratiowatch.stream.commands.interrupts import failure_reason, interrupted
 from ratiowatch.stream.evaluate.runner import evaluate_series
 
 
