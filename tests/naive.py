@@ -5,6 +5,8 @@ Each production kernel is checked against one of these (or against an independen
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 
@@ -110,3 +112,35 @@ def rank_stats(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
         out[c] = diff(v)
         out[m + c] = diff([abs(x - med) for x in v])
     return out
+
+
+def level_shift_t(y, phi, mean, k):
+    """t statistic of a level shift at row ``k`` of the 1-d ``y`` in the AR(``phi``) one-step errors,
+    by explicit filtering of the errors and of the step (Chen and Liu 1993), robust sigma."""
+    p, t_len = len(phi), len(y)
+    e = [(y[t] - mean) - sum(phi[i] * (y[t - 1 - i] - mean) for i in range(p)) for t in range(p, t_len)]
+    ebar = sum(e) / len(e)
+    e = [v - ebar for v in e]
+    s = [1.0 if t >= k else 0.0 for t in range(t_len)]
+    u = [s[t] - sum(phi[i] * s[t - 1 - i] for i in range(p)) for t in range(p, t_len)]
+    med = float(np.median(e))
+    sd = math.sqrt(sum(v * v for v in e) / len(e))
+    sigma = max(1.4826 * float(np.median([abs(v - med) for v in e])), 0.25 * sd)
+    uu = sum(v * v for v in u)
+    return abs(sum(a * b for a, b in zip(e, u))) / (math.sqrt(uu) * sigma)
+
+
+def additive_outlier_t(y, phi, mean, k):
+    """t statistic of an additive outlier at row ``k`` of the 1-d ``y`` in the AR(``phi``) one-step
+    errors, by explicit filtering of the errors and of the pulse (Chen and Liu 1993), robust sigma."""
+    p, t_len = len(phi), len(y)
+    e = [(y[t] - mean) - sum(phi[i] * (y[t - 1 - i] - mean) for i in range(p)) for t in range(p, t_len)]
+    ebar = sum(e) / len(e)
+    e = [v - ebar for v in e]
+    d = [1.0 if t == k else 0.0 for t in range(t_len)]
+    u = [d[t] - sum(phi[i] * d[t - 1 - i] for i in range(p)) for t in range(p, t_len)]
+    med = float(np.median(e))
+    sd = math.sqrt(sum(v * v for v in e) / len(e))
+    sigma = max(1.4826 * float(np.median([abs(v - med) for v in e])), 0.25 * sd)
+    uu = sum(v * v for v in u)
+    return abs(sum(a * b for a, b in zip(e, u))) / (math.sqrt(uu) * sigma)

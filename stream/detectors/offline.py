@@ -15,9 +15,10 @@ calibrated stop test.
    changes that only the cycle as a whole shows. The surrogates are scored the same way, so the
    test accounts for the choice.
 3. The segment's largest score is tested against the largest scores of change-free AR surrogates
-   of the same segment (:mod:`ratiowatch.stream.calibration.split_test`). If it is significant,
-   the best split is a change point and both halves are segmented again (breadth first);
-   otherwise the segment has no change.
+   of the same segment (:mod:`ratiowatch.stream.calibration.split_test`), fitted around its line
+   and without its significant level shifts. If it is significant, the best split is a change
+   point (moved to such a level shift if one lies within a subsequence of it) and both halves
+   are segmented again (breadth first); otherwise the segment has no change.
 
 Because a change-free series can only gain a change point through the first test, the chance that
 it gets any change point at all is the level of that test (``false_alarm_rate``, 0.05 by default,
@@ -166,6 +167,15 @@ def build_profile(t_len: int, width: int, period: int, cfg: dict) -> tuple:
     return prof, width
 
 
+def _at_shift(split: int, shifts: tuple[int, ...], resolution: int) -> int:
+    """The split, or the nearest significant level shift of the segment's null fit within
+    ``resolution`` samples of it (the profile places a split to about a subsequence; a shift's own
+    statistic finds its row: a noise-free step whose profile plateau put the split one sample
+    early left that sample behind as a second, spurious change)."""
+    near = [k for k in shifts if abs(k - split) <= resolution]
+    return min(near, key=lambda k: (abs(k - split), k)) if near else split
+
+
 def replay(series, progress: Callable[[int, int], None] | None = None, **params) -> Replay:
     """Change points, alarms and traces of ``series`` (see :func:`detect` for ``params``)."""
     cfg = _config(params)
@@ -176,6 +186,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
 
     prof, width = build_profile(t_len, width, period, cfg)
     stride = getattr(prof, "profiles", (prof,))[0].stride
+    resolution = min(q.width + q.stride for q in getattr(prof, "profiles", (prof,)))
     rng = np.random.default_rng(cfg["seed"])
     level = float(cfg["false_alarm_rate"])
     scores = np.full(t_len, np.nan)
@@ -205,6 +216,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             scores[a + s: a + stop] = prof_values[g]
         thresholds[a:e] = test.critical
         if reject:
+            split = _at_shift(split, test.shifts, resolution)
             alarms.append(Alarm(change_index=a + split, alarm_index=t_len - 1, score=stat,
                                 threshold=test.critical))
             stack.extend([(a, a + split), (a + split, e)])

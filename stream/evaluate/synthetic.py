@@ -46,6 +46,8 @@ Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples e
 ``SEGMENT`` and ``2 SEGMENT`` (the third segment returns to the first regime):
 
 * ``mean``: N(0, 1) -> N(2, 1) -> N(0, 1);
+* ``mean_clean``: the same with noise of sd 0.05 and a shift of 1 (20 noise sd): a clean step,
+  which a null fitted across the shift takes for a trend or a persistent wander;
 * ``mean_ar``: AR(1) phi = 0.5 with unit innovations, mean 0 -> 2 -> 0;
 * ``variance``: sd 1 -> 3 -> 1;
 * ``correlation``: bivariate standard normal, correlation 0 -> 0.9 -> 0 (margins unchanged);
@@ -94,7 +96,7 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30")
-CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_ar", "variance", "correlation", "shape", "frequency")
+CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape", "frequency")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
@@ -226,6 +228,8 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
     window = WINDOW
     if kind == "mean":
         x = rng.normal(size=length) + 2.0 * mid
+    elif kind == "mean_clean":
+        x = 0.05 * rng.normal(size=length) + 1.0 * mid
     elif kind == "mean_ar":
         x = _ar1(rng, length, 0.5, sd=1.0 / np.sqrt(0.75)) + 2.0 * mid
     elif kind == "variance":

@@ -4,7 +4,11 @@ import numpy as np
 import pytest
 
 from ratiowatch.core.split_profile import SplitProfile
-from ratiowatch.stream.calibration.split_test import ar_surrogates, max_split_test, n_surrogates
+from ratiowatch.stream.calibration.split_test import (ar_surrogates, intervention_t, max_split_test, n_surrogates,
+                                                      remove_level_shifts, shift_gate)
+from ratiowatch.stream.calibration.surrogate import fit_ar_channels
+
+import naive
 
 
 def _ar1(t_len, phi, seed):
@@ -82,3 +86,78 @@ def test_gumbel_tail_p_value_matches_the_fitted_law():
         # 7.5 scale units out in the tail by ~15 %
         assert p == pytest.approx(exact, rel=0.25)
     assert np.isnan(SplitTest(False, 1.0, null[:5], 12.0).tail_p_value)
+
+
+# ------------------------------------------------------------------ level shifts (Chen and Liu 1993)
+@pytest.mark.parametrize("phi", [0.0, 0.5, 0.9])
+def test_shift_and_outlier_statistics_match_the_explicit_regressions(phi):
+    y = (_ar1(200, phi, 4) + 1.5 * (np.arange(200) >= 120))[:, None]
+    y = y - y.mean()
+    (model,) = fit_ar_channels(y, max_order=3)
+    shift, outlier = intervention_t(y, [model])
+    for k in (model.order + 1, 50, 119, 120, 121, 197, 198, 199):
+        assert shift[k, 0] == pytest.approx(naive.level_shift_t(y[:, 0], model.phi, model.mean, k), rel=1e-9)
+        assert outlier[k, 0] == pytest.approx(naive.additive_outlier_t(y[:, 0], model.phi, model.mean, k), rel=1e-9)
+    assert np.all(shift[: model.order + 1] == 0.0) and np.all(outlier[: model.order + 1] == 0.0)  # undefined
+    assert int(np.argmax(shift[:, 0])) in range(118, 123)
+
+
+def test_a_noise_free_shift_is_placed_at_its_own_row():
+    y = np.r_[np.zeros(100), np.ones(60)][:, None] - 0.375
+    t = intervention_t(y, fit_ar_channels(y))[0][:, 0]
+    # every error is 0 but the jump's: sigma is their plain spread, and t is about sqrt(T)
+    assert int(np.argmax(t)) == 100 and t[100] > shift_gate(160, 1, 0.05)
+
+
+@pytest.mark.parametrize("events", [{10: 3.0, 37: 1.0}, {8: 6.0, 9: 6.0}, {30: 3.0}])
+def test_rare_events_among_zeros_are_not_shifts(events):
+    # intermittent counts: the MAD of the errors is 0, and each event or a pair of them is better
+    # explained as an outlier than as a change of level
+    y = np.zeros(60)
+    y[list(events)] = list(events.values())
+    assert remove_level_shifts(y[:, None], 5, 0.05)[3] == [[]]
+
+
+def test_the_gate_is_a_bonferroni_normal_quantile():
+    from scipy.stats import norm
+
+    assert shift_gate(1000, 2, 0.05) == pytest.approx(norm.isf(0.05 / 4000))
+    assert shift_gate(100, 1, 0.05) < shift_gate(10000, 1, 0.05)
+
+
+def test_clean_shifts_are_removed_one_at_a_time():
+    rng = np.random.default_rng(0)
+    steps = np.r_[np.zeros(300), np.ones(300), np.full(300, 3.0)]
+    x = np.c_[steps + 0.05 * rng.normal(size=900), rng.normal(size=900)]  # channel 1 has no shift
+    mu, slope, resid, shifts = remove_level_shifts(x, 5, 0.05)
+    assert sorted(shifts[0]) == [300, 600] and shifts[1] == []
+    # the plain line would rise with the steps (slope ~1.4 over t in [-1, 1])
+    assert abs(slope[0]) < 0.05 and resid[:, 0].std() < 0.06  # the steps are out of the residual
+    assert np.allclose(resid[:, 1], x[:, 1] - mu[1] - np.linspace(-1, 1, 900) * slope[1], rtol=0, atol=1e-12)
+
+
+def test_change_free_series_keep_their_null():
+    """Random walks and AR(1) at 0.9 (T = 500, 20 seeds each): a significant shift at level 0.05
+    is found in at most a few of them (measured: 0 of 40)."""
+    found = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        walk = rng.normal(size=(500, 1)).cumsum(axis=0)
+        found += bool(remove_level_shifts(walk, 5, 0.05)[3][0])
+        found += bool(remove_level_shifts(_ar1(500, 0.9, seed)[:, None], 5, 0.05)[3][0])
+    assert found <= 4  # binomial(40, 0.05) exceeds 4 with probability 0.05
+
+
+def test_a_clean_shift_is_not_reproduced_by_its_own_surrogates():
+    # fitted across the step, the line takes its slope and the AR model turns persistent: the
+    # surrogates made ramps and wanders that scored as high as the step (it was never found)
+    rng = np.random.default_rng(1)
+    x = np.r_[np.zeros(900), np.ones(600)] + 0.03 * rng.normal(size=1500)
+    prof = SplitProfile(width=3)
+    stat = prof.best(x)[0]
+    plain = max_split_test(x, prof, stat, 0.05, np.random.default_rng(2), level_shifts=False)
+    cleaned = max_split_test(x, prof, stat, 0.05, np.random.default_rng(2))
+    assert not plain.reject and cleaned.reject
+    assert cleaned.null.max() < 0.2 * stat
+    sims = list(ar_surrogates(x[:, None], np.random.default_rng(3), 5, shift_level=0.05))
+    assert all(abs(np.polyfit(np.arange(1500), s[:, 0], 1)[0]) < 1e-5 for s in sims)  # no ramp

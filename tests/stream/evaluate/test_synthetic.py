@@ -109,6 +109,9 @@ def test_change_series_change_what_they_say_where_they_say():
     crossings = lambda y: int(np.sum(np.diff(np.sign(y)) != 0))  # noqa: E731
     assert crossings(f[seg:2 * seg]) > 1.6 * crossings(f[:seg])
     assert np.array_equal(S.change_series("mean_ar", 3).x, S.change_series("mean_ar", 3).x)
+    clean = S.change_series("mean_clean", 0).x
+    assert clean[seg:2 * seg].mean() - clean[:seg].mean() == pytest.approx(1.0, abs=0.01)
+    assert clean[:seg].std() == pytest.approx(0.05, rel=0.1)  # a step of 20 noise sd
 
 
 def test_offline_null_scorer_counts_series_with_any_change():
