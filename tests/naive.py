@@ -114,14 +114,15 @@ def rank_stats(past: np.ndarray, cur: np.ndarray) -> np.ndarray:
     return out
 
 
-def level_shift_t(y, phi, mean, k):
-    """t statistic of a level shift at row ``k`` of the 1-d ``y`` in the AR(``phi``) one-step errors,
-    by explicit filtering of the errors and of the step (Chen and Liu 1993), robust sigma."""
+
+def _effect_t(y, phi, mean, s):
+    """t statistic of the regressor ``s`` (a list over the rows of the 1-d ``y``) in the AR(``phi``)
+    one-step errors, both filtered explicitly (Chen and Liu 1993); sigma 1.4826 MAD of the errors,
+    at least a quarter of their standard deviation."""
     p, t_len = len(phi), len(y)
     e = [(y[t] - mean) - sum(phi[i] * (y[t - 1 - i] - mean) for i in range(p)) for t in range(p, t_len)]
     ebar = sum(e) / len(e)
     e = [v - ebar for v in e]
-    s = [1.0 if t >= k else 0.0 for t in range(t_len)]
     u = [s[t] - sum(phi[i] * s[t - 1 - i] for i in range(p)) for t in range(p, t_len)]
     med = float(np.median(e))
     sd = math.sqrt(sum(v * v for v in e) / len(e))
@@ -130,17 +131,11 @@ def level_shift_t(y, phi, mean, k):
     return abs(sum(a * b for a, b in zip(e, u))) / (math.sqrt(uu) * sigma)
 
 
+def level_shift_t(y, phi, mean, k):
+    """t statistic of a level shift starting at row ``k`` (regressor 1[t >= k])."""
+    return _effect_t(y, phi, mean, [1.0 if t >= k else 0.0 for t in range(len(y))])
+
+
 def additive_outlier_t(y, phi, mean, k):
-    """t statistic of an additive outlier at row ``k`` of the 1-d ``y`` in the AR(``phi``) one-step
-    errors, by explicit filtering of the errors and of the pulse (Chen and Liu 1993), robust sigma."""
-    p, t_len = len(phi), len(y)
-    e = [(y[t] - mean) - sum(phi[i] * (y[t - 1 - i] - mean) for i in range(p)) for t in range(p, t_len)]
-    ebar = sum(e) / len(e)
-    e = [v - ebar for v in e]
-    d = [1.0 if t == k else 0.0 for t in range(t_len)]
-    u = [d[t] - sum(phi[i] * d[t - 1 - i] for i in range(p)) for t in range(p, t_len)]
-    med = float(np.median(e))
-    sd = math.sqrt(sum(v * v for v in e) / len(e))
-    sigma = max(1.4826 * float(np.median([abs(v - med) for v in e])), 0.25 * sd)
-    uu = sum(v * v for v in u)
-    return abs(sum(a * b for a, b in zip(e, u))) / (math.sqrt(uu) * sigma)
+    """t statistic of an additive outlier at row ``k`` (regressor 1[t == k])."""
+    return _effect_t(y, phi, mean, [1.0 if t == k else 0.0 for t in range(len(y))])
