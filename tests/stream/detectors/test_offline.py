@@ -68,6 +68,21 @@ def test_the_cleaner_a_shift_the_surer_it_is_found(t_len):
         assert len(cps) == 1 and abs(cps[0] - k) <= 3, (noise, cps)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_clean_steps_on_a_staircase_or_a_trend_are_found_and_a_ramp_is_not(seed):
+    """Noise of sd 0.05: every step of a four-step staircase, a step on a rising line, and nothing
+    on the line alone (no step was found before the null was fitted without significant level
+    shifts). Random walks keep their rate: the null suite, and the split test's own tests."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1000)
+    stairs = detect(np.floor(t / 200) + 0.05 * rng.normal(size=1000))
+    assert all(any(abs(c - cp) <= 3 for c in stairs) for cp in (200, 400, 600, 800)), stairs
+    assert len(stairs) <= 5, stairs
+    on_trend = detect(0.002 * t + (t >= 600) + 0.05 * rng.normal(size=1000))
+    assert len(on_trend) == 1 and abs(on_trend[0] - 600) <= 3, on_trend
+    assert detect(0.002 * t + 0.05 * rng.normal(size=1000)) == []
+
+
 @pytest.mark.parametrize("t_len", [15, 30, 60, 200])
 def test_one_event_among_zeros_is_no_change(t_len):
     # at the very end, the line fitted to the zeros tilts towards the event and the null may be
