@@ -96,7 +96,8 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30")
-CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape", "frequency")
+CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
+                                 "frequency")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
