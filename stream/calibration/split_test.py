@@ -190,8 +190,8 @@ def shift_gate(t_len: int, channels: int, level: float) -> float:
 
 def remove_level_shifts(x: np.ndarray, max_order: int, level: float, max_shifts: int = MAX_SHIFTS
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
-    """(level, slope, residual, shifts): each channel's line fitted jointly with its significant
-    level shifts, found one at a time as in Chen and Liu (1993).
+    """(level, slope, residual, shifts) of ``x`` (T, m), or (T,) as one channel: each channel's line
+    fitted jointly with its significant level shifts, found one at a time as in Chen and Liu (1993).
 
     Fit the AR model; take the largest shift statistic of :func:`intervention_t` among the rows
     where it exceeds the outlier statistic; while it passes :func:`shift_gate` at ``level``, add
@@ -209,6 +209,7 @@ def remove_level_shifts(x: np.ndarray, max_order: int, level: float, max_shifts:
     >>> remove_level_shifts(rng.normal(size=(900, 1)).cumsum(axis=0), 5, 0.05)[3]  # a random walk
     [[]]
     """
+    x = _rows(x)
     t_len, m = x.shape
     tt = np.linspace(-1.0, 1.0, t_len)
     mu, slope = _line(x)
