@@ -167,12 +167,25 @@ def build_profile(t_len: int, width: int, period: int, cfg: dict) -> tuple:
     return prof, width
 
 
-def _at_shift(split: int, shifts: tuple[int, ...], resolution: int) -> int:
-    """The split, or the nearest significant level shift of the segment's null fit within
-    ``resolution`` samples of it (the profile places a split to about a subsequence; a shift's own
-    statistic finds its row: a noise-free step whose profile plateau put the split one sample
-    early left that sample behind as a second, spurious change)."""
-    near = [k for k in shifts if abs(k - split) <= resolution]
+def at_level_shift(split: int, shifts, profile) -> int:
+    """The split, or the nearest of ``shifts`` (rows of significant level shifts, see
+    :func:`~ratiowatch.stream.calibration.split_test.remove_level_shifts`) within one subsequence
+    of it (the width and stride of ``profile``'s finest part).
+
+    The profile places a split to about a subsequence; a shift's own statistic finds its row. On
+    a noise-free step the profile's plateau put the split one sample early, and the sample left
+    behind became a second, spurious change (offline) or a glitch at the start of the restarted
+    window that slowed the next alarm (streaming).
+
+    Examples
+    --------
+    >>> from ratiowatch.core.split_profile import SplitProfile
+    >>> prof = SplitProfile(width=3)
+    >>> at_level_shift(498, [500, 900], prof), at_level_shift(480, [500], prof)
+    (500, 480)
+    """
+    resolution = min(q.width + q.stride for q in getattr(profile, "profiles", (profile,)))
+    near = [int(k) for k in shifts if abs(k - split) <= resolution]
     return min(near, key=lambda k: (abs(k - split), k)) if near else split
 
 
@@ -186,7 +199,6 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
 
     prof, width = build_profile(t_len, width, period, cfg)
     stride = getattr(prof, "profiles", (prof,))[0].stride
-    resolution = min(q.width + q.stride for q in getattr(prof, "profiles", (prof,)))
     rng = np.random.default_rng(cfg["seed"])
     level = float(cfg["false_alarm_rate"])
     scores = np.full(t_len, np.nan)
@@ -216,7 +228,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             scores[a + s: a + stop] = prof_values[g]
         thresholds[a:e] = test.critical
         if reject:
-            split = _at_shift(split, test.shifts, resolution)
+            split = at_level_shift(split, test.shifts, prof)
             alarms.append(Alarm(change_index=a + split, alarm_index=t_len - 1, score=stat,
                                 threshold=test.critical))
             stack.extend([(a, a + split), (a + split, e)])

@@ -5,7 +5,9 @@
 detector's density-ratio split profile (:mod:`ratiowatch.core.split_profile`: the symmetric
 RuLSIF divergence between the subsequences before and after each split, scaled by the effective
 sample size). When the window's largest score passes a calibrated threshold, the best split is
-reported as the change (its first sample, not the alarm time) and the window restarts there. It
+reported as the change (its first sample, not the alarm time; moved to a significant level shift
+within a subsequence of it, so that no sample of the old level starts the new window) and the
+window restarts there. It
 is the density-ratio counterpart of ClaSS (Ermshaus, Schäfer and Leser 2024), which scores every
 split of a sliding window with a classifier.
 
@@ -66,9 +68,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.calibration.peaks import Alarm
-from ratiowatch.stream.calibration.split_test import MAX_ORDER, ar_surrogates, gumbel_threshold
+from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, gumbel_threshold,
+                                                      remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
-from ratiowatch.stream.detectors.offline import build_profile
+from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
 from ratiowatch.stream.series.width import subsequence_width
 
 #: growth of the window between calibrations while it fills
@@ -264,6 +267,11 @@ class SplitProfileDetector:
         stat, split = self._cal.profile.best(w)
         if split < 0:
             return None
+        # a clean level shift near the split is the change's row (offline.at_level_shift): the
+        # window restarts there, with no sample of the old level left at its start
+        level = min(0.5, self.false_alarm_rate * self._spacing(w.shape[0]))
+        shifts = {k for ks in remove_level_shifts(w, self.max_order, level)[3] for k in ks}
+        split = at_level_shift(split, sorted(shifts), self._cal.profile)
         change = self._start + split
         alarm = Alarm(change_index=int(change), alarm_index=self.n_seen - 1, score=float(stat),
                       threshold=float(self._cal.threshold))

@@ -67,6 +67,16 @@ class TestChanges:
         alarms = stream_alarms(SplitProfileDetector(seed=1), case.x)
         assert [min(abs(ci - c) for ci, _ in alarms) <= 25 for c in case.change_points] == [True, True]
 
+    def test_a_clean_step_and_its_return_are_placed_at_their_rows(self):
+        # a clean step's profile plateau put the split two samples early; the window restarted
+        # with two samples of the old level at its start, and the return was found 45-333 samples
+        # late (or not at all) instead of within 30
+        rng = np.random.default_rng(0)
+        y = np.r_[np.zeros(500), np.ones(500), np.zeros(500)] + 0.05 * rng.normal(size=1500)
+        _, alarms = run(y, seed=0)
+        assert [a.change_index for a in alarms] == [500, 1000], alarms
+        assert alarms[1].alarm_index - 1000 <= 30, alarms
+
     def test_the_window_restarts_at_the_reported_change(self):
         rng = np.random.default_rng(0)
         det, alarms = run(np.r_[rng.normal(0, 1, 400), rng.normal(3, 1, 400)], seed=0)
