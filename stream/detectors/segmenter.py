@@ -7,9 +7,8 @@ RuLSIF divergence between the subsequences before and after each split, scaled b
 sample size). When the window's largest score passes a calibrated threshold, the best split is
 reported as the change (its first sample, not the alarm time; moved to a significant level shift
 within a subsequence of it, so that no sample of the old level starts the new window) and the
-window restarts there. It
-is the density-ratio counterpart of ClaSS (Ermshaus, Schäfer and Leser 2024), which scores every
-split of a sliding window with a classifier.
+window restarts there. It is the density-ratio counterpart of ClaSS (Ermshaus, Schäfer and Leser
+2024), which scores every split of a sliding window with a classifier.
 
 Everything the offline detector learns from a whole series it learns here from the window:
 
