@@ -103,11 +103,13 @@ def _rows(x) -> np.ndarray:
     return x[:, None] if x.ndim == 1 else x
 
 
-def _line(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(level, slope) of each column of ``x`` (T, m): its least-squares line over t in [-1, 1]."""
+def _line(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(level, slope, residual) of each column of ``x`` (T, m) about its least-squares line over
+    t in [-1, 1]."""
     tt = np.linspace(-1.0, 1.0, x.shape[0])
     mu = x.mean(axis=0)
-    return mu, (tt @ (x - mu)) / (tt @ tt)
+    slope = (tt @ (x - mu)) / (tt @ tt)
+    return mu, slope, x - (mu[None, :] + tt[:, None] * slope[None, :])
 
 
 def intervention_t(y: np.ndarray, models: list[ARModel]) -> tuple[np.ndarray, np.ndarray]:
@@ -212,14 +214,13 @@ def remove_level_shifts(x: np.ndarray, max_order: int, level: float, max_shifts:
     x = _rows(x)
     t_len, m = x.shape
     tt = np.linspace(-1.0, 1.0, t_len)
-    mu, slope = _line(x)
+    mu, slope, y = _line(x)
     shifts: list[list[int]] = [[] for _ in range(m)]
     gate = shift_gate(t_len, m, level)
     # differences below the data's float resolution are not signal (the profile is scale-free)
     tol = 1e-9 * (1.0 + np.abs(x).max(axis=0))
     order = int(max(0, min(max_order, t_len // 4)))
     live = np.ones(m, dtype=bool)
-    y = x - (mu[None, :] + tt[:, None] * slope[None, :])
     for _ in range(max_shifts):
         shift_t, outlier_t = intervention_t(y, fit_ar_channels(y, max_order=order))
         # only where a shift explains the errors better than one outlier does (a spike, an event
@@ -256,9 +257,7 @@ def null_fit(x: np.ndarray, max_order: int = MAX_ORDER,
     x = _rows(x)
     if shift_level is not None:
         return remove_level_shifts(x, max_order, float(shift_level))
-    mu, slope = _line(x)
-    tt = np.linspace(-1.0, 1.0, x.shape[0])
-    return mu, slope, x - (mu[None, :] + tt[:, None] * slope[None, :]), [[] for _ in range(x.shape[1])]
+    return (*_line(x), [[] for _ in range(x.shape[1])])
 
 
 def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_ORDER,
