@@ -52,7 +52,9 @@ Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples e
 * ``variance``: sd 1 -> 3 -> 1;
 * ``correlation``: bivariate standard normal, correlation 0 -> 0.9 -> 0 (margins unchanged);
 * ``shape``: jittered sine of period 24 -> square wave of the same period and amplitude -> sine;
-* ``frequency``: jittered sine of period 24 -> period 12 -> period 24.
+* ``frequency``: jittered sine of period 24 -> period 12 -> period 24;
+* ``mean_seasonal``: jittered sine of period 24, level 0 -> 1 -> 0 (a shift of the amplitude: a
+  service metric with a daily cycle moving up, and back).
 
 Each change case carries a *window* ``W``: 50 samples, or three periods for the periodic kinds
 (72). A change counts as found when a reported change lies within ``2 W`` of it (offline), or
@@ -97,7 +99,7 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30")
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
-                                 "frequency")
+                                 "frequency", "mean_seasonal")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
@@ -247,9 +249,11 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
             x[:, 0] *= np.where(mid, 3.0, 1.0)
         else:
             x[:, 1] = np.where(mid, 0.9 * x[:, 0] + np.sqrt(1.0 - 0.81) * x[:, 1], x[:, 1])
-    elif kind in ("shape", "frequency"):
+    elif kind in ("shape", "frequency", "mean_seasonal"):
         window = 3 * CHANGE_PERIOD
-        if kind == "shape":
+        if kind == "mean_seasonal":
+            x = np.sin(2 * np.pi * _jittered_phase(rng, length, CHANGE_PERIOD)) + 1.0 * mid
+        elif kind == "shape":
             phase = _jittered_phase(rng, length, CHANGE_PERIOD)
             s = np.sin(2 * np.pi * phase)
             x = np.where(mid, np.sign(s), s)

@@ -35,6 +35,22 @@ def test_shape_changes_at_a_constant_period_are_found_at_the_split():
         assert all(abs(c - cp) <= 50 for c, cp in zip(rep.change_points, (2000, 4000))), rep.change_points
 
 
+@pytest.mark.parametrize("period", [12, 24, 50])
+def test_a_level_shift_inside_a_seasonal_cycle_is_found(period):
+    """A sine with jittered cycles (5 % of a period, noise sd 0.2) moving up by its amplitude at
+    900 of 1,500 samples, seeds 0-1: one change point, within a quarter cycle. The surrogates' AR
+    model, fitted to the whole segment (dozens of cycles), holds the cycle closely enough that the
+    step stands out (the streaming detector's, fitted to about two cycles, does not)."""
+    from ratiowatch.stream.evaluate.synthetic import _jittered_phase
+
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        y = np.sin(2 * np.pi * _jittered_phase(rng, 1500, float(period))) + rng.normal(0, 0.2, 1500)
+        y[900:] += 1.0
+        cps = detect(y)
+        assert len(cps) == 1 and abs(cps[0] - 900) <= max(5, period // 4), (seed, cps)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_a_stationary_periodic_series_gets_no_change_point(seed):
     assert detect(periodic(["sine"] * 4, seg_len=2000, seed=seed)) == []

@@ -112,6 +112,11 @@ def test_change_series_change_what_they_say_where_they_say():
     clean = S.change_series("mean_clean", 0).x
     assert clean[seg:2 * seg].mean() - clean[:seg].mean() == pytest.approx(1.0, abs=0.01)
     assert clean[:seg].std() == pytest.approx(0.05, rel=0.1)  # a step of 20 noise sd
+    ms = S.change_series("mean_seasonal", 0)
+    assert ms.window == 3 * S.CHANGE_PERIOD
+    # whole cycles average out: the level moves by the amplitude, and the cycle goes on
+    assert ms.x[seg:2 * seg].mean() - ms.x[:seg].mean() == pytest.approx(1.0, abs=0.1)
+    assert ms.x[seg:2 * seg].std() == pytest.approx(ms.x[:seg].std(), rel=0.1) == pytest.approx(np.sqrt(0.5), rel=0.1)
 
 
 def test_offline_null_scorer_counts_series_with_any_change():
