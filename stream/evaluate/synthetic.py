@@ -54,7 +54,10 @@ Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples e
 * ``shape``: jittered sine of period 24 -> square wave of the same period and amplitude -> sine;
 * ``frequency``: jittered sine of period 24 -> period 12 -> period 24;
 * ``mean_seasonal``: jittered sine of period 24, level 0 -> 1 -> 0 (a shift of the amplitude: a
-  service metric with a daily cycle moving up, and back).
+  service metric with a daily cycle moving up, and back);
+* ``mean_alternating``: N(0, 1) whose mean alternates 0, 2, 0, 2, 0, 2 over six segments of half
+  the usual length (five changes): a service switching between two states, where an AR model
+  fitted across the shifts takes them for persistence (masking).
 
 Each change case carries a *window* ``W``: 50 samples, or three periods for the periodic kinds
 (72). A change counts as found when a reported change lies within ``2 W`` of it (offline), or
@@ -99,7 +102,7 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30")
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
-                                 "frequency", "mean_seasonal")
+                                 "frequency", "mean_seasonal", "mean_alternating")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
@@ -221,7 +224,8 @@ class ChangeCase:
 
 
 def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCase:
-    """One series of the change suite: three segments of ``segment`` samples (module docstring)."""
+    """One series of the change suite: three segments of ``segment`` samples, or six of half as many
+    for ``mean_alternating`` (module docstring)."""
     seg = int(segment)
     length = 3 * seg
     rng = _rng(kind, length, seed)
@@ -233,6 +237,10 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
         x = rng.normal(size=length) + 2.0 * mid
     elif kind == "mean_clean":
         x = 0.05 * rng.normal(size=length) + 1.0 * mid
+    elif kind == "mean_alternating":
+        half = seg // 2
+        cps = list(range(half, length, half))[:5]
+        x = rng.normal(size=length) + 2.0 * ((np.arange(length) // half) % 2 == 1)
     elif kind == "mean_ar":
         x = _ar1(rng, length, 0.5, sd=1.0 / np.sqrt(0.75)) + 2.0 * mid
     elif kind == "variance":

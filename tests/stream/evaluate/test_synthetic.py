@@ -117,6 +117,11 @@ def test_change_series_change_what_they_say_where_they_say():
     # whole cycles average out: the level moves by the amplitude, and the cycle goes on
     assert ms.x[seg:2 * seg].mean() - ms.x[:seg].mean() == pytest.approx(1.0, abs=0.1)
     assert ms.x[seg:2 * seg].std() == pytest.approx(ms.x[:seg].std(), rel=0.1) == pytest.approx(np.sqrt(0.5), rel=0.1)
+    alt = S.change_series("mean_alternating", 0)
+    half = seg // 2
+    assert alt.change_points == [half, 2 * half, 3 * half, 4 * half, 5 * half] and alt.window == S.WINDOW
+    means = [alt.x[a:a + half].mean() for a in range(0, 3 * seg, half)]
+    assert np.allclose(means, [0, 2, 0, 2, 0, 2], atol=0.2)
 
 
 def test_offline_null_scorer_counts_series_with_any_change():
