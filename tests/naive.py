@@ -139,3 +139,27 @@ def level_shift_t(y, phi, mean, k):
 def additive_outlier_t(y, phi, mean, k):
     """t statistic of an additive outlier at row ``k`` (regressor 1[t == k])."""
     return _effect_t(y, phi, mean, [1.0 if t == k else 0.0 for t in range(len(y))])
+
+
+def dynamic_regression_t(x, design, order):
+    """|t| of each column of ``design`` in the regression of ``x[t]`` on ``design[t]`` and
+    ``x[t-1] .. x[t-order]`` (rows t >= order), by explicit normal equations; sigma 1.4826 MAD of
+    the errors, at least a quarter of their standard deviation."""
+    rows = [list(design[t]) + [x[t - 1 - i] for i in range(order)] for t in range(order, len(x))]
+    z = np.array(rows, dtype=np.float64)
+    target = np.array([x[t] for t in range(order, len(x))])
+    gram = z.T @ z
+    coef = np.linalg.solve(gram, z.T @ target)
+    e = [float(a - b) for a, b in zip(target, z @ coef)]
+    med = float(np.median(e))
+    mean = sum(e) / len(e)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in e) / len(e))
+    sigma = max(1.4826 * float(np.median([abs(v - med) for v in e])), 0.25 * sd)
+    inv = np.linalg.inv(gram)
+    return [abs(coef[j]) / (sigma * math.sqrt(inv[j, j])) for j in range(design.shape[1])]
+
+
+def white_noise_shift_stat(y, k):
+    """The standardised mean difference of ``y`` before and after row ``k``, sigma 1."""
+    n = len(y)
+    return abs(sum(y[k:]) / (n - k) - sum(y[:k]) / k) * math.sqrt(k * (n - k) / n)

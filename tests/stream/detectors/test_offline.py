@@ -126,9 +126,6 @@ def test_later_tests_spend_the_level():
     assert set(strict) <= set(loose)
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: alternating shifts 0, 3, 0, 3 (300 samples each) leave no "
-                                       "single split that separates the distributions well, and the AR(<=5) null "
-                                       "fitted to the whole series is persistent (coefficients sum ~0.9)")
 def test_alternating_mean_shifts_are_found():
     rng = np.random.default_rng(11)
     y = np.concatenate([rng.normal(3.0 * (i % 2), 1, 300) for i in range(4)])
