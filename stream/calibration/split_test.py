@@ -207,8 +207,7 @@ def remove_level_shifts(x: np.ndarray, max_order: int, level: float, max_shifts:
     are tested jointly under an AR model fitted without them (:func:`_unmasked_shifts`), and those
     that stay significant join the regression. Why: an AR model fitted across several shifts is
     persistent enough to explain each of them (masking; Chen and Liu's own caveat): shifts of
-    3 sd at 300, 600 and 900 in unit noise had statistics of at most 3.0 against a gate of 4.1,
-    and a staircase stopped at its first step once that step's row was again the largest.
+    3 sd at 300, 600 and 900 in unit noise had statistics of at most 3.0 against a gate of 4.1.
 
     Examples
     --------
@@ -280,12 +279,14 @@ def _unmasked_shifts(x: np.ndarray, y: np.ndarray, steps: list[int], order: int,
     dynamic regression of ``x_t`` on a constant, the line, the steps (``steps`` and the
     candidates) and ``x_{t-1} .. x_{t-order}`` (the innovational form of a level shift, as in
     Perron 1989): while the smallest t statistic of a candidate's step fails ``gate``, that
-    candidate is dropped and the regression refitted; the gate is the Student t quantile of the
-    same tail at the regression's residual degrees of freedom (a 15-sample segment leaves about 6,
-    where the normal quantile let through twice the false shifts). The lags and the steps are estimated
-    jointly, so a shift no longer hides behind the persistence it lends the AR model; and in a
-    random walk the lags keep their unit root, under which a step of the constant is a change of
-    drift, which a wander is not.
+    candidate is dropped and the regression refitted. The gate is the Student t quantile of the
+    same tail at the regression's residual degrees of freedom (a 15-sample segment leaves about 6;
+    with the normal quantile short change-free series gained false change points). The lags and
+    the steps are estimated jointly, so a shift no longer hides behind the persistence it lends the
+    AR model; and in a random walk the lags keep their unit root, under which a step of the
+    constant is a change of drift, which a wander is not. Only a set of two or more is returned:
+    one shift alone is not masked, and the search of :func:`remove_level_shifts` has already tested
+    it under the right model (single survivors were the false shifts of short cycles and walks).
     """
     from scipy.special import ndtr, stdtrit
 
@@ -295,13 +296,12 @@ def _unmasked_shifts(x: np.ndarray, y: np.ndarray, steps: list[int], order: int,
     while cands:
         design = _step_design(tt, [*steps, *cands])
         df = y.size - order - design.shape[1] - order
-        if df < 1:
+        if df < 1:  # more regressors than a short segment can carry: drop the latest candidate
             cands.pop()
             continue
         tstat = _dynamic_t(x, design, order)[-len(cands):]
         worst = int(np.argmin(tstat))
         if tstat[worst] > -float(stdtrit(df, tail)):
-            # one shift alone is not masked (the AR search above tests it under the right model)
             return cands if len(cands) > 1 else []
         cands.pop(worst)
     return []
