@@ -67,6 +67,9 @@ class KLIEPFit:
         Likelihood-CV score of the chosen sigma (NaN when sigma was given).
     lcv_scores, sigmas : ndarray
         Score of every candidate sigma, and the candidates.
+    scale : float
+        Power of two the data were divided by for the fit (:func:`data_scale`); ``ratio`` divides
+        by it too, so tiny or huge values give the same ratio as their rescaled copies.
     """
 
     sigma: float
@@ -76,11 +79,31 @@ class KLIEPFit:
     lcv: float = float("nan")
     lcv_scores: np.ndarray = field(default_factory=lambda: np.empty(0))
     sigmas: np.ndarray = field(default_factory=lambda: np.empty(0))
+    scale: float = 1.0
 
     def ratio(self, x) -> np.ndarray:
         """The fitted ratio at the rows of ``x``, shape (n,); small values mean "unlike the numerator"."""
         x = as_samples(x, "x", dim=self.centres.shape[1])
-        return gauss_kernel(x, self.centres, self.sigma) @ self.theta
+        s = self.scale
+        return gauss_kernel(x / s, self.centres / s, self.sigma / s) @ self.theta
+
+
+def data_scale(x: np.ndarray) -> float:
+    """The power of two nearest below the largest per-feature range of ``x`` (1.0 for constant data).
+
+    Dividing by a power of two is exact, so for data of ordinary magnitude every kernel value is
+    bit for bit what it would be unscaled; for data whose differences are tiny (1e-156) their
+    squares and ``sigma^2`` would underflow and every kernel value would be lost.
+
+    Examples
+    --------
+    >>> data_scale(np.array([[0.0], [3.0]])), data_scale(np.zeros((3, 2)))
+    (2.0, 1.0)
+    """
+    spread = float(np.max(np.ptp(x, axis=0))) if x.size else 0.0
+    if not (spread > 0.0 and np.isfinite(spread)):
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(spread)[1]) - 1))
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -287,6 +310,12 @@ def fit_kliep(
     if check_folds(folds) == "random":
         # work on the rows in canonical order: the result is then a function of the two sets, bit for bit
         x_nu, x_de = x_nu[canonical_order(x_nu)], x_de[canonical_order(x_de)]
+    scale = data_scale(np.concatenate([x_nu, x_de]))  # fit in units where squares cannot underflow
+    x_nu, x_de = x_nu / scale, x_de / scale
+    if sigma is not None:
+        sigma = positive_grid(sigma, "sigma") / scale
+    if centres is not None:
+        centres = as_samples(centres, "centres", dim=x_nu.shape[1]) / scale
     if sigma is None:
         pooled = np.concatenate([x_nu, x_de])
         factors = SIGMA_FACTORS if sigma_factors is None else positive_grid(sigma_factors, "sigma_factors")
@@ -304,7 +333,7 @@ def fit_kliep(
                                       folds=folds, eps_schedule=eps_schedule, max_iter=max_iter)
         best = int(np.argmax(lcv_scores))  # first maximum
         if not np.isfinite(lcv_scores[best]):
-            raise ValueError(f"no candidate sigma in {sigmas.tolist()} reaches the denominator samples; "
+            raise ValueError(f"no candidate sigma in {(sigmas * scale).tolist()} reaches the denominator samples; "
                              "give larger sigma values")
         lcv, sig = float(lcv_scores[best]), float(sigmas[best])
     else:
@@ -316,6 +345,7 @@ def fit_kliep(
         c = as_samples(centres, "centres", dim=x_nu.shape[1])
     k_nu = gauss_kernel(x_nu, c, sig)
     bvec = gauss_kernel(x_de, c, sig).mean(axis=0)
-    _check_reach(bvec, sig)
+    _check_reach(bvec, sig * scale)
     theta, kl = kliep_solve(k_nu, bvec, eps_schedule=eps_schedule, max_iter=max_iter)
-    return KLIEPFit(sigma=sig, centres=c, theta=theta, kl=kl, lcv=lcv, lcv_scores=lcv_scores, sigmas=sigmas)
+    return KLIEPFit(sigma=sig * scale, centres=c * scale, theta=theta, kl=kl, lcv=lcv, lcv_scores=lcv_scores,
+                    sigmas=sigmas * scale, scale=scale)
