@@ -114,6 +114,14 @@ def _line(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mu, slope, x - (mu[None, :] + tt[:, None] * slope[None, :])
 
 
+def _robust_sigma(e: np.ndarray, data: np.ndarray) -> float:
+    """Scale of the errors ``e``: 1.4826 times their MAD, but at least a quarter of their standard
+    deviation and the float resolution of ``data`` (``1e-9`` of its largest magnitude); see
+    :func:`intervention_t` for why each floor."""
+    return max(1.4826 * float(np.median(np.abs(e - np.median(e)))), 0.25 * float(e.std()),
+               1e-9 * (1.0 + float(np.abs(data).max())))
+
+
 def intervention_t(y: np.ndarray, models: list[ARModel]) -> tuple[np.ndarray, np.ndarray]:
     """``(shift, outlier)``, each of shape (T, m): at every row ``k`` of every channel of ``y``, the t
     statistic of a level shift starting at ``k`` and of an additive outlier at ``k``, in the
@@ -155,8 +163,7 @@ def intervention_t(y: np.ndarray, models: list[ARModel]) -> tuple[np.ndarray, np
         # robust, but never below a quarter of the plain spread: more than half the errors within
         # 0.17 sd of their median (mostly zeros, a few levels) makes the MAD meaningless, while for
         # Gaussian to t(3) errors it is 0.66-1 sd and the floor does not bind
-        sigma = max(1.4826 * float(np.median(np.abs(e - np.median(e)))), 0.25 * float(e.std()),
-                    1e-9 * (1.0 + float(np.abs(v).max())))
+        sigma = _robust_sigma(e, v)
         ee = np.zeros(t_len)
         ee[p:] = e
         k = np.arange(p + 1, t_len)
@@ -241,7 +248,7 @@ def remove_level_shifts(x: np.ndarray, max_order: int, level: float, max_shifts:
             k, passes = int(best[j]), bool(tstat[best[j], j] > gate)
             new = [k] if passes and k not in shifts[j] else []
             if not new and unmask:
-                new = _unmasked_shifts(x[:, j], y[:, j], shifts[j], order, gate, max_shifts - len(shifts[j]))
+                new = _unmasked_shifts(x[:, j], y[:, j], tt, shifts[j], order, gate, max_shifts - len(shifts[j]))
             if not new:
                 if passes:  # already in the regression: nothing more to remove
                     live[j] = False
@@ -268,11 +275,11 @@ def _step_design(tt: np.ndarray, steps: list[int]) -> np.ndarray:
     return np.column_stack([np.ones(tt.size), tt, cols])
 
 
-def _unmasked_shifts(x: np.ndarray, y: np.ndarray, steps: list[int], order: int, gate: float,
+def _unmasked_shifts(x: np.ndarray, y: np.ndarray, tt: np.ndarray, steps: list[int], order: int, gate: float,
                      room: int) -> list[int]:
     """Level shifts that an AR model fitted across them masks (see :func:`remove_level_shifts`).
 
-    ``x`` (T,) is the channel, ``y`` (T,) its residual about the line and ``steps``; at most
+    ``x`` (T,) is the channel, ``y`` (T,) its residual about the line (over ``tt``) and ``steps``; at most
     ``room`` new rows. Candidates come from a binary segmentation of ``y`` under white noise (the
     standardised mean difference of each interval against :func:`shift_gate`, sigma from the
     first differences, which a few shifts do not inflate). They are then pruned backwards in the
@@ -291,7 +298,6 @@ def _unmasked_shifts(x: np.ndarray, y: np.ndarray, steps: list[int], order: int,
     from scipy.special import ndtr, stdtrit
 
     cands = _white_noise_segmentation(y, gate, max(order + 2, 3), room, exclude=steps)
-    tt = np.linspace(-1.0, 1.0, y.size)
     tail = float(ndtr(-gate))  # the gate's own tail probability, for a Student t of the same tail
     while cands:
         design = _step_design(tt, [*steps, *cands])
@@ -320,8 +326,7 @@ def _dynamic_t(x: np.ndarray, design: np.ndarray, order: int) -> np.ndarray:
     inv = np.linalg.pinv(z.T @ z)
     coef = inv @ (z.T @ target)
     e = target - z @ coef
-    sigma = max(1.4826 * float(np.median(np.abs(e - np.median(e)))), 0.25 * float(e.std()),
-                1e-9 * (1.0 + float(np.abs(x).max())))
+    sigma = _robust_sigma(e, x)
     se = np.sqrt(np.maximum(np.diag(inv), 0.0))[: design.shape[1]] * sigma
     return np.where(se > 0, np.abs(coef[: design.shape[1]]) / np.where(se > 0, se, 1.0), 0.0)
 
