@@ -325,7 +325,7 @@ def fit_kliep(
                              f"{np.abs(pooled).max():.3g}); "
                              "rescale the data (e.g. standardise it) first")
     else:
-        sigmas = positive_grid(sigma, "sigma")
+        sigmas = sigma  # validated and rescaled above
 
     lcv, lcv_scores = float("nan"), np.empty(0)
     if sigmas.size > 1:
@@ -342,7 +342,7 @@ def fit_kliep(
     if centres is None:
         c = x_nu[pick_rows(x_nu, np.arange(x_nu.shape[0]), int(n_centres), set_rng(seed, x_nu, 10))]
     else:
-        c = as_samples(centres, "centres", dim=x_nu.shape[1])
+        c = centres  # validated and rescaled above
     k_nu = gauss_kernel(x_nu, c, sig)
     bvec = gauss_kernel(x_de, c, sig).mean(axis=0)
     _check_reach(bvec, sig * scale)
