@@ -393,14 +393,23 @@ class SplitProfile:
             s = s[_even(s.size, self.grid)]
         return s
 
+    def features(self, x: np.ndarray) -> np.ndarray:
+        """Kernel features (n_rows, b) of the subsequences of ``x`` (:func:`kernel_features`)."""
+        return kernel_features(_rows(x), self.width, self.stride, self.n_centres, self.sigma_factor)
+
     def profile(self, x: np.ndarray, splits) -> np.ndarray:
-        phi = kernel_features(_rows(x), self.width, self.stride, self.n_centres, self.sigma_factor)
-        return split_profile(phi, splits, self.width, self.stride, self.alpha, self.lam)
+        return split_profile(self.features(x), splits, self.width, self.stride, self.alpha, self.lam)
 
     def maximum(self, x: np.ndarray) -> float:
         """Largest score over the grid of candidate splits (-inf when there is none)."""
-        s = self.candidates(_rows(x).shape[0])
-        return float(np.max(self.profile(x, s))) if s.size else -math.inf
+        return self.maximum_of_rows(self.features(x), _rows(x).shape[0])
+
+    def maximum_of_rows(self, phi: np.ndarray, t_len: int) -> float:
+        """:meth:`maximum` of a series of ``t_len`` samples whose subsequence rows have the features
+        ``phi``, in the order given: a null that rearranges the rows scores them here."""
+        s = self.candidates(int(t_len))
+        return float(np.max(split_profile(phi, s, self.width, self.stride, self.alpha, self.lam))) if s.size \
+            else -math.inf
 
     def best(self, x: np.ndarray, trace: bool = False):
         """(grid maximum, refined split) of ``x``, and the grid profile ``(splits, scores)`` if ``trace``.
@@ -413,7 +422,7 @@ class SplitProfile:
         s = self.candidates(x.shape[0])
         if s.size == 0:
             return (-math.inf, -1, (s, np.zeros(0))) if trace else (-math.inf, -1)
-        phi = kernel_features(x, self.width, self.stride, self.n_centres, self.sigma_factor)
+        phi = self.features(x)
         n_left, first_right = split_rows(s, self.width, self.stride)
         sums = _Sums(phi, n_left)
         p = sums.scores(phi, n_left, first_right, self.alpha, self.lam)
