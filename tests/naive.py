@@ -34,13 +34,16 @@ def rulsif_window_score(gram: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: f
 
 
 
-def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alpha=0.1, lam=1e-3, max_dims=16):
+def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alpha=0.1, lam=1e-3, max_dims=16,
+                  order=None):
     """Scaled symmetric RuLSIF PE at each split, every split fitted from scratch (core.split_profile).
 
     Subsequences ``x[j stride : j stride + width]`` reduced to ``min(width, max_dims)`` piecewise
     means per channel (raw view, and z-normalised view when width >= 3); Gaussian features on
     ``n_centres`` evenly spaced rows per view, sigma = sigma_factor x median pairwise distance of up
     to 200 evenly spaced rows. Left rows end at or before the split, right rows start at or after it.
+    ``order``: the rows (features made from all of them, in their own order) rearranged before
+    the profile is taken (the cycle permutation null).
     """
     from scipy.spatial.distance import cdist, pdist
 
@@ -75,6 +78,14 @@ def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alph
         sigma = sigma_factor * (np.median(d) if d.size else 1.0)
         feats.append(np.exp(-cdist(f, f[cidx], "sqeuclidean") / (2 * sigma**2)))
     phi = np.hstack(feats)
+    return split_profile_of_rows(phi, splits, width, stride, alpha, lam) if order is None else \
+        split_profile_of_rows(phi[np.asarray(order)], splits, width, stride, alpha, lam)
+
+
+def split_profile_of_rows(phi, splits, width, stride, alpha=0.1, lam=1e-3):
+    """The scaled symmetric PE of :func:`split_profile` from the rows' features ``phi`` in the
+    order given: the row at position j is taken to start at sample j stride."""
+    starts = np.arange(phi.shape[0]) * stride
 
     def pe(p, q):
         h_mat = alpha * p.T @ p / len(p) + (1 - alpha) * q.T @ q / len(q)

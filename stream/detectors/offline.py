@@ -19,9 +19,15 @@ calibrated stop test.
    and without its significant level shifts. If it is significant, the best split is a change
    point (moved to such a level shift if one lies within a subsequence of it) and both halves
    are segmented again (breadth first); otherwise the segment has no change.
+4. A univariate periodic segment of at least 16 cycles is also tested against its own
+   quarter-cycle subsequences in random orders of two-cycle blocks
+   (:mod:`ratiowatch.stream.calibration.cycle_permutation`, ``cycle_permutation``). The AR
+   surrogates of a cycle wander in amplitude, so that null is valid but wide there; a level
+   shift inside a jittered cycle stayed below it. Each of the two tests then takes half the
+   level, and the segment is split when either rejects (at the split of the profile it tested).
 
 Because a change-free series can only gain a change point through the first test, the chance that
-it gets any change point at all is the level of that test (``false_alarm_rate``, 0.05 by default,
+it gets any change point at all is the level of that test (of the pair of tests, by Bonferroni) (``false_alarm_rate``, 0.05 by default,
 an exact Monte-Carlo rank test), whatever its length; the test is a scan over all splits, so it
 accounts for the search. The later tests spend the level (``spending``): the k-th test rejects
 only if it passes the rank test and the Gumbel-tail p-value of its maximum is at most
@@ -51,7 +57,8 @@ import numpy as np
 
 from ratiowatch.core.split_profile import MultiWidthProfile, SplitProfile
 from ratiowatch.stream.calibration.peaks import Alarm
-from ratiowatch.stream.calibration.split_test import MAX_ORDER, max_split_test
+from ratiowatch.stream.calibration.cycle_permutation import cycle_permutation_test, permutation_profile
+from ratiowatch.stream.calibration.split_test import MAX_ORDER, SplitTest, max_split_test
 from ratiowatch.stream.series.preprocess import fill_missing
 from ratiowatch.stream.series.width import CYCLE_PARTS, DEFAULT_WIDTH, MIN_ROWS, subsequence_width
 
@@ -80,7 +87,7 @@ class Replay:
 #: series scored at a quarter and a whole cycle.
 DEFAULTS = {"false_alarm_rate": 0.05, "alpha": 0.1, "lam": 1e-3, "sigma_factor": 0.5, "n_centres": 32,
             "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True,
-            "widths": "both"}
+            "widths": "both", "cycle_permutation": True}
 MAX_ROWS = 5000
 METHODS = ("rulsif", "ulsif")
 #: subsequence widths of a periodic series: both a quarter and a whole cycle, or only one of them
@@ -144,7 +151,9 @@ def describe_config(params: dict | None = None) -> dict:
                                       f"at most T // {MIN_ROWS}"),
            "stride": f"max(1, width // 4, ceil(rows / {MAX_ROWS}))",
            "stop": ("breadth-first binary segmentation; max of the split profile vs AR-surrogate maxima, "
-                    "test k at level false_alarm_rate / k (Gumbel tail) after the first")}
+                    "test k at level false_alarm_rate / k (Gumbel tail) after the first; a univariate periodic "
+                    "segment of >= 16 cycles also vs its quarter-cycle rows in random orders of two-cycle "
+                    "blocks, each test at half the level")}
     cfg.update(params or {})
     return cfg
 
@@ -195,6 +204,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     raw = _as_rows(series)
     t_len = raw.shape[0]
     x = _standardise(raw)
+    m = x.shape[1]
     width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
 
     prof, width = build_profile(t_len, width, period, cfg)
@@ -217,11 +227,19 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             if progress is not None:
                 progress(done, t_len)
             continue
-        test = max_split_test(seg, prof, stat, level, rng, max_order=int(cfg["max_order"]))
         n_tests += 1
-        reject = test.reject
-        if reject and cfg["spending"] and n_tests > 1:
-            reject = test.tail_p_value <= level / n_tests
+        # a periodic segment is also tested against its own cycles in random orders; each test
+        # then takes half the level (Bonferroni), so the pair keeps it
+        perm_prof = permutation_profile(prof, e - a, period) if cfg["cycle_permutation"] and m == 1 else None
+        perm = None
+        if perm_prof is not None:
+            perm_stat, perm_split = perm_prof.best(seg)
+            perm = cycle_permutation_test(seg, perm_prof, perm_stat, period, level / 2, rng)
+        share = level if perm is None else level / 2
+        test = max_split_test(seg, prof, stat, share, rng, max_order=int(cfg["max_order"]))
+        reject = _passes(test, share, n_tests, cfg["spending"])
+        if not reject and perm is not None and _passes(perm, share, n_tests, cfg["spending"]):
+            reject, split = True, perm_split
         # traces: the profile held from each grid split to the next, the threshold over the segment
         for g, s in enumerate(grid):
             stop = grid[g + 1] if g + 1 < grid.size else e - a
@@ -242,6 +260,12 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     return Replay([al.change_index for al in alarms], alarms, scores, thresholds, config)
 
 
+def _passes(test: SplitTest, level: float, k: int, spending: bool) -> bool:
+    """Whether the k-th test (breadth first) rejects at ``level``: its Monte-Carlo p-value, and
+    with ``spending`` after the first also its Gumbel-tail p-value at ``level / k``."""
+    return test.reject and (not spending or k == 1 or test.tail_p_value <= level / k)
+
+
 def detect(series, **params) -> list[int]:
     """Change points of ``series`` (shape (T,) or (T, m); NaN/None = missing), sorted.
 
@@ -260,6 +284,9 @@ def detect(series, **params) -> list[int]:
         Largest AR order of the surrogates.
     spending : bool
         Test k > 1 at level ``false_alarm_rate / k`` (module docstring); True by default.
+    cycle_permutation : bool
+        Also test a univariate periodic segment against its own cycles in random orders, each test
+        at half the level (module docstring); True by default.
     method : {"rulsif", "ulsif"}
         The divergence (uLSIF is RuLSIF with alpha = 0).
     seed : int
