@@ -69,7 +69,9 @@ class Replay:
 
     ``scores[t]`` is the split profile at split ``t`` of the deepest segment tested around ``t``
     (held between the grid splits; NaN where no split was scored), ``thresholds[t]`` the largest
-    surrogate maximum drawn for that segment's test.
+    AR-surrogate maximum drawn for that segment's test. Each alarm carries the statistic and the
+    largest null maximum of the test that rejected: the AR test, or for a periodic segment that
+    only the cycle permutation test rejected, that test's (module docstring, step 4).
     """
 
     change_points: list[int]
@@ -238,8 +240,10 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
         share = level if perm is None else level / 2
         test = max_split_test(seg, prof, stat, share, rng, max_order=int(cfg["max_order"]))
         reject = _passes(test, share, n_tests, cfg["spending"])
+        alarm_score, alarm_threshold = stat, test.critical
         if not reject and perm is not None and _passes(perm, share, n_tests, cfg["spending"]):
-            reject, split = True, perm_split
+            # the alarm carries the statistic and null of the test that rejected
+            reject, split, alarm_score, alarm_threshold = True, perm_split, perm_stat, perm.critical
         # traces: the profile held from each grid split to the next, the threshold over the segment
         for g, s in enumerate(grid):
             stop = grid[g + 1] if g + 1 < grid.size else e - a
@@ -247,8 +251,8 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
         thresholds[a:e] = test.critical
         if reject:
             split = at_level_shift(split, test.shifts, prof)
-            alarms.append(Alarm(change_index=a + split, alarm_index=t_len - 1, score=stat,
-                                threshold=test.critical))
+            alarms.append(Alarm(change_index=a + split, alarm_index=t_len - 1, score=alarm_score,
+                                threshold=alarm_threshold))
             stack.extend([(a, a + split), (a + split, e)])
         else:
             done += e - a
