@@ -19,20 +19,21 @@ calibrated stop test.
    and without its significant level shifts. If it is significant, the best split is a change
    point (moved to such a level shift if one lies within a subsequence of it) and both halves
    are segmented again (breadth first); otherwise the segment has no change.
-4. A univariate periodic segment of at least 16 cycles is also tested against its own
-   quarter-cycle subsequences in random orders of two-cycle blocks
+4. A univariate periodic segment of at least 16 cycles (and at most 5,000 subsequences at a
+   stride of one sample) is also tested against its own quarter-cycle subsequences in random
+   orders of two-cycle blocks
    (:mod:`ratiowatch.stream.calibration.cycle_permutation`, ``cycle_permutation``). The AR
    surrogates of a cycle wander in amplitude, so that null is valid but wide there; a level
    shift inside a jittered cycle stayed below it. Each of the two tests then takes half the
    level, and the segment is split when either rejects (at the split of the profile it tested).
 
 Because a change-free series can only gain a change point through the first test, the chance that
-it gets any change point at all is the level of that test (of the pair of tests, by Bonferroni) (``false_alarm_rate``, 0.05 by default,
-an exact Monte-Carlo rank test), whatever its length; the test is a scan over all splits, so it
-accounts for the search. The later tests spend the level (``spending``): the k-th test rejects
-only if it passes the rank test and the Gumbel-tail p-value of its maximum is at most
-``false_alarm_rate / k``, so the expected number of false splits grows like the harmonic sum of
-the tests made, not like their number. Each change point is the split itself (the first sample of
+it gets any change point at all is the level of that test, or of the pair by Bonferroni
+(``false_alarm_rate``, 0.05 by default, an exact Monte-Carlo rank test), whatever its length; the
+test is a scan over all splits, so it accounts for the search. The later tests spend the level
+(``spending``): the k-th test rejects only if it passes the rank test and the Gumbel-tail p-value
+of its maximum is at most ``false_alarm_rate / k``, so the expected number of false splits grows
+like the harmonic sum of the tests made, not like their number. Each change point is the split itself (the first sample of
 the new segment), never a detection time.
 
 Examples
