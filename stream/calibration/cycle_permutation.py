@@ -54,12 +54,11 @@ False
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 
-from ratiowatch.stream.calibration.split_test import SplitTest, n_surrogates
+from ratiowatch.stream.calibration.split_test import SplitTest, monte_carlo_test, n_surrogates
 
 #: whole cycles per permuted block (module docstring)
 BLOCK_CYCLES = 2
@@ -143,15 +142,10 @@ def cycle_permutation_test(x, profile, observed: float, period: int, level: floa
     phi = profile.features(x)
     blocks = row_blocks(phi.shape[0], BLOCK_CYCLES * int(period))
     count = n_surrogates(level) if count is None else int(count)
-    allowed = int(math.floor(level * (count + 1))) - 1  # exceedances that still reject
-    exceed = 0
-    null = []
-    for _ in range(count):
-        order = np.concatenate([blocks[j] for j in rng.permutation(len(blocks))])
-        v = profile.maximum_of_rows(phi[order], t_len)
-        null.append(v)
-        if v >= observed:
-            exceed += 1
-            if exceed > allowed:
-                return SplitTest(False, (1 + exceed) / (len(null) + 1), np.asarray(null), observed)
-    return SplitTest(allowed >= 0, (1 + exceed) / (count + 1), np.asarray(null), observed)
+
+    def maxima():
+        for _ in range(count):
+            order = np.concatenate([blocks[j] for j in rng.permutation(len(blocks))])
+            yield profile.maximum_of_rows(phi[order], t_len)
+
+    return monte_carlo_test(maxima(), observed, level, count)

@@ -48,7 +48,7 @@ False
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -480,13 +480,30 @@ def max_split_test(x, profile, observed: float, level: float, rng: np.random.Gen
         (``shift_level=level`` of :func:`ar_surrogates`); False: the plain line and AR fit.
     """
     count = n_surrogates(level) if count is None else int(count)
+    fit = null_fit(x, max_order, level if level_shifts else None)
+    shifts = tuple(sorted({k for ks in fit[3] for k in ks}))
+    maxima = (profile.maximum(z) for z in ar_surrogates(x, rng, count, max_order, fit=fit))
+    return monte_carlo_test(maxima, observed, level, count, shifts)
+
+
+def monte_carlo_test(maxima: Iterable[float], observed: float, level: float, count: int,
+                     shifts: tuple[int, ...] = ()) -> SplitTest:
+    """The rank test of ``observed`` against ``count`` null ``maxima``, drawn lazily: drawing stops
+    as soon as more of them reach ``observed`` than a rejection at ``level`` allows (Besag and
+    Clifford 1991), and the p-value is then that of the draws made.
+
+    Examples
+    --------
+    >>> monte_carlo_test(iter([1.0, 2.0, 3.0]), 5.0, 0.5, 3).p_value
+    0.25
+    >>> t = monte_carlo_test(iter([9.0, 9.0, 1.0]), 5.0, 0.5, 3)
+    >>> t.reject, t.null.size
+    (False, 2)
+    """
     allowed = int(math.floor(level * (count + 1))) - 1  # exceedances that still reject
     exceed = 0
     null = []
-    fit = null_fit(x, max_order, level if level_shifts else None)
-    shifts = tuple(sorted({k for ks in fit[3] for k in ks}))
-    for z in ar_surrogates(x, rng, count, max_order, fit=fit):
-        v = profile.maximum(z)
+    for v in maxima:
         null.append(v)
         if v >= observed:
             exceed += 1
