@@ -78,8 +78,7 @@ def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alph
         sigma = sigma_factor * (np.median(d) if d.size else 1.0)
         feats.append(np.exp(-cdist(f, f[cidx], "sqeuclidean") / (2 * sigma**2)))
     phi = np.hstack(feats)
-    return split_profile_of_rows(phi, splits, width, stride, alpha, lam) if order is None else \
-        split_profile_of_rows(phi[np.asarray(order)], splits, width, stride, alpha, lam)
+    return split_profile_of_rows(phi if order is None else phi[np.asarray(order)], splits, width, stride, alpha, lam)
 
 
 def split_profile_of_rows(phi, splits, width, stride, alpha=0.1, lam=1e-3):
