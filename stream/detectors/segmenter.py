@@ -26,6 +26,16 @@ Everything the offline detector learns from a whole series it learns here from t
   a random walk, and the threshold would climb with the shift's own evidence (6-sd shifts in the
   middle of 300-sample series: found 0 of 20 times with the whole window, 17 of 20 with the older
   part).
+- **A second null for a periodic window** (``cycle_permutation=True``): a univariate window with
+  a period and at least 16 cycles is also scored at a quarter cycle with rows at stride 1, against
+  :data:`CYCLE_DRAWS` orders of its own rows in blocks of two cycles
+  (:func:`~ratiowatch.stream.calibration.cycle_permutation.window_null_maxima`, the offline
+  detector's second null, configuration P). The AR null of a cycle is wide, and alone it finds a
+  level, shape or frequency change inside the cycle hundreds of samples late. Each null then
+  takes half the level, and a window passing either raises the alarm. The split is placed by the
+  rows at stride 1 (the null's splits leave a whole block on each side and cannot reach the
+  newest rows). This null is drawn from the whole window, not its older part: a permutation of a
+  window with a fresh change mixes the regimes instead of turning into a random walk.
 - **Threshold**: a Gumbel law fitted by moments to the surrogate maxima
   (:func:`~ratiowatch.stream.calibration.split_test.gumbel_threshold`, the law behind the offline
   test's tail p-value) (a maximum over splits has
@@ -62,11 +72,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ratiowatch.stream.calibration.peaks import Alarm
+from ratiowatch.stream.calibration.cycle_permutation import (block_profile, permutation_profile,
+                                                             window_null_maxima)
 from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, gumbel_threshold,
                                                       remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
@@ -75,8 +87,14 @@ from ratiowatch.stream.series.width import subsequence_width
 
 #: growth of the window between calibrations while it fills
 LADDER = 1.5
-#: checkpoint format of :meth:`SplitProfileDetector.to_state`
-STATE_VERSION = 1
+#: checkpoint format of :meth:`SplitProfileDetector.to_state` (version 1, before the cycle null,
+#: is still read)
+STATE_VERSION = 2
+#: block permutations per calibration for the cycle null. Its threshold is read far in the tail
+#: (per-test levels of 0.001-0.005) from a Gumbel law fitted by moments; with 40 draws, as the AR
+#: null takes, the jittered seasonal kinds of the null suite got up to 2 false alarms per 10,000
+#: samples (seeds 0-4), with 160 at most 0.4 (seeds 0-9; docs/experiments.md, S10)
+CYCLE_DRAWS = 160
 
 
 @dataclass
@@ -86,6 +104,8 @@ class _Calibration:
     serves_until: int  # window length up to which the threshold holds
     width: int
     period: int
+    cycle: object = None  # the cycle null's profile (stride 1, whole blocks per side), if it applies
+    cycle_threshold: float = math.inf
 
 
 class SplitProfileDetector:
@@ -111,6 +131,10 @@ class SplitProfileDetector:
         Split profile settings, those of :func:`ratiowatch.detect` by default.
     max_order : int
         Largest AR order of the surrogates.
+    cycle_permutation : bool
+        A univariate periodic window is also tested against its own rows in random orders of
+        two-cycle blocks (:func:`~ratiowatch.stream.calibration.cycle_permutation.window_null_maxima`),
+        each null at half the level; False: the AR null alone.
     seed : int
         Drives the surrogates (alarms are deterministic given it).
 
@@ -125,7 +149,7 @@ class SplitProfileDetector:
                  tests_per_window: int = 50, n_null: int = 40, alpha: float = OFFLINE_DEFAULTS["alpha"],
                  lam: float = OFFLINE_DEFAULTS["lam"], sigma_factor: float = OFFLINE_DEFAULTS["sigma_factor"],
                  n_centres: int = OFFLINE_DEFAULTS["n_centres"], grid: int = 100,
-                 max_order: int = MAX_ORDER, seed: int = 0):
+                 max_order: int = MAX_ORDER, cycle_permutation: bool = True, seed: int = 0):
         if not 0.0 < false_alarm_rate < 1.0:
             raise ValueError(f"false_alarm_rate must be in (0, 1), e.g. 1e-4; got {false_alarm_rate}")
         if min_window < 15:
@@ -140,6 +164,7 @@ class SplitProfileDetector:
         self.tests_per_window = int(tests_per_window)
         self.n_null = int(n_null)
         self.max_order = int(max_order)
+        self.cycle_permutation = bool(cycle_permutation)
         self.seed = int(seed)
         self._profile_cfg = {"alpha": float(alpha), "lam": float(lam), "sigma_factor": float(sigma_factor),
                              "n_centres": int(n_centres), "grid": int(grid), "widths": "both"}
@@ -239,6 +264,11 @@ class SplitProfileDetector:
         width, period = subsequence_width(w)
         prof, width = build_profile(serves, width, period, self._profile_cfg)
         rng = np.random.default_rng([self.seed, self._n_cal])
+        # the tests this threshold serves are spaced by at least the spacing at the current length
+        level = min(0.5, self.false_alarm_rate * self._spacing(size))
+        cycle, cycle_threshold = self._cycle_null(w, prof, period, serves, level / 2)
+        if cycle is not None:  # two nulls, each at half the level (Bonferroni)
+            level /= 2
         # the null is fitted to the part of the window that the tests have already seen (the window
         # at the previous calibration): a change among the newest samples would otherwise become
         # part of the null (an AR fit across a level shift is nearly a random walk) and the
@@ -246,24 +276,57 @@ class SplitProfileDetector:
         fit = w if self._fresh else w[:max(self.min_window, math.ceil(size / LADDER))]
         maxima = np.array([prof.maximum(z) for z in ar_surrogates(fit, rng, self.n_null, self.max_order,
                                                                    length=serves)])
-        # the tests this threshold serves are spaced by at least the spacing at the current length
-        level = min(0.5, self.false_alarm_rate * self._spacing(size))
-        self._cal = _Calibration(prof, gumbel_threshold(maxima, level), serves, width, period)
+        self._cal = _Calibration(prof, gumbel_threshold(maxima, level), serves, width, period, cycle,
+                                 cycle_threshold)
         self.threshold = self._cal.threshold
         self._n_cal += 1
         self._since_cal = 0
         self._fresh = False
+
+    def _cycle_profile(self, prof, period: int, serves: int):
+        """The cycle null's profile for windows up to ``serves`` samples, or None where it does not apply."""
+        if not (self.cycle_permutation and period and self._buf.shape[1] == 1):
+            return None
+        finest = permutation_profile(prof, serves, period)
+        return None if finest is None else block_profile(finest, period)
+
+    def _cycle_null(self, w: np.ndarray, prof, period: int, serves: int, level: float):
+        """(profile, threshold) of the cycle null at ``level``, or (None, inf) where it does not apply.
+
+        Unlike the AR null it is drawn from the whole window: a permutation of a window whose newest
+        samples hold a change mixes the two regimes rather than turning into a random walk, and the
+        older part alone rarely holds the 16 cycles the test needs (change suite, seeds 0-3: level,
+        frequency and shape changes inside a cycle found within two windows 2 / 4 / 4 of 8 times
+        with the older part, 8 / 8 / 8 with the whole window; docs/experiments.md).
+        """
+        cycle = self._cycle_profile(prof, period, serves)
+        if cycle is None:
+            return None, math.inf
+        rng = np.random.default_rng([self.seed, self._n_cal, 1])  # the AR draws stay as without it
+        maxima = window_null_maxima(w, cycle, period, CYCLE_DRAWS, rng)
+        if maxima is None:
+            return None, math.inf
+        return cycle, gumbel_threshold(maxima, level)
 
     def _test(self) -> Alarm | None:
         self._since_test = 0
         w = self._window()
         # the statistic is the grid maximum; the split is refined only when it passes (best()
         # scores the grid again, the same numbers, then the splits around its best)
-        stat = self._cal.profile.maximum(w)
+        cal = self._cal
+        stat = cal.profile.maximum(w)
         self.score = stat
-        if not stat > self._cal.threshold:
+        prof, threshold = cal.profile, cal.threshold
+        if not stat > threshold and cal.cycle is not None and cal.cycle.min_length() <= w.shape[0]:
+            prof, threshold = cal.cycle, cal.cycle_threshold
+            stat = prof.maximum(w)
+        if not stat > threshold:
             return None
-        stat, split = self._cal.profile.best(w)
+        if prof is cal.profile:
+            stat, split = prof.best(w)
+        else:  # the cycle null's splits leave a whole block on each side, so they cannot reach a
+            # change among the newest rows, the one just seen: the same rows place it without that bound
+            split = replace(prof, min_rows=0).best(w)[1]
         if split < 0:
             return None
         # a clean level shift near the split is the change's row (offline.at_level_shift): the
@@ -273,7 +336,7 @@ class SplitProfileDetector:
         split = at_level_shift(split, sorted(shifts), self._cal.profile)
         change = self._start + split
         alarm = Alarm(change_index=int(change), alarm_index=self.n_seen - 1, score=float(stat),
-                      threshold=float(self._cal.threshold))
+                      threshold=float(threshold))
         self.last_alarm = alarm
         self.drift_detected = True
         # the window restarts at the change: what follows it is the new segment
@@ -287,7 +350,8 @@ class SplitProfileDetector:
     def _params(self) -> dict:
         return {"false_alarm_rate": self.false_alarm_rate, "min_window": self.min_window,
                 "max_window": self.max_window, "tests_per_window": self.tests_per_window,
-                "n_null": self.n_null, "max_order": self.max_order, "seed": self.seed,
+                "n_null": self.n_null, "max_order": self.max_order, "cycle_permutation": self.cycle_permutation,
+                "seed": self.seed,
                 **{k: v for k, v in self._profile_cfg.items() if k != "widths"}}
 
     def to_state(self) -> dict:
@@ -300,8 +364,9 @@ class SplitProfileDetector:
                 "n_seen": self.n_seen, "drift": self.drift_detected, "score": self.score,
                 "threshold": self.threshold,
                 "last_alarm": None if self.last_alarm is None else self.last_alarm.to_dict(),
-                "calibration": None if cal is None else {"threshold": cal.threshold, "serves": cal.serves_until,
-                                                         "width": cal.width, "period": cal.period},
+                "calibration": None if cal is None else {
+                    "threshold": cal.threshold, "serves": cal.serves_until, "width": cal.width, "period": cal.period,
+                    "cycle_threshold": None if cal.cycle is None else cal.cycle_threshold},
                 "channels": None if self._buf is None else int(self._buf.shape[1])}
         window = np.zeros((0, 0)) if self._buf is None else self._buf[self._lo:self._hi].copy()
         return {"meta": json.dumps(meta), "window": window}
@@ -310,9 +375,11 @@ class SplitProfileDetector:
     def from_state(cls, state: Mapping) -> "SplitProfileDetector":
         """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
         meta = json.loads(str(state["meta"]))
-        if int(meta.get("version", -1)) != STATE_VERSION:
+        version = int(meta.get("version", -1))
+        if version not in (1, STATE_VERSION):
             raise ValueError(f"unsupported SplitProfileDetector state version {meta.get('version')}")
-        obj = cls(**meta["params"])
+        # version 1 predates the cycle null: such a detector ran without it and continues so
+        obj = cls(**{"cycle_permutation": version > 1, **meta["params"]})
         if meta["channels"] is not None:
             window = np.asarray(state["window"], dtype=np.float64).reshape(-1, int(meta["channels"]))
             obj._buf = np.empty((2 * obj.max_window, window.shape[1]))
@@ -331,6 +398,10 @@ class SplitProfileDetector:
             obj.last_alarm = Alarm(**la)
         c = meta["calibration"]
         if c is not None:  # the profile is a function of (length served, width, period)
-            prof, width = build_profile(int(c["serves"]), int(c["width"]), int(c["period"]), obj._profile_cfg)
-            obj._cal = _Calibration(prof, float(c["threshold"]), int(c["serves"]), width, int(c["period"]))
+            serves, period = int(c["serves"]), int(c["period"])
+            prof, width = build_profile(serves, int(c["width"]), period, obj._profile_cfg)
+            cycle_threshold = c.get("cycle_threshold")
+            cycle = None if cycle_threshold is None else obj._cycle_profile(prof, period, serves)
+            obj._cal = _Calibration(prof, float(c["threshold"]), serves, width, period, cycle,
+                                    math.inf if cycle is None else float(cycle_threshold))
         return obj

@@ -1,4 +1,5 @@
-"""SplitProfileDetector: the offline split profile and its AR-surrogate null, run causally."""
+"""SplitProfileDetector: the offline split profile and its two nulls (AR surrogates, a periodic
+window's own cycles in random orders), run causally."""
 
 import math
 
@@ -7,7 +8,7 @@ import pytest
 from scipy import stats
 
 from ratiowatch.stream.calibration.split_test import ar_surrogates
-from ratiowatch.stream.detectors.segmenter import SplitProfileDetector, gumbel_threshold
+from ratiowatch.stream.detectors.segmenter import STATE_VERSION, SplitProfileDetector, gumbel_threshold
 from ratiowatch.stream.evaluate.streaming import stream_alarms
 from ratiowatch.stream.evaluate.synthetic import change_series, null_series
 
@@ -44,6 +45,24 @@ class TestChanges:
     def test_shape_changes_inside_a_periodic_signal_are_found(self):
         # sine <-> square wave, period 24: the two-window ChangePointDetector finds none of these
         assert self.found_at_split("shape", range(3)) == 6
+
+    @staticmethod
+    def found_within_two_windows(kind, seeds, **kw):
+        """Changes of the suite's ``kind`` alarmed within two windows after them, at most 25 samples off."""
+        found = 0
+        for seed in seeds:
+            case = change_series(kind, seed)
+            alarms = stream_alarms(SplitProfileDetector(seed=seed, **kw), case.x)
+            for c in case.change_points:
+                found += any(c <= a < c + 2 * case.window and abs(ci - c) <= 25 for ci, a in alarms)
+        return found
+
+    @pytest.mark.parametrize("kind, ar_only", [("mean_seasonal", 0), ("frequency", 0), ("shape", 3)])
+    def test_changes_inside_a_cycle_are_found_within_two_windows(self, kind, ar_only):
+        # the window's own cycles in random orders: the AR null of a clean or jittered cycle is
+        # wide, and alone it finds these changes hundreds of samples late (docs/experiments.md)
+        assert self.found_within_two_windows(kind, range(3)) == 6
+        assert self.found_within_two_windows(kind, range(3), cycle_permutation=False) == ar_only
 
     def test_most_frequency_changes_are_found_before_the_next_one(self):
         # period 24 -> 12 -> 24: 11 of 12 (the suite: 16 of 20), the second ones 450-500 samples late,
@@ -117,6 +136,19 @@ class TestFalseAlarms:
         assert math.isnan(det.threshold) and det._cal is None
         det.update(1.0)
         assert math.isfinite(det.threshold)
+
+    def test_the_cycle_null_serves_one_channel_with_a_period_only(self):
+        t = np.arange(2000)
+        rng = np.random.default_rng(0)
+        sine = np.sin(2 * np.pi * t / 24) + 0.1 * rng.normal(size=2000)
+        det, _ = run(sine, cycle_permutation=True)
+        assert det._cal.cycle is not None and det._cal.cycle.stride == 1
+        det, _ = run(np.column_stack([sine, np.roll(sine, 5)]), cycle_permutation=True)
+        assert det._cal.cycle is None  # several channels: the AR null alone
+        det, _ = run(rng.normal(size=2000), cycle_permutation=True)
+        assert det._cal.cycle is None and not det._cal.period
+        det, _ = run(sine, cycle_permutation=False)
+        assert det._cal.cycle is None
 
     def test_a_threshold_never_serves_a_longer_window_than_it_was_drawn_for(self):
         x = null_series("ar09", 3000, 0)
@@ -208,9 +240,39 @@ class TestCheckpoint:
             assert got == expected, cut
             assert again.threshold == whole.threshold or (math.isnan(again.threshold) and math.isnan(whole.threshold))
 
+    def test_restored_detector_continues_exactly_with_the_cycle_null(self):
+        x = null_series("seasonal24", 2400, 1)
+        whole = SplitProfileDetector(seed=1, cycle_permutation=True)
+        expected = [whole.step(v) for v in x.tolist()]
+        first = SplitProfileDetector(seed=1, cycle_permutation=True)
+        got = [first.step(v) for v in x[:1500].tolist()]
+        assert first._cal.cycle is not None and math.isfinite(first._cal.cycle_threshold)
+        again = SplitProfileDetector.from_state(first.to_state())
+        assert again._cal.cycle == first._cal.cycle and again._cal.cycle_threshold == first._cal.cycle_threshold
+        got += [again.step(v) for v in x[1500:].tolist()]
+        assert got == expected
+
+    def test_a_version_1_state_continues_without_the_cycle_null(self):
+        import json
+
+        x = null_series("seasonal24", 1600, 2)
+        ar_only = SplitProfileDetector(seed=0, cycle_permutation=False)
+        expected = [ar_only.step(v) for v in x.tolist()]
+        old = SplitProfileDetector(seed=0, cycle_permutation=False)
+        got = [old.step(v) for v in x[:900].tolist()]
+        state = old.to_state()
+        meta = json.loads(state["meta"])  # the format before the cycle null
+        meta["version"] = 1
+        del meta["params"]["cycle_permutation"]
+        del meta["calibration"]["cycle_threshold"]
+        again = SplitProfileDetector.from_state({"meta": json.dumps(meta), "window": state["window"]})
+        assert again.cycle_permutation is False
+        got += [again.step(v) for v in x[900:].tolist()]
+        assert got == expected
+
     def test_unknown_state_version_is_refused(self):
         state = SplitProfileDetector().to_state()
-        state["meta"] = state["meta"].replace('"version": 1', '"version": 99')
+        state["meta"] = state["meta"].replace(f'"version": {STATE_VERSION}', '"version": 99')
         with pytest.raises(ValueError, match="version"):
             SplitProfileDetector.from_state(state)
 
