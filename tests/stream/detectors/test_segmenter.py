@@ -61,8 +61,8 @@ class TestChanges:
     def test_changes_inside_a_cycle_are_found_within_two_windows(self, kind, ar_only):
         # the window's own cycles in random orders: the AR null of a clean or jittered cycle is
         # wide, and alone it finds these changes hundreds of samples late (docs/experiments.md)
-        assert self.found_within_two_windows(kind, range(3)) == 6
-        assert self.found_within_two_windows(kind, range(3), cycle_permutation=False) == ar_only
+        assert self.found_within_two_windows(kind, range(3), cycle_permutation=True) == 6
+        assert self.found_within_two_windows(kind, range(3)) == ar_only  # the default: the AR null alone
 
     def test_most_frequency_changes_are_found_before_the_next_one(self):
         # period 24 -> 12 -> 24: 11 of 12 (the suite: 16 of 20), the second ones 450-500 samples late,
@@ -147,7 +147,7 @@ class TestFalseAlarms:
         assert det._cal.cycle is None  # several channels: the AR null alone
         det, _ = run(rng.normal(size=2000), cycle_permutation=True)
         assert det._cal.cycle is None and not det._cal.period
-        det, _ = run(sine, cycle_permutation=False)
+        det, _ = run(sine)  # off by default
         assert det._cal.cycle is None
 
     def test_a_threshold_never_serves_a_longer_window_than_it_was_drawn_for(self):
@@ -256,9 +256,9 @@ class TestCheckpoint:
         import json
 
         x = null_series("seasonal24", 1600, 2)
-        ar_only = SplitProfileDetector(seed=0, cycle_permutation=False)
+        ar_only = SplitProfileDetector(seed=0)
         expected = [ar_only.step(v) for v in x.tolist()]
-        old = SplitProfileDetector(seed=0, cycle_permutation=False)
+        old = SplitProfileDetector(seed=0)
         got = [old.step(v) for v in x[:900].tolist()]
         state = old.to_state()
         meta = json.loads(state["meta"])  # the format before the cycle null
