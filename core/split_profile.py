@@ -16,9 +16,9 @@ size-weighted scan statistics of change-point analysis. The features ``phi`` are
 (``exp(-||f - c||^2 / (2 sigma^2))``) on two views of each subsequence: its raw values (levels and
 amplitudes) and its z-normalised values (shape), each reduced to at most ``max_dims`` piecewise
 means (PAA), ``n_centres`` centres per view spread evenly over the series and sigma =
-``sigma_factor`` x the median distance between subsequences. A sharp kernel (0.5 x median) with a
-small ridge keeps the profile peaked at a change; with the full median width and a large ridge
-it is nearly flat.
+``sigma_factor`` x the median distance between subsequences (:class:`Kernel`). A sharp kernel
+(0.5 x median) with a small ridge keeps the profile peaked at a change; with the full median width
+and a large ridge it is nearly flat.
 
 Every split comes from running sums of ``phi phi'`` and ``phi``: one sweep over the rows stores
 the left sums at the requested splits, the right sums are the total minus the left and the few
@@ -38,7 +38,7 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -126,8 +126,83 @@ def _even(n: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, count)).round().astype(np.int64))
 
 
+def _views(x: np.ndarray, width: int, stride: int, max_dims: int) -> list[np.ndarray]:
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < width or width < 1 or stride < 1:
+        raise ValueError(f"need x of shape (T, m) with T >= width >= 1 and stride >= 1; got {x.shape}, {width}, {stride}")
+    dims = min(width, max_dims)
+    views = [_paa_rows(x, width, stride, dims, False)]
+    if width >= 3:  # two values have no shape beyond their difference
+        views.append(_paa_rows(x, width, stride, dims, True))
+    return views
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """Gaussian kernel centres and width of each subsequence view (raw, then z-normalised), as
+    :func:`fit_kernel` takes them from one series.
+
+    A profile that keeps one kernel scores every series on the same features. A null drawn from the
+    rows of one window and a test of a later window are then scored alike: with a kernel fitted
+    afresh to each window the statistic would also move with the centres' and width's own variation.
+
+    Parameters
+    ----------
+    centres : tuple of ndarray
+        One (n_centres, dims) array per view.
+    sigmas : tuple of float
+        One width per view.
+    """
+
+    centres: tuple
+    sigmas: tuple
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Kernel) and self.sigmas == other.sigmas and len(self.centres) == len(other.centres) \
+            and all(np.array_equal(a, b) for a, b in zip(self.centres, other.centres))
+
+    def __hash__(self) -> int:
+        return hash((self.sigmas, tuple(c.shape for c in self.centres)))
+
+    def to_state(self) -> dict:
+        """JSON-safe state (:meth:`from_state` restores it exactly)."""
+        return {"centres": [c.tolist() for c in self.centres], "sigmas": [float(v) for v in self.sigmas]}
+
+    @classmethod
+    def from_state(cls, state) -> "Kernel":
+        centres = tuple(np.asarray(c, dtype=np.float64).reshape(len(c), -1) for c in state["centres"])
+        sigmas = tuple(float(v) for v in state["sigmas"])
+        if len(centres) != len(sigmas) or not all(np.isfinite(c).all() for c in centres) or \
+                not all(math.isfinite(v) and v > 0 for v in sigmas):
+            raise ValueError("a kernel state needs one finite centre array and one positive width per view")
+        return cls(centres, sigmas)
+
+
+def fit_kernel(x: np.ndarray, width: int, stride: int, n_centres: int = 32, sigma_factor: float = 0.5,
+               max_dims: int = MAX_DIMS) -> Kernel:
+    """The :class:`Kernel` of ``x``'s subsequences: per view, ``n_centres`` evenly spaced rows are
+    the centres, and the width is ``sigma_factor`` x the median distance between up to 200 evenly
+    spaced rows.
+
+    Examples
+    --------
+    >>> k = fit_kernel(np.arange(20.0)[:, None], 4, 2)
+    >>> [c.shape for c in k.centres], len(k.sigmas)
+    ([(9, 4), (9, 4)], 2)
+    """
+    return _kernel_of_views(_views(x, width, stride, max_dims), n_centres, sigma_factor)
+
+
+def _kernel_of_views(views: list[np.ndarray], n_centres: int, sigma_factor: float) -> Kernel:
+    n = views[0].shape[0]
+    cidx = _even(n, n_centres)
+    sidx = _even(n, 200)
+    return Kernel(tuple(np.ascontiguousarray(f[cidx]) for f in views),
+                  tuple(float(sigma_factor * _median_distance(f, sidx)) for f in views))
+
+
 def kernel_features(x: np.ndarray, width: int, stride: int, n_centres: int = 32, sigma_factor: float = 0.5,
-                    max_dims: int = MAX_DIMS) -> np.ndarray:
+                    max_dims: int = MAX_DIMS, kernel: Kernel | None = None) -> np.ndarray:
     """Kernel features ``phi`` (n_rows, b) of the raw and (width >= 3) z-normalised subsequence views.
 
     Parameters
@@ -142,27 +217,26 @@ def kernel_features(x: np.ndarray, width: int, stride: int, n_centres: int = 32,
         Kernel width as a multiple of the median distance between (up to 200) subsequences.
     max_dims : int
         Piecewise means per subsequence and channel at most.
+    kernel : Kernel, optional
+        Centres and widths to use instead of those of ``x`` (:func:`fit_kernel`); ``n_centres`` and
+        ``sigma_factor`` are then unused.
 
     Examples
     --------
     >>> kernel_features(np.arange(20.0)[:, None], 4, 2).shape
     (9, 18)
     """
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] < width or width < 1 or stride < 1:
-        raise ValueError(f"need x of shape (T, m) with T >= width >= 1 and stride >= 1; got {x.shape}, {width}, {stride}")
-    dims = min(width, max_dims)
-    views = [_paa_rows(x, width, stride, dims, False)]
-    if width >= 3:  # two values have no shape beyond their difference
-        views.append(_paa_rows(x, width, stride, dims, True))
+    views = _views(x, width, stride, max_dims)
+    if kernel is None:
+        kernel = _kernel_of_views(views, n_centres, sigma_factor)
+    if len(kernel.centres) != len(views) or any(c.shape[1] != f.shape[1] for c, f in zip(kernel.centres, views)):
+        raise ValueError("the kernel was fitted to subsequences of another width or number of channels")
     n = views[0].shape[0]
-    cidx = _even(n, n_centres)
-    sidx = _even(n, 200)
-    phi = np.zeros((n, cidx.size * len(views)))
-    for q, f in enumerate(views):
-        sigma = sigma_factor * _median_distance(f, sidx)
-        phi[:, q * cidx.size:(q + 1) * cidx.size] = gauss_entries(
-            _gauss_exponents(f, np.ascontiguousarray(f[cidx]), sigma))
+    phi = np.zeros((n, sum(c.shape[0] for c in kernel.centres)))
+    q = 0
+    for f, c, sigma in zip(views, kernel.centres, kernel.sigmas):
+        phi[:, q:q + c.shape[0]] = gauss_entries(_gauss_exponents(f, c, sigma))
+        q += c.shape[0]
     return phi
 
 
@@ -363,6 +437,9 @@ class SplitProfile:
         one is then refined at every split between its grid neighbours.
     min_rows : int
         Subsequences on each side of a split at least; 0 means max(5, 2 width / stride).
+    kernel : Kernel, optional
+        Centres and widths kept for every series (:meth:`with_kernel_of`); by default each series
+        gets its own (:func:`fit_kernel`).
 
     Examples
     --------
@@ -378,6 +455,7 @@ class SplitProfile:
     sigma_factor: float = 0.5
     grid: int = 200
     min_rows: int = 0
+    kernel: Kernel | None = None
 
     @property
     def rows_min(self) -> int:
@@ -395,7 +473,12 @@ class SplitProfile:
 
     def features(self, x: np.ndarray) -> np.ndarray:
         """Kernel features (n_rows, b) of the subsequences of ``x`` (:func:`kernel_features`)."""
-        return kernel_features(_rows(x), self.width, self.stride, self.n_centres, self.sigma_factor)
+        return kernel_features(_rows(x), self.width, self.stride, self.n_centres, self.sigma_factor,
+                               kernel=self.kernel)
+
+    def with_kernel_of(self, x: np.ndarray) -> "SplitProfile":
+        """This profile with the kernel of ``x`` kept for every later series (:class:`Kernel`)."""
+        return replace(self, kernel=fit_kernel(_rows(x), self.width, self.stride, self.n_centres, self.sigma_factor))
 
     def profile(self, x: np.ndarray, splits) -> np.ndarray:
         return split_profile(self.features(x), splits, self.width, self.stride, self.alpha, self.lam)

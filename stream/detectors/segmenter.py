@@ -84,8 +84,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ratiowatch.core.split_profile import Kernel
 from ratiowatch.stream.calibration.peaks import Alarm
-from ratiowatch.stream.calibration.cycle_permutation import (block_profile, permutation_profile,
+from ratiowatch.stream.calibration.cycle_permutation import (applies, block_profile, permutation_profile,
                                                              window_null_maxima)
 from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, gumbel_threshold,
                                                       remove_level_shifts)
@@ -95,9 +96,9 @@ from ratiowatch.stream.series.width import subsequence_width
 
 #: growth of the window between calibrations while it fills
 LADDER = 1.5
-#: checkpoint format of :meth:`SplitProfileDetector.to_state` (version 1, before the cycle null,
-#: is still read)
-STATE_VERSION = 2
+#: checkpoint format of :meth:`SplitProfileDetector.to_state` (versions 1, before the cycle null,
+#: and 2, before its kept kernel, are still read)
+STATE_VERSION = 3
 #: block permutations per calibration for the cycle null. Its threshold is read far in the tail
 #: (per-test levels of 0.001-0.005) from a Gumbel law fitted by moments; with 40 draws, as the AR
 #: null takes, the jittered seasonal kinds of the null suite got up to 2 false alarms per 10,000
@@ -112,7 +113,8 @@ class _Calibration:
     serves_until: int  # window length up to which the threshold holds
     width: int
     period: int
-    cycle: object = None  # the cycle null's profile (stride 1, whole blocks per side), if it applies
+    cycle: object = None  # the cycle null's profile (stride 1, whole blocks per side, the calibration
+    # window's kernel), if it applies
     cycle_threshold: float = math.inf
 
 
@@ -312,8 +314,14 @@ class SplitProfileDetector:
         with the older part, 8 / 8 / 8 with the whole window; docs/experiments.md).
         """
         cycle = self._cycle_profile(prof, period, serves)
-        if cycle is None:
+        if cycle is None or not applies(w.shape[0], cycle, period):
             return None, math.inf
+        # the draws are rows of this window on its own kernel, and every test until the next
+        # calibration keeps that kernel. With a kernel fitted afresh to each tested window, the
+        # statistic also moved with the kernel: a clean sine's (period 12) width was 0.03 at 4,779
+        # samples against 2.03 at 4,770, and such sines got 1.5 false alarms per 10,000 samples at
+        # T = 10,000 (0.5 with the kept kernel; docs/experiments.md, S11)
+        cycle = cycle.with_kernel_of(w)
         rng = np.random.default_rng([self.seed, self._n_cal, 1])  # the AR draws stay as without it
         maxima = window_null_maxima(w, cycle, period, CYCLE_DRAWS, rng)
         if maxima is None:
@@ -378,7 +386,8 @@ class SplitProfileDetector:
                 "last_alarm": None if self.last_alarm is None else self.last_alarm.to_dict(),
                 "calibration": None if cal is None else {
                     "threshold": cal.threshold, "serves": cal.serves_until, "width": cal.width, "period": cal.period,
-                    "cycle_threshold": None if cal.cycle is None else cal.cycle_threshold},
+                    "cycle_threshold": None if cal.cycle is None else cal.cycle_threshold,
+                    "cycle_kernel": None if cal.cycle is None else cal.cycle.kernel.to_state()},
                 "channels": None if self._buf is None else int(self._buf.shape[1])}
         window = np.zeros((0, 0)) if self._buf is None else self._buf[self._lo:self._hi].copy()
         return {"meta": json.dumps(meta), "window": window}
@@ -388,9 +397,11 @@ class SplitProfileDetector:
         """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
         meta = json.loads(str(state["meta"]))
         version = int(meta.get("version", -1))
-        if version not in (1, STATE_VERSION):
+        if version not in (1, 2, STATE_VERSION):
             raise ValueError(f"unsupported SplitProfileDetector state version {meta.get('version')}")
-        # version 1 predates the cycle null: such a detector ran without it and continues so
+        # version 1 predates the cycle null: such a detector ran without it and continues so.
+        # Version 2 did not keep the cycle null's kernel: it restores without the null until
+        # its next calibration
         obj = cls(**{"cycle_permutation": version > 1, **meta["params"]})
         if meta["channels"] is not None:
             window = np.asarray(state["window"], dtype=np.float64).reshape(-1, int(meta["channels"]))
@@ -412,8 +423,10 @@ class SplitProfileDetector:
         if c is not None:  # the profile is a function of (length served, width, period)
             serves, period = int(c["serves"]), int(c["period"])
             prof, width = build_profile(serves, int(c["width"]), period, obj._profile_cfg)
-            cycle_threshold = c.get("cycle_threshold")
-            cycle = None if cycle_threshold is None else obj._cycle_profile(prof, period, serves)
+            cycle_threshold, kernel = c.get("cycle_threshold"), c.get("cycle_kernel")
+            cycle = None if cycle_threshold is None or kernel is None else obj._cycle_profile(prof, period, serves)
+            if cycle is not None:
+                cycle = replace(cycle, kernel=Kernel.from_state(kernel))
             obj._cal = _Calibration(prof, float(c["threshold"]), serves, width, period, cycle,
                                     math.inf if cycle is None else float(cycle_threshold))
         return obj

@@ -7,8 +7,8 @@ import pytest
 
 import naive
 from ratiowatch.core.rulsif import _pe_hat, _solve_theta
-from ratiowatch.core.split_profile import (SplitProfile, kernel_features, split_profile, split_rows,
-                                           valid_splits)
+from ratiowatch.core.split_profile import (Kernel, SplitProfile, fit_kernel, kernel_features, split_profile,
+                                           split_rows, valid_splits)
 
 
 @pytest.mark.parametrize("every", [1, 7, 23])  # rows between splits: rank-one updates and block products
@@ -126,3 +126,41 @@ def test_multi_width_profile_is_the_larger_of_its_profiles_and_skips_widths_that
     assert both.min_length() == narrow.min_length()
     assert both.maximum(short) == narrow.maximum(short) and both.best(short) == narrow.best(short)
     assert both.best(x[:5]) == (-math.inf, -1)
+
+
+class TestKernel:
+    def test_a_kernel_kept_from_a_series_gives_that_series_its_own_features(self):
+        x = np.random.default_rng(0).normal(size=(300, 1))
+        prof = SplitProfile(width=5)
+        kept = prof.with_kernel_of(x)
+        np.testing.assert_array_equal(kept.features(x), prof.features(x))
+        assert kept.maximum(x) == prof.maximum(x)
+
+    def test_another_series_is_scored_on_the_kept_centres_and_widths(self):
+        from scipy.spatial.distance import cdist
+
+        rng = np.random.default_rng(1)
+        x, y = rng.normal(size=(300, 1)), rng.normal(2.0, 3.0, size=(200, 1))
+        kernel = fit_kernel(x, 4, 1)
+        views = [np.stack([y[j:j + 4, 0] for j in range(197)])]  # PAA of width 4 at 16 dims: the values
+        z = views[0]
+        views.append((z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True))
+        expected = np.hstack([np.exp(-cdist(f, c, "sqeuclidean") / (2 * s ** 2))
+                              for f, c, s in zip(views, kernel.centres, kernel.sigmas)])
+        np.testing.assert_allclose(kernel_features(y, 4, 1, kernel=kernel), expected, rtol=1e-12, atol=1e-300)
+        assert not np.allclose(kernel_features(y, 4, 1), expected)  # y's own kernel differs
+
+    def test_state_round_trip_and_bad_states(self):
+        import json
+
+        kernel = fit_kernel(np.random.default_rng(2).normal(size=(100, 2)), 6, 2)
+        again = Kernel.from_state(json.loads(json.dumps(kernel.to_state())))
+        assert again == kernel and hash(again) == hash(kernel)
+        assert again != fit_kernel(np.random.default_rng(3).normal(size=(100, 2)), 6, 2)
+        with pytest.raises(ValueError, match="positive width"):
+            Kernel.from_state({"centres": kernel.to_state()["centres"], "sigmas": [1.0, 0.0]})
+
+    def test_a_kernel_of_another_width_is_refused(self):
+        kernel = fit_kernel(np.random.default_rng(2).normal(size=(100, 1)), 6, 1)
+        with pytest.raises(ValueError, match="another width"):
+            kernel_features(np.zeros((50, 1)), 4, 1, kernel=kernel)

@@ -248,6 +248,7 @@ class TestCheckpoint:
         got = [first.step(v) for v in x[:1500].tolist()]
         assert first._cal.cycle is not None and math.isfinite(first._cal.cycle_threshold)
         again = SplitProfileDetector.from_state(first.to_state())
+        assert first._cal.cycle.kernel is not None  # the calibration window's kernel, kept
         assert again._cal.cycle == first._cal.cycle and again._cal.cycle_threshold == first._cal.cycle_threshold
         got += [again.step(v) for v in x[1500:].tolist()]
         assert got == expected
@@ -269,6 +270,27 @@ class TestCheckpoint:
         assert again.cycle_permutation is False
         got += [again.step(v) for v in x[900:].tolist()]
         assert got == expected
+
+    def test_a_version_2_state_continues_without_the_cycle_null_until_it_calibrates(self):
+        import json
+
+        x = null_series("seasonal24", 2400, 1)
+        first = SplitProfileDetector(seed=1, cycle_permutation=True)
+        for v in x[:1500].tolist():
+            first.step(v)
+        state = first.to_state()
+        meta = json.loads(state["meta"])  # the format before the kept kernel
+        meta["version"] = 2
+        del meta["calibration"]["cycle_kernel"]
+        again = SplitProfileDetector.from_state({"meta": json.dumps(meta), "window": state["window"]})
+        assert again.cycle_permutation is True and again._cal.cycle is None
+        assert again._cal.threshold == first._cal.threshold
+        n_cal = again._n_cal
+        for v in x[1500:].tolist():
+            again.step(v)
+            if again._n_cal > n_cal:
+                break
+        assert again._cal.cycle is not None and again._cal.cycle.kernel is not None
 
     def test_unknown_state_version_is_refused(self):
         state = SplitProfileDetector().to_state()
