@@ -147,7 +147,8 @@ class TestKernel:
         views.append((z - z.mean(axis=1, keepdims=True)) / z.std(axis=1, keepdims=True))
         expected = np.hstack([np.exp(-cdist(f, c, "sqeuclidean") / (2 * s ** 2))
                               for f, c, s in zip(views, kernel.centres, kernel.sigmas)])
-        np.testing.assert_allclose(kernel_features(y, 4, 1, kernel=kernel), expected, rtol=1e-12, atol=1e-300)
+        # values below exp(-230) ~ 1e-100 are flushed to zero (core.kernels.FLUSH_EXPONENT)
+        np.testing.assert_allclose(kernel_features(y, 4, 1, kernel=kernel), expected, rtol=1e-12, atol=1e-99)
         assert not np.allclose(kernel_features(y, 4, 1), expected)  # y's own kernel differs
 
     def test_state_round_trip_and_bad_states(self):
