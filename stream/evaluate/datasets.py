@@ -60,6 +60,9 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--split-profile", action="store_true",
                         help="also score the streaming SplitProfileDetector (a calibrated split profile over a "
                              "sliding window), causal, as --streaming")
+    parser.add_argument("--cycle-permutation", action="store_true",
+                        help="with --split-profile: turn on the SplitProfileDetector's null of a periodic window's "
+                             "own cycles (SplitProfileDetector(cycle_permutation=True); off by default)")
     parser.add_argument("--peers", action="store_true",
                         help="also run ruptures PELT / BinSeg (RBF) and claspy BinaryClaSP / ClaSS (its own venv: "
                              "`make peers`) on the same series")
@@ -105,6 +108,13 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     if args.seeds < 1:
         print(f"ratiowatch eval {name}: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
         return 2
+    split_profile = getattr(args, "split_profile", False)
+    if getattr(args, "cycle_permutation", False):
+        if not split_profile:
+            print(f"ratiowatch eval {name}: --cycle-permutation is an option of the split-profile detector; "
+                  "add --split-profile", file=sys.stderr)
+            return 2
+        split_profile = {"cycle_permutation": True}
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_formats
 
@@ -129,15 +139,16 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     try:
         names = select(series_names(Path(root)), args.half)
         out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
-                       peers=ALL_PEERS if args.peers else (), progress=progress,
-                       split_profile=getattr(args, "split_profile", False))
+                       peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile)
     except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
         print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
         return 2
     out["half"] = args.half
+    if isinstance(split_profile, dict):
+        out["split_profile_options"] = split_profile
     if args.seeds > 1:
         runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
-                                 split_profile=getattr(args, "split_profile", False))
+                                 split_profile=split_profile)
                         for s in range(1, args.seeds)]
         out["seed_spread"] = seed_spread([r["mean"] for r in runs])
         methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ def _zero(score: Callable, name: str, t_len: int) -> dict:
 
 
 def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[int], int], dict],
-                    halves: Mapping[str, str], *, streaming: bool = False, split_profile: bool = False,
+                    halves: Mapping[str, str], *, streaming: bool = False, split_profile: bool | Mapping = False,
                     peers: Sequence[str] = (),
                     detect: Callable[[np.ndarray], list[int]] | None = None,
                     plot: Callable[[str, np.ndarray, object], None] | None = None,
@@ -45,7 +46,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
 
     ``params`` go to ``replay`` (e.g. ``seed``); the streaming detectors get ``seed`` only (the
     daemon runs its defaults): ``streaming`` adds the ``ChangePointDetector`` under the row's
-    ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``.
+    ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``
+    (True: its defaults; a mapping: its options, e.g. ``{"cycle_permutation": True}``).
     ``detect`` replaces the offline detector (tests). ``peers`` names peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
     shows a progress bar labelled ``desc``; ``progress(line)`` receives one line per series.
     """
@@ -72,8 +74,9 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
             res = {**_zero(score, name, t_len), "error": failure_reason(exc)}
         res["seconds"] = round(time.perf_counter() - t0, 3)
         res["half"] = halves.get(name)
+        options = dict(split_profile) if isinstance(split_profile, Mapping) else {}
         for key, factory, wanted in (("streaming", default_factory, streaming),
-                                     ("streaming_profile", profile_factory, split_profile)):
+                                     ("streaming_profile", partial(profile_factory, **options), split_profile)):
             if not wanted:
                 continue
             t0 = time.perf_counter()

@@ -38,11 +38,12 @@ def default_factory(seed: int = 0) -> Callable[[], object]:
     return lambda: ChangePointDetector(seed=seed)
 
 
-def profile_factory(seed: int = 0) -> Callable[[], object]:
-    """A factory of the streaming ``SplitProfileDetector`` with its defaults."""
+def profile_factory(seed: int = 0, **options) -> Callable[[], object]:
+    """A factory of the streaming ``SplitProfileDetector``: its defaults, or ``options`` (e.g.
+    ``cycle_permutation=True``)."""
     from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 
-    return lambda: SplitProfileDetector(seed=seed)
+    return lambda: SplitProfileDetector(seed=seed, **options)
 
 
 def stream_alarms(detector, x) -> list[tuple[int, int]]:

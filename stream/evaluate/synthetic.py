@@ -291,8 +291,9 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
 
 
 #: streaming detectors the suites can run by name (their defaults): the two-window
-#: ``ChangePointDetector`` and the ``SplitProfileDetector``
-STREAMING_DETECTORS = ("window", "profile")
+#: ``ChangePointDetector``, the ``SplitProfileDetector``, and the latter with its opt-in null of a
+#: periodic window's own cycles (``cycle_permutation=True``)
+STREAMING_DETECTORS = ("window", "profile", "profile_cycles")
 
 
 def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
@@ -301,7 +302,9 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
 
     if name not in STREAMING_DETECTORS:
         raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
-    return default_detector_factory(seed) if name == "window" else profile_factory(seed)
+    if name == "window":
+        return default_detector_factory(seed)
+    return profile_factory(seed, cycle_permutation=name == "profile_cycles")
 
 
 def _null_stream_row(factory: Callable[[], object], kind: str, length: int, s: int) -> dict:
@@ -580,8 +583,9 @@ def add_arguments(parser) -> None:
                         help="score the streaming ChangePointDetector (false alarms per 10,000 samples) "
                              "instead of the offline detect()")
     parser.add_argument("--detector", choices=STREAMING_DETECTORS, default="window",
-                        help="with --streaming: the two-window ChangePointDetector (default, the daemon's) or "
-                             "the SplitProfileDetector")
+                        help="with --streaming: the two-window ChangePointDetector (default, the daemon's), "
+                             "the SplitProfileDetector, or the SplitProfileDetector with its opt-in cycle null "
+                             "(profile_cycles: cycle_permutation=True)")
     parser.add_argument("--jobs", type=int, default=1, metavar="J",
                         help="processes for the streaming null and stress suites (default 1)")
     parser.add_argument("--seeds", type=int, default=5, metavar="N",

@@ -120,6 +120,30 @@ def test_eval_split_profile_adds_its_own_streaming_row(tmp_path, capsys):
     assert out["points_per_s"]["ours_streaming_profile"] > 0
 
 
+def test_eval_cycle_permutation_reaches_the_split_profile_detector(tmp_path, capsys, monkeypatch):
+    import ratiowatch.stream.evaluate.streaming as streaming
+    from ratiowatch.stream.commands.cli import main
+
+    built = []
+    factory = streaming.profile_factory
+
+    def recording(seed=0, **options):
+        make = factory(seed, **options)
+        return lambda: built.append(make()) or built[-1]
+
+    monkeypatch.setattr(streaming, "profile_factory", recording)
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--split-profile", "--cycle-permutation", "--half", "tune"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["split_profile_options"] == {"cycle_permutation": True}
+    assert len(built) == 2 and all(d.cycle_permutation for d in built)
+    assert main(["eval", "tssb", str(root), "--json", "--split-profile", "--half", "tune"]) == 0
+    assert "split_profile_options" not in json.loads(capsys.readouterr().out)
+    assert len(built) == 4 and not any(d.cycle_permutation for d in built[2:])
+    assert main(["eval", "tssb", str(root), "--cycle-permutation"]) == 2
+    assert "add --split-profile" in capsys.readouterr().err
+
+
 def test_eval_half_selects_series_and_seeds_spread_by_half(tmp_path, capsys):
     from ratiowatch.stream.commands.cli import main
 

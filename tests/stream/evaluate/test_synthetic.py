@@ -230,6 +230,8 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
     assert "add --streaming" in capsys.readouterr().err
     with pytest.raises(ValueError, match="streaming detector"):
         S.named_factory("ruler")
+    assert S.named_factory("profile_cycles")().cycle_permutation is True
+    assert S.named_factory("profile")().cycle_permutation is False
 
 
 # ---------------------------------------------------------------- channels suite
