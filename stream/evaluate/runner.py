@@ -55,6 +55,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
 
     from ratiowatch.stream.commands.progress import track
 
+    options = dict(split_profile) if isinstance(split_profile, Mapping) else {}
+    profile_options_factory = partial(profile_factory, **options)
     rows: dict[str, dict] = {}
     for name, x in track(data.items(), desc=desc, total=len(data), unit="series"):
         t_len = int(x.shape[0])
@@ -74,9 +76,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
             res = {**_zero(score, name, t_len), "error": failure_reason(exc)}
         res["seconds"] = round(time.perf_counter() - t0, 3)
         res["half"] = halves.get(name)
-        options = dict(split_profile) if isinstance(split_profile, Mapping) else {}
         for key, factory, wanted in (("streaming", default_factory, streaming),
-                                     ("streaming_profile", partial(profile_factory, **options), split_profile)):
+                                     ("streaming_profile", profile_options_factory, split_profile)):
             if not wanted:
                 continue
             t0 = time.perf_counter()
