@@ -30,7 +30,10 @@ shows where a detector's calibration ends rather than promising anything.
 * ``pulses40``: narrow pulses (a Gaussian of 0.04 cycle) on jittered cycles of period 40, plus
   N(0, 0.05^2) noise (a heartbeat sampled coarsely);
 * ``two_seasons``: sines of periods 24 and 168 (amplitudes 1 and 0.5) plus N(0, 0.3^2);
-* ``sawtooth30``: a sawtooth on jittered cycles of period 30 plus N(0, 0.05^2).
+* ``sawtooth30``: a sawtooth on jittered cycles of period 30 plus N(0, 0.05^2);
+* ``drifting_cycles``: jittered cycles of period 24 whose amplitude (1 + a_t) and second harmonic
+  (b_t) wander, a_t and b_t stationary AR(1) processes of sd 0.2 with a time constant of 10 cycles,
+  plus N(0, 0.1^2) (a physiological cycle whose shape drifts slowly: breathing, fatigue).
 
 Channels suite (``--suite channels``): streams of :data:`CHANNELS` channels, scored like the null
 and change suites (and within the same specification):
@@ -100,7 +103,7 @@ LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
 NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
-                                 "two_seasons", "sawtooth30")
+                                 "two_seasons", "sawtooth30", "drifting_cycles")
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
                                  "frequency", "mean_seasonal", "mean_alternating")
 #: channels of the channels suite, and its kinds
@@ -175,6 +178,11 @@ def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarr
         return np.sin(2 * np.pi * t / 24) + 0.5 * np.sin(2 * np.pi * t / 168) + rng.normal(0.0, 0.3, size=length)
     if kind == "sawtooth30":
         return _jittered_phase(rng, length, 30.0) % 1.0 + rng.normal(0.0, 0.05, size=length)
+    if kind == "drifting_cycles":
+        phase = 2 * np.pi * _jittered_phase(rng, length, 24.0)
+        phi = np.exp(-1.0 / (10 * 24.0))  # a time constant of 10 cycles
+        a, b = _ar1(rng, length, phi, sd=0.2), _ar1(rng, length, phi, sd=0.2)
+        return (1.0 + a) * np.sin(phase) + b * np.sin(2 * phase) + rng.normal(0.0, 0.1, size=length)
     raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS}")
 
 

@@ -87,6 +87,11 @@ def test_stress_series_follow_their_specification():
     assert -0.3 < saw.min() and saw.max() < 1.3
     seasons = S.null_series("two_seasons", 24 * 168, 0)
     assert lag_corr(seasons, 168) > 0.7 and lag_corr(seasons, 84) < 0.6
+    # drifting cycles: a cycle's peak wanders (sd about 0.2 across cycles), and neighbouring cycles
+    # are alike (a time constant of 10 cycles: correlation about exp(-1/10) one cycle apart)
+    drift = S.null_series("drifting_cycles", 24 * 2000, 0)
+    peak = drift[: 24 * 2000].reshape(-1, 24).max(axis=1)
+    assert 0.12 < peak.std() < 0.3 and 0.7 < lag_corr(peak, 1) < 0.97 and abs(lag_corr(peak, 100)) < 0.2
 
 
 def test_change_series_change_what_they_say_where_they_say():
