@@ -33,7 +33,10 @@ shows where a detector's calibration ends rather than promising anything.
 * ``sawtooth30``: a sawtooth on jittered cycles of period 30 plus N(0, 0.05^2);
 * ``drifting_cycles``: jittered cycles of period 24 whose amplitude (1 + a_t) and second harmonic
   (b_t) wander, a_t and b_t stationary AR(1) processes of sd 0.2 with a time constant of 10 cycles,
-  plus N(0, 0.1^2) (a physiological cycle whose shape drifts slowly: breathing, fatigue).
+  plus N(0, 0.1^2) (a physiological cycle whose shape drifts slowly: breathing, fatigue);
+* ``wandering_cycles``: a jittered sine of period 24 on a level that wanders, a stationary AR(1)
+  of sd 1 (the cycle's amplitude) with a time constant of 10 cycles, plus N(0, 0.1^2) (a metric
+  with a daily cycle whose baseline drifts, an ECG's baseline wander).
 
 Channels suite (``--suite channels``): streams of :data:`CHANNELS` channels, scored like the null
 and change suites (and within the same specification):
@@ -103,7 +106,7 @@ LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
 NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
-                                 "two_seasons", "sawtooth30", "drifting_cycles")
+                                 "two_seasons", "sawtooth30", "drifting_cycles", "wandering_cycles")
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
                                  "frequency", "mean_seasonal", "mean_alternating")
 #: channels of the channels suite, and its kinds
@@ -183,6 +186,10 @@ def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarr
         phi = np.exp(-1.0 / (10 * 24.0))  # a time constant of 10 cycles
         a, b = _ar1(rng, length, phi, sd=0.2), _ar1(rng, length, phi, sd=0.2)
         return (1.0 + a) * np.sin(phase) + b * np.sin(2 * phase) + rng.normal(0.0, 0.1, size=length)
+    if kind == "wandering_cycles":
+        phase = 2 * np.pi * _jittered_phase(rng, length, 24.0)
+        level = _ar1(rng, length, np.exp(-1.0 / (10 * 24.0)), sd=1.0)  # a time constant of 10 cycles
+        return np.sin(phase) + level + rng.normal(0.0, 0.1, size=length)
     raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS}")
 
 

@@ -92,6 +92,12 @@ def test_stress_series_follow_their_specification():
     drift = S.null_series("drifting_cycles", 24 * 2000, 0)
     peak = drift.reshape(-1, 24).max(axis=1)
     assert 0.12 < peak.std() < 0.3 and 0.7 < lag_corr(peak, 1) < 0.97 and abs(lag_corr(peak, 100)) < 0.2
+    # wandering cycles: the cycle's mean level wanders with sd about 1 and a time constant of 10
+    # cycles, while the cycle itself (the series less its cycle means) keeps its amplitude
+    wander = S.null_series("wandering_cycles", 24 * 2000, 0)
+    level = wander.reshape(-1, 24).mean(axis=1)
+    assert 0.7 < level.std() < 1.3 and 0.8 < lag_corr(level, 1) < 0.97 and abs(lag_corr(level, 100)) < 0.2
+    assert (wander.reshape(-1, 24) - level[:, None]).std() == pytest.approx(np.sqrt(0.5), rel=0.1)
 
 
 def test_change_series_change_what_they_say_where_they_say():
