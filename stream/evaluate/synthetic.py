@@ -159,6 +159,10 @@ def _garch(rng: np.random.Generator, length: int, omega: float = 0.1, a: float =
     return x
 
 
+#: AR(1) coefficient of the stress suite's slow drifts: a time constant of 10 cycles of period 24
+_TEN_CYCLES = float(np.exp(-1.0 / (10 * 24.0)))
+
+
 def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarray:
     if kind == "outliers":
         x = rng.normal(size=length)
@@ -183,12 +187,11 @@ def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarr
         return _jittered_phase(rng, length, 30.0) % 1.0 + rng.normal(0.0, 0.05, size=length)
     if kind == "drifting_cycles":
         phase = 2 * np.pi * _jittered_phase(rng, length, 24.0)
-        phi = np.exp(-1.0 / (10 * 24.0))  # a time constant of 10 cycles
-        a, b = _ar1(rng, length, phi, sd=0.2), _ar1(rng, length, phi, sd=0.2)
+        a, b = _ar1(rng, length, _TEN_CYCLES, sd=0.2), _ar1(rng, length, _TEN_CYCLES, sd=0.2)
         return (1.0 + a) * np.sin(phase) + b * np.sin(2 * phase) + rng.normal(0.0, 0.1, size=length)
     if kind == "wandering_cycles":
         phase = 2 * np.pi * _jittered_phase(rng, length, 24.0)
-        level = _ar1(rng, length, np.exp(-1.0 / (10 * 24.0)), sd=1.0)  # a time constant of 10 cycles
+        level = _ar1(rng, length, _TEN_CYCLES, sd=1.0)
         return np.sin(phase) + level + rng.normal(0.0, 0.1, size=length)
     raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS}")
 
