@@ -46,6 +46,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -570,12 +571,14 @@ def detrend(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return centred - tt[:, None] * slopes[None, :], slopes
 
 
-def shrink_slopes(resid: np.ndarray, slopes: np.ndarray) -> np.ndarray:
+def shrink_slopes(resid: np.ndarray, slopes: np.ndarray, sxx: np.ndarray | None = None) -> np.ndarray:
     """Positive-part James-Stein shrinkage of least-squares slopes: ``b (1 - 1 / z^2)_+``.
 
     ``z = b / se(b)`` with ``se(b)^2 = s^2 (1 + r) / ((1 - r) sum_t (t - tbar)^2)``: the residual
     variance ``s^2`` and lag-1 autocorrelation ``r`` (clipped to [0, 0.95]) of ``resid`` (T, channels),
-    the AR(1) variance inflation of a mean of correlated values. A slope within its own noise
+    the AR(1) variance inflation of a mean of correlated values. ``sxx`` (channels,) replaces
+    ``sum_t (t - tbar)^2`` where the line was fitted with a step (:func:`line_and_step`): the
+    slope's own sum of squares is then that of ``t`` less its part explained by the step. A slope within its own noise
     (``|z| <= 1``) is dropped; a clear one is kept nearly whole. Why shrink: every surrogate of a
     calibration shares the slope, so its noise widens the null by a random shift between the
     windows (on change-free AR(1) noise a pure cost), while a real trend is estimated with
@@ -596,13 +599,122 @@ def shrink_slopes(resid: np.ndarray, slopes: np.ndarray) -> np.ndarray:
     resid = np.asarray(resid, dtype=np.float64)
     t_len = resid.shape[0]
     tt = np.arange(t_len, dtype=np.float64)
-    sxx = float(((tt - tt.mean()) ** 2).sum())
+    if sxx is None:
+        sxx = float(((tt - tt.mean()) ** 2).sum())
     s2 = (resid * resid).sum(axis=0) / max(t_len - 2, 1)
     lag = (resid[1:] * resid[:-1]).sum(axis=0) / np.where(s2 > 0, s2 * max(t_len - 2, 1), 1.0)
     r = np.clip(lag, 0.0, 0.95)
-    var_b = s2 * (1.0 + r) / ((1.0 - r) * max(sxx, 1e-300))
+    var_b = s2 * (1.0 + r) / ((1.0 - r) * np.maximum(sxx, 1e-300))
     z2 = np.where(var_b > 0, slopes * slopes / np.where(var_b > 0, var_b, 1.0), np.inf)
     return slopes * np.clip(1.0 - 1.0 / np.maximum(z2, 1e-300), 0.0, 1.0)
+
+
+#: level of the step test of :func:`line_and_step`, shared by its candidate rows (Bonferroni)
+STEP_LEVEL = 0.05
+#: fewest values on either side of a candidate step of :func:`line_and_step`
+STEP_MIN_SIDE = 5
+
+
+def line_and_step(values: np.ndarray, level: float = STEP_LEVEL,
+                  min_side: int = STEP_MIN_SIDE) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each channel's least-squares line, fitted jointly with one level step where a step is significant.
+
+    Returns ``(residuals, slopes, sxx, step_at, step_size)``: ``values`` (T, channels) less each
+    channel's fit, the slopes (per sample), the sum of squares behind each slope's standard error
+    (``sum_t (t - tbar)^2``, less the part of ``t`` that the step explains when there is one; see
+    :func:`shrink_slopes`), the row at which each channel's step starts (-1: none) and its size
+    (the level from that row on minus the level before it).
+
+    The step ``1[t >= k]`` is tried at every ``k`` with ``min_side`` values on either side. Its t
+    statistic is the least-squares coefficient over its standard error, with the AR(1) variance
+    inflation ``(1 + r) / (1 - r)`` of the joint residual (``r`` its lag-1 autocorrelation in
+    [0, 0.95], as in :func:`shrink_slopes`); the best step is kept when its statistic passes the
+    two-sided normal quantile at ``level`` shared by the candidates. Why: a level shift in a
+    stretch fitted by a line alone becomes a steep slope, and a null that adds that slope back holds
+    the shift. A line with a step estimates a pure trend's slope without bias (the step's
+    coefficient is then near 0) and a pure shift's as near 0.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> shift = np.r_[np.full(50, 2.0), np.zeros(53)] + 0.5 * rng.normal(size=103)
+    >>> _, slope, _, at, size = line_and_step(shift[:, None])
+    >>> int(at[0]), bool(abs(size[0] + 2.0) < 0.5), bool(abs(slope[0]) < 0.01)
+    (50, True, True)
+    >>> _, slope, _, at, _ = line_and_step((0.05 * np.arange(103.0) + 0.5 * rng.normal(size=103))[:, None])
+    >>> int(at[0]), bool(abs(slope[0] - 0.05) < 0.01)
+    (-1, True)
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    t_len, m = values.shape
+    resid, slopes = detrend(values)
+    design = _step_candidates(t_len, int(min_side), float(level))
+    sxx = np.full(m, design.sxx0)
+    step_at = np.full(m, -1, dtype=np.int64)
+    step_size = np.zeros(m)
+    if design.ks.size == 0:
+        return resid, slopes, sxx, step_at, step_size
+    s0, ss = design.s0, design.ss
+    for j in range(m):
+        x0 = resid[:, j]
+        sx = s0.T @ x0
+        coef = sx / ss
+        # the joint residual x0 - coef s0 of every candidate, through its sums alone
+        rss = float(x0 @ x0) - sx * coef
+        lag = (float(x0[1:] @ x0[:-1]) - coef * (s0[1:].T @ x0[:-1] + s0[:-1].T @ x0[1:])
+               + coef * coef * design.lag_ss)
+        pos = rss > 1e-12 * max(float(x0 @ x0), 1e-300)
+        r = np.clip(lag / np.where(pos, rss, 1.0), 0.0, 0.95)
+        var_c = rss / max(t_len - 3, 1) * (1.0 + r) / ((1.0 - r) * ss)
+        tstat = np.where(pos & (var_c > 0), np.abs(coef) / np.sqrt(np.where(var_c > 0, var_c, 1.0)), 0.0)
+        best = int(np.argmax(tstat))
+        if not tstat[best] > design.gate:
+            continue
+        step_at[j], step_size[j] = design.ks[best], coef[best]
+        slopes[j] = slopes[j] - coef[best] * design.step_slope[best]
+        resid[:, j] = x0 - coef[best] * s0[:, best]
+        sxx[j] = design.sxx_joint[best]
+    return resid, slopes, sxx, step_at, step_size
+
+
+@dataclass(frozen=True)
+class _StepDesign:
+    """What :func:`line_and_step` needs of the candidate steps of a stretch of ``T`` values; it
+    depends on ``T`` alone, so it is built once per length (the detector calibrates at few lengths)."""
+
+    ks: np.ndarray  # candidate rows
+    s0: np.ndarray  # (T, candidates): each step 1[t >= k] less its least-squares line
+    ss: np.ndarray  # sum of squares of each column of s0
+    lag_ss: np.ndarray  # lag-1 sum of products of each column of s0
+    step_slope: np.ndarray  # slope of each step's line (what the step takes from the slope)
+    sxx0: float  # sum_t (t - tbar)^2
+    sxx_joint: np.ndarray  # the same of t less its fit on each step (the slope's, with the step)
+    gate: float  # two-sided normal quantile at the level shared by the candidates
+
+
+@lru_cache(maxsize=64)
+def _step_candidates(t_len: int, min_side: int, level: float) -> _StepDesign:
+    from scipy.special import ndtri
+
+    tt = np.arange(t_len, dtype=np.float64)
+    tt -= tt.mean()
+    sxx0 = float(tt @ tt)
+    ks = np.arange(min_side, t_len - min_side + 1) if t_len >= 4 else np.arange(0)
+    steps = (np.arange(t_len)[:, None] >= ks[None, :]).astype(np.float64)
+    centred = steps - steps.mean(axis=0)
+    step_slope = (tt @ centred) / max(sxx0, 1e-300)
+    s0 = centred - tt[:, None] * step_slope[None, :]
+    cc = (centred * centred).sum(axis=0)
+    sxx_joint = sxx0 - (tt @ centred) ** 2 / np.where(cc > 0, cc, 1.0)
+    gate = float(-ndtri(level / (2.0 * max(ks.size, 1))))
+    for a in (ks, s0, step_slope, sxx_joint):
+        a.setflags(write=False)
+    ss, lag_ss = (s0 * s0).sum(axis=0), (s0[1:] * s0[:-1]).sum(axis=0)
+    ss.setflags(write=False)
+    lag_ss.setflags(write=False)
+    return _StepDesign(ks, s0, ss, lag_ss, step_slope, sxx0, sxx_joint, gate)
 
 
 def add_trend(sims: np.ndarray, slopes: np.ndarray) -> np.ndarray:

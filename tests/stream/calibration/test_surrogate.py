@@ -410,6 +410,67 @@ def test_shrink_slopes_drops_noise_slopes_and_keeps_a_clear_trend():
     assert np.min(kept) > 0.9
 
 
+def _brute_step_t(x: np.ndarray, k: int) -> tuple[float, float, np.ndarray, float]:
+    """(|t| of the step, slope, residual, slope's sum of squares) of the least-squares fit of
+    [1, t, 1[t >= k]] to ``x``, each term computed directly (tests the vectorised search)."""
+    tt = np.arange(x.size, dtype=np.float64)
+    design = np.column_stack([np.ones(x.size), tt, (tt >= k).astype(np.float64)])
+    coef, *_ = np.linalg.lstsq(design, x, rcond=None)
+    resid = x - design @ coef
+    cov = np.linalg.inv(design.T @ design)
+    s2 = resid @ resid / (x.size - 3)
+    r = min(max((resid[1:] @ resid[:-1]) / (resid @ resid), 0.0), 0.95)
+    t = abs(coef[2]) / np.sqrt(s2 * (1 + r) / (1 - r) * cov[2, 2])
+    return t, coef[1], resid, 1.0 / cov[1, 1]
+
+
+def test_line_and_step_matches_a_direct_least_squares_search():
+    from scipy.special import ndtri
+
+    from ratiowatch.stream.calibration.surrogate import line_and_step
+
+    rng = np.random.default_rng(31)
+    tt = np.arange(103.0)
+    cases = [np.r_[np.full(40, 1.5), np.zeros(63)] + rng.normal(size=103),  # a shift
+             0.03 * tt + rng.normal(size=103),  # a trend
+             ar_series([0.5], 103, seed=5),  # neither
+             np.r_[np.zeros(70), np.full(33, -2.0)] + 0.01 * tt + 0.5 * rng.normal(size=103)]  # both
+    resid, slopes, sxx, at, size = line_and_step(np.column_stack(cases))
+    gate = -ndtri(0.05 / (2 * (103 - 2 * 5 + 1)))
+    for j, x in enumerate(cases):
+        stats = [(_brute_step_t(x, k)[0], k) for k in range(5, 103 - 5 + 1)]
+        t_best, k_best = max(stats)
+        if t_best > gate:
+            assert at[j] == k_best
+            _, b, r, s = _brute_step_t(x, k_best)
+            assert slopes[j] == pytest.approx(b, rel=1e-8, abs=1e-12)
+            np.testing.assert_allclose(resid[:, j], r, atol=1e-9)
+            assert sxx[j] == pytest.approx(s, rel=1e-8)
+        else:
+            assert at[j] == -1 and size[j] == 0.0
+            assert slopes[j] == pytest.approx(np.polyfit(tt, x, 1)[0], rel=1e-8)
+    assert list(at >= 0) == [True, False, False, True]
+    assert abs(at[0] - 40) <= 2 and abs(at[3] - 70) <= 2
+
+
+def test_a_level_shift_behind_the_windows_does_not_become_the_nulls_trend():
+    """A shift in the stretch the line is fitted to would be read as a steep slope, and adding it
+    back to every surrogate would put the shift into the null (4x the threshold after a shift had
+    left the windows, and the return to the old level 250 samples later went unseen)."""
+    from ratiowatch.stream.calibration.null import NullCalibrator
+
+    rng = np.random.default_rng(32)
+    n, k = 50, 3
+    before = np.r_[np.full(53, 2.0), np.zeros(50)][:, None] + rng.normal(size=(103, 1))
+    after = rng.normal(size=(103, 1))  # the same noise without the shift
+    thresholds = []
+    for vals in (before, after):
+        cal = NullCalibrator("ar", "rulsif", 0.1, True, 10, 1e-4, k)
+        cal.calibrate_ar(vals[-53:], n, 0.9, 0.1, np.random.default_rng(0), trend_values=vals)
+        thresholds.append(cal.threshold)
+    assert thresholds[0] < 1.5 * thresholds[1], thresholds
+
+
 def test_surrogate_null_with_slopes_scores_the_surrogates_plus_the_line():
     from ratiowatch.core.rulsif import fit_rulsif
     from ratiowatch.stream.calibration.surrogate import add_trend
