@@ -578,8 +578,8 @@ def shrink_slopes(resid: np.ndarray, slopes: np.ndarray, sxx: np.ndarray | None 
     variance ``s^2`` and lag-1 autocorrelation ``r`` (clipped to [0, 0.95]) of ``resid`` (T, channels),
     the AR(1) variance inflation of a mean of correlated values. ``sxx`` (channels,) replaces
     ``sum_t (t - tbar)^2`` where the line was fitted with a step (:func:`line_and_step`): the
-    slope's own sum of squares is then that of ``t`` less its part explained by the step. A slope within its own noise
-    (``|z| <= 1``) is dropped; a clear one is kept nearly whole. Why shrink: every surrogate of a
+    slope's own sum of squares is then that of ``t`` less its part explained by the step. A
+    slope within its own noise (``|z| <= 1``) is dropped; a clear one is kept nearly whole. Why shrink: every surrogate of a
     calibration shares the slope, so its noise widens the null by a random shift between the
     windows (on change-free AR(1) noise a pure cost), while a real trend is estimated with
     ``|z| >> 1`` (``0.01 t + N(0, 1)`` over 103 values: z ~ 3).

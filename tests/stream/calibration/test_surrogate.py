@@ -427,7 +427,7 @@ def _brute_step_t(x: np.ndarray, k: int) -> tuple[float, float, np.ndarray, floa
 def test_line_and_step_matches_a_direct_least_squares_search():
     from scipy.special import ndtri
 
-    from ratiowatch.stream.calibration.surrogate import line_and_step
+    from ratiowatch.stream.calibration.surrogate import detrend, line_and_step
 
     rng = np.random.default_rng(31)
     tt = np.arange(103.0)
@@ -451,6 +451,12 @@ def test_line_and_step_matches_a_direct_least_squares_search():
             assert slopes[j] == pytest.approx(np.polyfit(tt, x, 1)[0], rel=1e-8)
     assert list(at >= 0) == [True, False, False, True]
     assert abs(at[0] - 40) <= 2 and abs(at[3] - 70) <= 2
+    # a stretch too short for a step on either side is the plain line
+    short = rng.normal(size=(9, 1)) + np.r_[np.zeros(4), np.ones(5)][:, None]
+    r_short, b_short, _, at_short, _ = line_and_step(short)
+    r_line, b_line = detrend(short)
+    assert at_short[0] == -1 and b_short[0] == b_line[0]
+    np.testing.assert_array_equal(r_short, r_line)
 
 
 def test_a_level_shift_behind_the_windows_does_not_become_the_nulls_trend():
