@@ -477,6 +477,36 @@ def test_a_level_shift_behind_the_windows_does_not_become_the_nulls_trend():
     assert thresholds[0] < 1.5 * thresholds[1], thresholds
 
 
+def test_a_step_never_steepens_the_nulls_trend(monkeypatch):
+    """A step may explain a slope away, never make one: on a short stretch the step and the line
+    are nearly collinear, and a rise, a drop and a rise (the line nearly flat) fit as a steep line
+    with a step. The null then keeps the plain line's slope (the demo's host-c: a chance step in
+    its first 53 values made a slope of 0.049 per sample out of 0.002, the threshold doubled for
+    200 samples and its change at 250 went unseen)."""
+    import ratiowatch.stream.calibration.null as null_module
+    from ratiowatch.stream.calibration.null import NullCalibrator
+    from ratiowatch.stream.calibration.surrogate import detrend, line_and_step, shrink_slopes
+
+    rng = np.random.default_rng(33)
+    tt = np.arange(53.0)
+    vals = (0.05 * tt - 2.0 * (tt >= 26) + 0.3 * rng.normal(size=53))[:, None]
+    resid, slopes, sxx, at, _ = line_and_step(vals)
+    line_resid, line_slopes = detrend(vals)
+    assert at[0] >= 0  # the premise: a step is found, and with it a steep slope where the line has none
+    assert abs(shrink_slopes(resid, slopes, sxx)[0]) > 0.04 and shrink_slopes(line_resid, line_slopes)[0] == 0.0
+
+    def threshold() -> float:
+        cal = NullCalibrator("ar", "rulsif", 0.1, True, 10, 1e-4, 3)
+        cal.calibrate_ar(vals[-50:], 20, 0.9, 0.1, np.random.default_rng(0), trend_values=vals)
+        return cal.threshold
+
+    with_step = threshold()
+    no_step = (lambda v: (*detrend(v), np.full(v.shape[1], float(((tt - tt.mean()) ** 2).sum())),
+                          np.full(v.shape[1], -1), np.zeros(v.shape[1])))
+    monkeypatch.setattr(null_module, "line_and_step", no_step)
+    assert with_step == threshold()
+
+
 def test_surrogate_null_with_slopes_scores_the_surrogates_plus_the_line():
     from ratiowatch.core.rulsif import fit_rulsif
     from ratiowatch.stream.calibration.surrogate import add_trend

@@ -77,7 +77,7 @@ def test_a_return_to_the_old_level_soon_after_a_shift_is_found():
     # white noise (the change suite's alternating shifts, from 1,000 on, where the window is at
     # its full n). While a shift is behind the windows but inside the stretch the null's trend
     # line is fitted to, a line alone took it for a steep slope and the null held the shift: over
-    # seeds 0-19 the three shifts after the first were found 5, 6 and 5 times, and 19, 19 and 18
+    # seeds 0-19 the three shifts after the first were found 5, 6 and 5 times, and 20, 19 and 18
     # times with the step in the line's fit (the first 20 times either way)
     found = 0
     for seed in range(10):
