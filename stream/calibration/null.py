@@ -230,7 +230,8 @@ class NullCalibrator:
           explain a slope away but never make one: of the two shrunk slopes, the line's and the
           joint fit's, the smaller is kept. On a short stretch a chance step and the line are
           nearly collinear (the demo's host-c: 0.049 per sample with a step at its 21st value,
-          0.002 without; the threshold doubled for 200 samples and its change went unseen).
+          0.002 without; at sample 250 the threshold was 5.5 against 2.4, and its change went
+          unseen).
 
         ``corr_view``, ``channel_view``: also calibrate the correlation view and the channel view
         (m >= 2 channels, and n >= CORR_MIN_N for the correlation view). Together they take

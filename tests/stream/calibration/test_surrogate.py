@@ -481,8 +481,8 @@ def test_a_step_never_steepens_the_nulls_trend(monkeypatch):
     """A step may explain a slope away, never make one: on a short stretch the step and the line
     are nearly collinear, and a rise, a drop and a rise (the line nearly flat) fit as a steep line
     with a step. The null then keeps the plain line's slope (the demo's host-c: a chance step in
-    its first 53 values made a slope of 0.049 per sample out of 0.002, the threshold doubled for
-    200 samples and its change at 250 went unseen)."""
+    its first 53 values made a slope of 0.049 per sample out of 0.002, the threshold at sample 250
+    was 5.5 against 2.4, and its change there went unseen)."""
     import ratiowatch.stream.calibration.null as null_module
     from ratiowatch.stream.calibration.null import NullCalibrator
     from ratiowatch.stream.calibration.surrogate import detrend, line_and_step, shrink_slopes
