@@ -246,13 +246,13 @@ class NullCalibrator:
         count = self.n_perm * (NULL_POOL if self.pool_count == 0 else 1)
         fit_to, slopes = values, None
         if trend_values is not None:  # the line through the longer stretch, the AR model around it
-            line_resid, line_slopes = detrend(trend_values)
-            resid, slopes, sxx, _, _ = line_and_step(trend_values)  # a past level shift is no trend
-            line_slopes = shrink_slopes(line_resid, line_slopes)
+            resid, slopes, sxx, step_at, _ = line_and_step(trend_values)  # a past level shift is no trend
             slopes = shrink_slopes(resid, slopes, sxx)
-            # a step may explain a slope away, never make one: on a short stretch a chance step and
-            # the line are nearly collinear, and their joint slope can be many times the line's
-            slopes = np.where(np.abs(slopes) < np.abs(line_slopes), slopes, line_slopes)
+            if (step_at >= 0).any():  # without a step the joint fit is the plain line
+                # a step may explain a slope away, never make one: on a short stretch a chance step
+                # and the line are nearly collinear, and their joint slope can be many times the line's
+                line_slopes = shrink_slopes(*detrend(trend_values))
+                slopes = np.where(np.abs(slopes) < np.abs(line_slopes), slopes, line_slopes)
             # a constant stretch behind the windows carries no trend (its null stays degenerate, see
             # the permutation floor): an older isolated event tilts the line through the longer one
             slopes = np.where(np.ptp(values, axis=0) > 0, slopes, 0.0)
