@@ -101,7 +101,11 @@ class NullCalibrator:
         number: the values it was drawn from were constant).
     ar_threshold, floor_threshold, floor_pool : float, float, ndarray
         Under the AR null: the surrogates' threshold, the permutation floor's (NaN unless the last
-        calibration took it) and the floor's pooled draws (see :meth:`calibrate_ar`).
+        calibration or :meth:`confirm_with_floor` took it) and the floor's pooled draws (see
+        :meth:`calibrate_ar`).
+    kernel_rate : float
+        The per-direction exceedance rate the kernel score's threshold is set at (the AR null's
+        share of ``false_alarm_rate``; see :meth:`calibrate_ar`).
     """
 
     def __init__(self, null: str, method: str, alpha: float, symmetric: bool, n_perm: int,
@@ -121,6 +125,7 @@ class NullCalibrator:
         self.floor_count = 0
         self.ar_threshold = math.nan
         self.floor_threshold = math.nan
+        self.kernel_rate = self.false_alarm_rate / 2 if self.symmetric and null == "ar" else self.false_alarm_rate
         self.degenerate = False  # every pooled null draw the same number (see the detector's step)
         self.corr_pool: np.ndarray | None = None
         self.corr_count = 0
@@ -291,11 +296,32 @@ class NullCalibrator:
             self._calibrate_channels(sims, n, share / (2 * m))
         else:
             self.channel_thresholds = None
+        self.kernel_rate = rate
         self.ar_threshold = exp_tail_threshold(self.pool.ravel(), rate)
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
                                                                                      rate)
         self.threshold = max(self.ar_threshold, self.floor_threshold) if win is not None else self.ar_threshold
         self.degenerate = _constant(self.pool) and (win is None or _constant(self.floor_pool))
+
+    def confirm_with_floor(self, win, n: int, block: int, rng: np.random.Generator,
+                           make_state: Callable[[], object] | None = None) -> float:
+        """Raise the threshold in force to the permutation floor of the windows as they are; return it.
+
+        The AR null's surrogates are Gaussian. Values with an atom (event counts that are mostly
+        0) are not, and a cluster of events in the current window is then far out in the
+        surrogates' tail but ordinary among the windows' own re-splits. A re-split of
+        exchangeable windows is an exact null whatever the values are, so the detector asks for
+        this floor (fresh draws of these windows, at the kernel score's rate) where most values
+        behind the windows are one value and the score is above the AR threshold but not above
+        the floor in force (:meth:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector._confirm_by_permutation`).
+        Without an AR threshold yet, the threshold is left as it is.
+        """
+        if not math.isfinite(self.ar_threshold):
+            return self.threshold
+        self.floor_count = 0  # these windows' own re-splits, not a pool of older ones
+        self.floor_threshold = self._permutation_floor(win, n, block, rng, make_state, self.kernel_rate)
+        self.threshold = max(self.ar_threshold, self.floor_threshold)
+        return self.threshold
 
     def _permutation_floor(self, win, n: int, block: int, rng: np.random.Generator,
                            make_state: Callable[[], object] | None, rate: float) -> float:
@@ -379,7 +405,9 @@ class NullCalibrator:
     def to_state(self) -> tuple[dict, dict]:
         """``(meta, arrays)``: JSON-able scalars and numpy arrays (the detector's checkpoint keys)."""
         meta = {"perm_threshold": self.threshold, "nullpool_i": self.pool_count, "cpool_i": self.corr_count,
-                "fpool_i": self.floor_count, "degenerate": self.degenerate, "chpool_i": self.channel_count}
+                "fpool_i": self.floor_count, "degenerate": self.degenerate, "chpool_i": self.channel_count,
+                "ar_threshold": self.ar_threshold, "floor_threshold": self.floor_threshold,
+                "kernel_rate": self.kernel_rate}
         arrays = {"nullpool": self.pool.copy(), "fpool": self.floor_pool.copy()}
         if self.corr_pool is not None:
             arrays["cpool"] = self.corr_pool.copy()
@@ -394,6 +422,10 @@ class NullCalibrator:
     def load_state(self, meta: Mapping, arrays: Mapping) -> None:
         """Restore what :meth:`to_state` wrote (checkpoints from before the correlation and channel views included)."""
         self.threshold = float(meta["perm_threshold"])
+        # checkpoints from before these were kept: the threshold in force stands for the AR one
+        self.ar_threshold = float(meta.get("ar_threshold", self.threshold))
+        self.floor_threshold = float(meta.get("floor_threshold", math.nan))
+        self.kernel_rate = float(meta.get("kernel_rate", self.kernel_rate))
         self.pool_count = int(meta["nullpool_i"])
         self.corr_count = int(meta.get("cpool_i", 0))
         self.pool = np.asarray(arrays["nullpool"], dtype=np.float64).copy()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ratiowatch.core.window import TwoWindowRuLSIF
+from ratiowatch.stream.calibration.permutation import permutation_null_rulsif
 from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.series.embedding import embed
@@ -140,6 +141,44 @@ def test_the_permutation_floor_decides_when_the_values_behind_the_windows_are_co
     assert floored.threshold == floored.floor_threshold == exp_tail_threshold(floored.floor_pool.ravel(), 1e-4 / 2)
     assert floored.threshold > score and not floored.degenerate  # re-splits hold the event either side
     assert floored.floor_count == NULL_POOL and floored.ar_threshold == bare.threshold
+
+
+def test_confirming_with_the_floor_raises_the_threshold_to_the_windows_own_re_splits():
+    win = _sparse_windows()
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
+    ar_thr, pool_count = cal.ar_threshold, cal.pool_count
+    thr = cal.confirm_with_floor(win, 20, 3, np.random.default_rng(7))
+    # an independent computation: the same draws of block re-splits of these windows, at the
+    # kernel score's rate (each direction at half of it)
+    draws = permutation_null_rulsif(None, 20, win.sigma, win.lam, 0.1, True, 10 * NULL_POOL,
+                                    np.random.default_rng(7), block=3, gram=win.gram(), directions=True)
+    floor = exp_tail_threshold(draws.ravel(), 1e-4 / 2)
+    assert cal.floor_threshold == pytest.approx(floor, rel=1e-12)
+    assert thr == cal.threshold == max(ar_thr, cal.floor_threshold)
+    assert cal.ar_threshold == ar_thr and cal.pool_count == pool_count  # the AR null is untouched
+    assert cal.floor_count == NULL_POOL  # a fresh pool: these windows' re-splits only
+
+
+def test_confirming_before_any_ar_threshold_leaves_the_threshold_as_it_is():
+    cal = _calibrator()
+    assert math.isnan(cal.confirm_with_floor(_sparse_windows(), 20, 3, np.random.default_rng(7)))
+    assert math.isnan(cal.floor_threshold)
+
+
+def test_state_round_trip_keeps_the_ar_threshold_and_the_floor_in_force():
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
+    cal.confirm_with_floor(_sparse_windows(), 20, 3, np.random.default_rng(7))
+    meta, arrays = cal.to_state()
+    back = _calibrator()
+    back.load_state(meta, arrays)
+    assert (back.threshold, back.ar_threshold, back.floor_threshold, back.kernel_rate) == (
+        cal.threshold, cal.ar_threshold, cal.floor_threshold, cal.kernel_rate)
+    old = {k: v for k, v in meta.items() if k not in ("ar_threshold", "floor_threshold", "kernel_rate")}
+    back = _calibrator()
+    back.load_state(old, arrays)  # a checkpoint from before: the threshold in force stands for the AR one
+    assert back.ar_threshold == cal.threshold and back.kernel_rate == 1e-4 / 2
 
 
 def test_state_round_trip_restores_pools_and_thresholds():
