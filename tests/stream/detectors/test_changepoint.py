@@ -319,6 +319,26 @@ def test_restored_detector_continues_identically_on_a_trend():
     assert ref._null_cal.pool_count > 0 and math.isfinite(ref.threshold)
 
 
+def test_restored_detector_continues_identically_on_counts_that_are_mostly_zero(monkeypatch):
+    # the atom flag and the permutation floor in force are checkpointed: a restore continues bit
+    # for bit, floors taken after it included
+    from ratiowatch.stream.calibration.null import NullCalibrator
+
+    taken = []
+    confirm = NullCalibrator.confirm_with_floor
+    monkeypatch.setattr(NullCalibrator, "confirm_with_floor",
+                        lambda self, *a, **kw: taken.append(1) or confirm(self, *a, **kw))
+    rng = np.random.default_rng(305)
+    x = np.where(rng.random(4000) < 0.1, rng.poisson(5.0, 4000), 0).astype(float)
+    ref = ChangePointDetector()
+    for v in x[:2000]:
+        ref.step(v)
+    before = len(taken)
+    a_ref, a_res = _continue_after_restore(ref, x[2000:], split=0)
+    assert a_ref == a_res
+    assert ref._atom and len(taken) > before  # floors were taken after the restore
+
+
 def test_checkpoint_from_before_the_ar_null_restores_the_permutation_null():
     rng = np.random.default_rng(5)
     ref = ChangePointDetector(n=20, null="permutation")

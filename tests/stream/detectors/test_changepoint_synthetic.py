@@ -6,6 +6,8 @@ lies within n of it), a variance decrease on most streams, and stationary stream
 one false alarm per 10,000 samples (per univariate stream; pooled over the bivariate ones).
 """
 
+import math
+
 import numpy as np
 import pytest
 
@@ -187,6 +189,50 @@ def test_isolated_events_of_a_sparse_count_are_not_changes(rate):
     # permutations, 1 and 3 after
     alarms = [len(run(np.random.default_rng(100 + s).poisson(rate, 20_000).astype(float))[1]) for s in range(3)]
     assert sum(alarms) <= 6, alarms  # at most one per 10,000 samples
+
+
+def _mostly_zero_counts(rng, t_len):
+    """Event counts, 90 % zeros: Poisson(5) events at 10 % of the samples."""
+    return np.where(rng.random(t_len) < 0.1, rng.poisson(5.0, t_len), 0).astype(float)
+
+
+def test_counts_that_are_mostly_zero_stay_within_the_rate_once_the_windows_are_grown():
+    # Gaussian surrogates cannot hold the atom at 0: a few events in the current window were far
+    # out in their tail. 9 alarms after the 1,000th sample of these streams (54,000 samples) before
+    # the windows' own re-splits had to confirm them, 5 after
+    late = []
+    for s in range(6):
+        det, alarms = run(_mostly_zero_counts(np.random.default_rng(300 + s), 10_000))
+        late.append(sum(a.alarm_index >= 1000 for a in alarms))
+    assert sum(late) <= 5.4, late  # at most one per 10,000 samples
+
+
+@pytest.mark.parametrize("at", [300, 1500])
+def test_a_burst_in_counts_that_are_mostly_zero_is_found(at):
+    # the re-splits must not veto a real change: at 300 the windows are too small for them to
+    # resolve the rate and the AR null decides alone; at 1,500 both do
+    for s in range(3):
+        rng = np.random.default_rng(400 + s)
+        x = _mostly_zero_counts(rng, at + 200)
+        x[at:] = rng.poisson(50.0, 200)
+        det, alarms = run(x)
+        assert any(abs(a.change_index - at) <= 2 and a.alarm_index - at <= 100 for a in alarms), alarms
+
+
+def test_the_re_splits_are_asked_only_where_they_can_resolve_the_rate(monkeypatch):
+    from ratiowatch.stream.calibration.null import NullCalibrator
+
+    asked = []
+    confirm = NullCalibrator.confirm_with_floor
+    monkeypatch.setattr(NullCalibrator, "confirm_with_floor",
+                        lambda self, win, n, *a, **kw: asked.append(n) or confirm(self, win, n, *a, **kw))
+    for s in (303, 305, 307):
+        run(_mostly_zero_counts(np.random.default_rng(s), 4000))
+    # C(2n / 3, n / 3) distinct re-splits against 1 / rate = 40,000: n = 34 has enough, 24 not
+    assert asked and min(asked) >= 34, asked
+    asked.clear()
+    run(np.random.default_rng(303).normal(size=4000))
+    assert asked == []  # continuous values: the AR null alone
 
 
 def test_a_stuck_sensor_raises_no_alarm_and_a_jump_after_it_is_found():
