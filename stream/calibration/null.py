@@ -304,7 +304,7 @@ class NullCalibrator:
         self.degenerate = _constant(self.pool) and (win is None or _constant(self.floor_pool))
 
     def confirm_with_floor(self, win, n: int, block: int, rng: np.random.Generator,
-                           make_state: Callable[[], object] | None = None) -> float:
+                           make_state: Callable[[], object] | None = None, resolves: bool = True) -> float:
         """Raise the threshold in force to the permutation floor of the windows as they are; return it.
 
         The AR null's surrogates are Gaussian. Values with an atom (event counts that are mostly
@@ -314,12 +314,17 @@ class NullCalibrator:
         this floor (fresh draws of these windows, at the kernel score's rate) where most values
         behind the windows are one value and the score is above the AR threshold but not above
         the floor in force (:meth:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector._confirm_by_permutation`).
-        Without an AR threshold yet, the threshold is left as it is.
+        ``resolves=False`` (windows with fewer distinct re-splits than ``1 / rate``): the floor is
+        the largest drawn re-split's score instead of an extrapolated tail, less a relative 1e-9,
+        so that the windows' own split, and any re-split equal to it (identical rows swapped),
+        passes. Without an AR threshold yet, the threshold is left as it is.
         """
         if not math.isfinite(self.ar_threshold):
             return self.threshold
         self.floor_count = 0  # these windows' own re-splits, not a pool of older ones
         self.floor_threshold = self._permutation_floor(win, n, block, rng, make_state, self.kernel_rate)
+        if not resolves:  # too few distinct splits for the rate: the split must beat every draw
+            self.floor_threshold = float(self.floor_pool.max()) * (1.0 - 1e-9)  # its own ties pass
         self.threshold = max(self.ar_threshold, self.floor_threshold)
         return self.threshold
 

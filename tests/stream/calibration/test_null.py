@@ -160,6 +160,18 @@ def test_confirming_with_the_floor_raises_the_threshold_to_the_windows_own_re_sp
     assert cal.floor_count == NULL_POOL  # a fresh pool: these windows' re-splits only
 
 
+def test_below_the_resolvable_size_the_floor_is_the_largest_drawn_re_split():
+    win = _sparse_windows()
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
+    cal.confirm_with_floor(win, 20, 3, np.random.default_rng(7), resolves=False)
+    draws = permutation_null_rulsif(None, 20, win.sigma, win.lam, 0.1, True, 10 * NULL_POOL,
+                                    np.random.default_rng(7), block=3, gram=win.gram(), directions=True)
+    assert cal.floor_threshold == pytest.approx(draws.max() * (1 - 1e-9), rel=1e-12)
+    assert cal.floor_threshold < draws.max()  # a split equal to the largest draw passes
+    assert cal.floor_threshold < exp_tail_threshold(draws.ravel(), 1e-4 / 2)
+
+
 def test_confirming_before_any_ar_threshold_leaves_the_threshold_as_it_is():
     cal = _calibrator()
     assert math.isnan(cal.confirm_with_floor(_sparse_windows(), 20, 3, np.random.default_rng(7)))
