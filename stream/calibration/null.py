@@ -313,7 +313,7 @@ class NullCalibrator:
         exchangeable windows is an exact null whatever the values are, so the detector asks for
         this floor (fresh draws of these windows, at the kernel score's rate) where most values
         behind the windows are one value and the score is above the AR threshold but not above
-        the floor in force (:meth:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector._confirm_by_permutation`).
+        the floor in force (see the detector's ``_confirm_by_permutation``).
         ``resolves=False`` (windows with fewer distinct re-splits than ``1 / rate``): the floor is
         the largest drawn re-split's score instead of an extrapolated tail, less a relative 1e-9,
         so that the windows' own split, and any re-split equal to it (identical rows swapped),

@@ -684,9 +684,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
         Under the AR null only (see :meth:`_confirm_by_permutation`): the first time since the
         last calibration that the score exceeds the threshold in force, and then at every step
-        where it exceeds the AR threshold but not the floor taken before it (the windows have moved since; a variance rise, for one, is
-        ordinary among re-splits while a few of its values are in the window, and clear once
-        more of them are).
+        where it exceeds the AR threshold but not the floor taken before it: the windows have
+        moved since, and a change that was ordinary among re-splits while a few of its values
+        were in the window can be clear once more of them are.
         """
         if self._null_mode != "ar":
             return False
