@@ -322,8 +322,10 @@ class NullCalibrator:
         if not math.isfinite(self.ar_threshold):
             return self.threshold
         self.floor_count = 0  # these windows' own re-splits, not a pool of older ones
-        self.floor_threshold = self._permutation_floor(win, n, block, rng, make_state, self.kernel_rate)
-        if not resolves:  # too few distinct splits for the rate: the split must beat every draw
+        self._draw_floor(win, n, block, rng, make_state)
+        if resolves:
+            self.floor_threshold = exp_tail_threshold(self.floor_pool.ravel(), self.kernel_rate)
+        else:  # too few distinct splits for the rate: the split must beat every draw
             self.floor_threshold = float(self.floor_pool.max()) * (1.0 - 1e-9)  # its own ties pass
         self.threshold = max(self.ar_threshold, self.floor_threshold)
         return self.threshold
@@ -331,6 +333,12 @@ class NullCalibrator:
     def _permutation_floor(self, win, n: int, block: int, rng: np.random.Generator,
                            make_state: Callable[[], object] | None, rate: float) -> float:
         """The AR threshold's floor: the rate's quantile of the windows' pooled permutation null."""
+        self._draw_floor(win, n, block, rng, make_state)
+        return exp_tail_threshold(self.floor_pool.ravel(), rate)
+
+    def _draw_floor(self, win, n: int, block: int, rng: np.random.Generator,
+                    make_state: Callable[[], object] | None) -> None:
+        """Pool block re-splits of the windows (both directions each) into ``floor_pool``."""
         count = self.n_perm * (NULL_POOL if self.floor_count == 0 else 1)
         if self.method in ("rulsif", "ulsif"):
             null = permutation_null_rulsif(None, n, win.sigma, win.lam, self.alpha, self.symmetric, count, rng,
@@ -340,7 +348,6 @@ class NullCalibrator:
             null = permutation_null_generic(pooled, n, make_state, self.symmetric, count, rng, block=block,
                                             directions=True)
         self.floor_count = _pool_in(self.floor_pool, self.floor_count, null)
-        return exp_tail_threshold(self.floor_pool.ravel(), rate)
 
     def _calibrate_corr(self, values: np.ndarray, n: int, rng: np.random.Generator, q: float) -> None:
         """Correlation view: per-pair thresholds from AR surrogates of ``values``.
