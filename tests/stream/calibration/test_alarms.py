@@ -2,6 +2,8 @@
 
 import json
 
+import math
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -254,6 +256,52 @@ def test_exp_tail_threshold_holds_the_rate_on_average_over_its_own_noise():
     plug_in = np.mean(np.exp(-(med[:, 0] + scale * np.log(0.5 / rate)))) / rate
     assert 0.9 < predictive < 1.2
     assert plug_in > 1.5
+
+
+def test_draws_above_allowed_is_the_binomial_quantile_of_chance_exceedances():
+    from fractions import Fraction
+
+    from ratiowatch.stream.calibration.thresholds import draws_above_allowed
+
+    def exact(size, rate, confidence=Fraction(99, 100)):  # the smallest c with P(count <= c) >= confidence
+        rate, total = Fraction(rate), Fraction(0)
+        for c in range(size + 1):
+            total += math.comb(size, c) * rate ** c * (1 - rate) ** (size - c)
+            if total >= confidence:
+                return c
+
+    for size in (1, 3, 160, 1000, 3000):
+        for rate in (5e-5, 1e-3, 0.1):
+            assert draws_above_allowed(size, rate) == exact(size, rate), (size, rate)
+    with pytest.raises(ValueError, match="size"):
+        draws_above_allowed(0, 1e-4)
+
+
+def test_top_draws_floor_is_the_draw_that_chance_allows_above_the_threshold():
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, top_draws_floor
+
+    # a bounded score with an atom at its top, 5 of 160 draws: the tail fitted to them puts the
+    # rate's quantile below the top, the draws do not allow it
+    null = np.r_[np.random.default_rng(0).exponential(0.1, 155), np.full(5, 4.0)]
+    assert exp_tail_threshold(null, 5e-5) < 4.0 == top_draws_floor(null, 5e-5)
+    # 11,110 draws at 5e-5: three may lie above the rate's quantile by chance, so the fourth largest
+    big = np.random.default_rng(1).exponential(size=11_110)
+    assert top_draws_floor(big, 5e-5) == np.sort(big)[-4]
+    assert math.isnan(top_draws_floor(np.array([np.nan]), 5e-5))
+
+
+def test_the_top_draws_floor_costs_an_exponential_tail_little():
+    # pools of 160 Exp(1) scores at the detector's rate: the floor (their largest) lifts the
+    # threshold only where a draw lies above it (0.15 % of these pools), and the mean exceedance
+    # stays near the rate (1.07 times it, with the floor and without)
+    from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, top_draws_floor
+
+    rng, rate = np.random.default_rng(7), 2.5e-5
+    pools = rng.exponential(1.0, size=(4000, 160))
+    thr = np.array([max(exp_tail_threshold(p, rate), top_draws_floor(p, rate)) for p in pools])
+    lifted = np.mean([top_draws_floor(p, rate) > exp_tail_threshold(p, rate) for p in pools])
+    assert lifted < 0.005
+    assert 0.85 < np.mean(np.exp(-thr)) / rate < 1.2
 
 
 def test_exp_tail_threshold_multiplier_is_the_predictive_one():
