@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold
+from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold, top_draws_floor
 from ratiowatch.stream.calibration.permutation import permutation_null_generic, permutation_null_rulsif
 from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
 from ratiowatch.stream.calibration.correlation import normal_scores, surrogate_zdiff
@@ -168,7 +168,7 @@ class NullCalibrator:
     def calibrate_ar(self, values: np.ndarray, n: int, sigma: float, lam: float, rng: np.random.Generator,
                      make_state: Callable[[], object] | None = None, corr_view: bool = False,
                      channel_view: bool = False, win=None, block: int = 1,
-                     trend_values: np.ndarray | None = None) -> None:
+                     trend_values: np.ndarray | None = None, top_draws: int = 0) -> None:
         """Threshold from the AR-surrogate null of ``values``, one per direction.
 
         ``values`` (T, channels) are the preprocessed, scaled values the AR model is fitted to: the
@@ -238,6 +238,15 @@ class NullCalibrator:
           0.002 without; at sample 250 the threshold was 5.5 against 2.4, and its change went
           unseen).
 
+        * the threshold is never below what the draws themselves allow
+          (:func:`~ratiowatch.stream.calibration.thresholds.top_draws_floor`; with the pool's 160
+          draws at 5e-5: their largest), and ``top_draws`` more surrogates (RuLSIF and uLSIF only;
+          not pooled) enlarge this calibration's sample. The detector asks for them where most
+          values are one value and the windows are too small for their re-splits to certify the
+          rate: there the score is discrete and bounded, six-subsequence windows of event counts
+          that are mostly 0 reach their top with a probability of 1-2 %, and the exponential tail
+          of 160 draws put the rate's quantile below it.
+
         ``corr_view``, ``channel_view``: also calibrate the correlation view and the channel view
         (m >= 2 channels, and n >= CORR_MIN_N for the correlation view). Together they take
         ``VIEW_SHARE`` of the rate, each view an equal part of it, split over its statistics (see
@@ -265,9 +274,12 @@ class NullCalibrator:
                 fit_to = values - np.arange(values.shape[0], dtype=np.float64)[:, None] * slopes[None, :]
             else:
                 slopes = None
+        models = None
         if self.method in ("rulsif", "ulsif"):
+            models = fit_ar_models(fit_to, rng=rng)  # debiased; shared with the top draws below
             null, sims = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, count, rng,
-                                               slopes=slopes, debias=True, start_from_data=True, return_sims=True)
+                                               slopes=slopes, debias=True, start_from_data=True, return_sims=True,
+                                               models=models)
         else:
             sims = simulate_ar(fit_ar_models(fit_to, rng=rng), 2 * n + self.k - 1, count, rng, start=fit_to)
             if slopes is not None:
@@ -297,7 +309,13 @@ class NullCalibrator:
         else:
             self.channel_thresholds = None
         self.kernel_rate = rate
-        self.ar_threshold = exp_tail_threshold(self.pool.ravel(), rate)
+        draws = self.pool.ravel()
+        if top_draws > 0 and models is not None:  # a separate stream: the draws after these stay as they were
+            top = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, int(top_draws),
+                                        rng.spawn(1)[0], slopes=slopes, debias=True, start_from_data=True,
+                                        models=models)
+            draws = np.concatenate([draws, top.ravel()])
+        self.ar_threshold = max(exp_tail_threshold(draws, rate), top_draws_floor(draws, rate))
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
                                                                                      rate)
         self.threshold = max(self.ar_threshold, self.floor_threshold) if win is not None else self.ar_threshold
@@ -307,9 +325,11 @@ class NullCalibrator:
                            make_state: Callable[[], object] | None = None, resolves: bool = True) -> float:
         """Raise the threshold in force to the permutation floor of the windows as they are; return it.
 
-        The AR null's surrogates are Gaussian. Values with an atom (event counts that are mostly
-        0) are not, and a cluster of events in the current window is then far out in the
-        surrogates' tail but ordinary among the windows' own re-splits. A re-split of
+        The AR null's surrogates are a linear filter of resampled residuals, fitted to the ~50
+        values behind the windows. Values with an atom (event counts that are mostly 0) hold a
+        handful of events there, which the filter smears, and a cluster of events in the current
+        window is then far out in the surrogates' tail but ordinary among the windows' own
+        re-splits. A re-split of
         exchangeable windows is an exact null whatever the values are, so the detector asks for
         this floor (fresh draws of these windows, at the kernel score's rate) where most values
         behind the windows are one value and the score is above the AR threshold but not above

@@ -7,9 +7,10 @@ import pytest
 
 from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.permutation import permutation_null_rulsif
-from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold
+from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold, top_draws_floor
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.series.embedding import embed
+from naive import rulsif_window_score
 
 
 def _ar_values(t_len: int, seed: int = 0, channels: int = 1) -> np.ndarray:
@@ -37,6 +38,50 @@ def test_first_ar_calibration_fills_the_whole_pool_and_later_ones_renew_one_row(
     assert changed == [0]  # the oldest row (pool_count % NULL_POOL), and only it
     # each direction at half the rate, on the pool of both directions
     assert cal.threshold == exp_tail_threshold(cal.pool.ravel(), 1e-4 / 2)
+
+
+def test_the_ar_threshold_is_never_below_what_its_own_draws_allow():
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(60), 20, 1.0, 0.1, np.random.default_rng(1))
+    pool = cal.pool.ravel()
+    assert cal.ar_threshold == max(exp_tail_threshold(pool, 1e-4 / 2), top_draws_floor(pool, 1e-4 / 2))
+    assert cal.ar_threshold >= pool.max()  # 160 draws at 5e-5: none may lie above it
+
+
+def _mostly_zero_counts(rng, t_len):
+    """Event counts, 90 % zeros: Poisson(5) events at 10 % of the samples."""
+    return np.where(rng.random(t_len) < 0.1, rng.poisson(5.0, t_len), 0).astype(float)
+
+
+def test_top_draws_put_the_threshold_of_a_discrete_null_at_its_top():
+    # six-subsequence windows of counts that are mostly 0: the score is bounded and reaches its top
+    # when the events fall on one side, far more often than the rate. The exponential tail of the
+    # pool's 160 draws sits below that top; with the top draws the threshold is the top itself.
+    n, k, sigma, lam, alpha = 6, 3, 0.5, 0.1, 0.1
+    counts = _mostly_zero_counts(np.random.default_rng(0), 50)
+    scale = counts.std()
+    vals = (counts / scale)[:, None]
+    with_top, rng_top = _calibrator(), np.random.default_rng(1)
+    with_top.calibrate_ar(vals, n, sigma, lam, rng_top, top_draws=5475)
+    plain, rng_plain = _calibrator(), np.random.default_rng(1)
+    plain.calibrate_ar(vals, n, sigma, lam, rng_plain)
+    # an independent sample of the true null: fresh windows of the same process, scored by the
+    # brute-force definition, each step's larger direction
+    fresh, a, b = np.random.default_rng(2), np.arange(n), np.arange(n, 2 * n)
+    scores = []
+    for _ in range(2000):
+        rows = embed(_mostly_zero_counts(fresh, 2 * n + k - 1) / scale, k)
+        gram = np.exp(-((rows[:, None, :] - rows[None, :, :]) ** 2).sum(-1) / (2 * sigma * sigma))
+        scores.append(max(rulsif_window_score(gram, a, b, alpha, lam, False),
+                          rulsif_window_score(gram, b, a, alpha, lam, False)))
+    scores = np.array(scores)
+    tail_alone = exp_tail_threshold(plain.pool.ravel(), 1e-4 / 2)  # the threshold before the top draws
+    assert (scores > tail_alone).mean() > 0.005  # about 1.5 % of the steps, against a rate of 1e-4
+    assert (scores > with_top.ar_threshold * (1 + 1e-9)).mean() <= 0.001
+    # the top draws are not pooled and come from their own stream: the pool and every later draw
+    # of the caller's generator are as without them
+    assert np.array_equal(with_top.pool, plain.pool) and with_top.pool_count == plain.pool_count
+    assert rng_top.random() == rng_plain.random()
 
 
 def test_restart_makes_the_next_calibration_refill_the_pool():
