@@ -83,7 +83,7 @@ from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
 from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
 from ratiowatch.stream.calibration.correlation import normal_scores
-from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NullCalibrator
+from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
@@ -234,7 +234,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         least-squares line, whose shrunk slope is added back: a trend is no change), block
         permutations of the pooled windows, or permutations until an AR model can be fitted;
         ``"auto"``: AR unless ``perm_block`` is set. Under the AR null, values that are mostly
-        one value (counts that are mostly 0) alarm only above the windows' own re-splits too.
+        one value (counts that are mostly 0) alarm only above the windows' own re-splits too,
+        and small windows of them draw their null up to its top.
     corr_view : bool
         With two or more channels, also test the channels' correlations (Fisher z).
     channel_view : bool
@@ -673,7 +674,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on,
                                         channel_view=self._channel_on,
                                         win=self._win if floor else None, block=self._block(),
-                                        trend_values=before)
+                                        trend_values=before, top_draws=self._top_draws(n))
         else:
             self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
                                                  make_state=lambda: self._make_state(n, sigma, lam))
@@ -708,12 +709,30 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         blocks = 2 * self._n_eff // self._block()
         return math.comb(blocks, blocks // 2) * self._null_cal.kernel_rate >= 1.0
 
+    def _top_draws(self, n: int) -> int:
+        """Surrogates the AR null draws beyond its pool at this calibration (see
+        :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.calibrate_ar`).
+
+        None unless most values behind the windows are one value and the windows are too small for
+        their re-splits to certify the rate (:meth:`_floor_resolves`): the score is then discrete
+        and bounded, and its top, reached far more often than the rate (1-2 % at n = 6 on counts
+        that are 90 % zeros), must show among the draws. They are as many as the largest windows'
+        pool costs (``NULL_POOL * n_perm * (self.n / n)^2`` in all, 5,555 at n = 6), and at most
+        ``1 / (2 rate)``.
+        """
+        if not self._atom or self._floor_resolves():
+            return 0
+        pool = NULL_POOL * self.n_perm
+        total = min(math.ceil(pool * (self.n / n) ** 2), math.ceil(0.5 / self._null_cal.kernel_rate))
+        return max(0, total - pool)
+
     def _confirm_by_permutation(self) -> float:
         """Most values behind the windows are one value: test the windows by their own re-splits.
 
-        The AR surrogates are Gaussian and cannot hold an atom. In event counts that are mostly 0
-        (90 % zeros), a few events falling into the current window were far out in the
-        surrogates' tail. Re-splits of exchangeable windows are an exact null whatever the
+        The AR surrogates, a linear filter of resampled residuals of the ~50 values behind the
+        windows, hold an atom poorly: the filter smears it, and those values hold only a handful
+        of events. In event counts that are mostly 0 (90 % zeros), a few events falling into the
+        current window were far out in the surrogates' tail. Re-splits of exchangeable windows are an exact null whatever the
         values, so there a score above the AR threshold alarms only when it is also above the
         windows' permutation floor
         (:meth:`~ratiowatch.stream.calibration.null.NullCalibrator.confirm_with_floor`): the
@@ -938,8 +957,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 def _mostly_one_value(values: np.ndarray) -> bool:
     """Whether, in any channel of ``values`` (T, channels), more than half the values are one value.
 
-    Then that value is the channel's median and its MAD is 0: an atom that Gaussian surrogates
-    cannot hold (event counts that are mostly 0, a reading stuck at one level between moves).
+    Then that value is the channel's median and its MAD is 0: an atom that the AR surrogates
+    hold poorly (event counts that are mostly 0, a reading stuck at one level between moves).
 
     Examples
     --------
