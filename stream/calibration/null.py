@@ -329,11 +329,11 @@ class NullCalibrator:
         values behind the windows. Values with an atom (event counts that are mostly 0) hold a
         handful of events there, which the filter smears, and a cluster of events in the current
         window is then far out in the surrogates' tail but ordinary among the windows' own
-        re-splits. A re-split of
-        exchangeable windows is an exact null whatever the values are, so the detector asks for
-        this floor (fresh draws of these windows, at the kernel score's rate) where most values
-        behind the windows are one value and the score is above the AR threshold but not above
-        the floor in force (see the detector's ``_confirm_by_permutation``).
+        re-splits. A re-split of exchangeable windows is an exact null whatever the values are,
+        so the detector asks for this floor (fresh draws of these windows, at the kernel score's
+        rate) where most values behind the windows are one value and the score is above the AR
+        threshold but not above the floor in force (see the detector's
+        ``_confirm_by_permutation``).
         ``resolves=False`` (windows with fewer distinct re-splits than ``1 / rate``): the floor is
         the largest drawn re-split's score instead of an extrapolated tail, less a relative 1e-9,
         so that the windows' own split, and any re-split equal to it (identical rows swapped),

@@ -713,7 +713,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         """Surrogates the AR null draws beyond its pool at this calibration (see
         :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.calibrate_ar`).
 
-        None unless most values behind the windows are one value and the windows are too small for
+        0 unless most values behind the windows are one value and the windows are too small for
         their re-splits to certify the rate (:meth:`_floor_resolves`): the score is then discrete
         and bounded, and its top, reached far more often than the rate (1-2 % at n = 6 on counts
         that are 90 % zeros), must show among the draws. They are as many as the largest windows'
@@ -732,9 +732,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         The AR surrogates, a linear filter of resampled residuals of the ~50 values behind the
         windows, hold an atom poorly: the filter smears it, and those values hold only a handful
         of events. In event counts that are mostly 0 (90 % zeros), a few events falling into the
-        current window were far out in the surrogates' tail. Re-splits of exchangeable windows are an exact null whatever the
-        values, so there a score above the AR threshold alarms only when it is also above the
-        windows' permutation floor
+        current window were far out in the surrogates' tail. Re-splits of exchangeable windows
+        are an exact null whatever the values, so there a score above the AR threshold alarms
+        only when it is also above the windows' permutation floor
         (:meth:`~ratiowatch.stream.calibration.null.NullCalibrator.confirm_with_floor`): the
         rate's quantile of their re-splits where the windows can resolve the rate
         (:meth:`_floor_resolves`), and below that the largest score of a drawn re-split (the
