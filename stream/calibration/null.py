@@ -168,7 +168,7 @@ class NullCalibrator:
     def calibrate_ar(self, values: np.ndarray, n: int, sigma: float, lam: float, rng: np.random.Generator,
                      make_state: Callable[[], object] | None = None, corr_view: bool = False,
                      channel_view: bool = False, win=None, block: int = 1,
-                     trend_values: np.ndarray | None = None, top_draws: int = 0) -> None:
+                     trend_values: np.ndarray | None = None) -> None:
         """Threshold from the AR-surrogate null of ``values``, one per direction.
 
         ``values`` (T, channels) are the preprocessed, scaled values the AR model is fitted to: the
@@ -240,12 +240,8 @@ class NullCalibrator:
 
         * the threshold is never below what the draws themselves allow
           (:func:`~ratiowatch.stream.calibration.thresholds.top_draws_floor`; with the pool's 160
-          draws at 5e-5: their largest), and ``top_draws`` more surrogates (RuLSIF and uLSIF only;
-          not pooled) enlarge this calibration's sample. The detector asks for them where most
-          values are one value and the windows are too small for their re-splits to certify the
-          rate: there the score is discrete and bounded, six-subsequence windows of event counts
-          that are mostly 0 reach their top with a probability of 1-2 %, and the exponential tail
-          of 160 draws put the rate's quantile below it.
+          draws at 5e-5: their largest). :meth:`raise_to_top` enlarges the sample where the pool
+          cannot see the null's top.
 
         ``corr_view``, ``channel_view``: also calibrate the correlation view and the channel view
         (m >= 2 channels, and n >= CORR_MIN_N for the correlation view). Together they take
@@ -258,28 +254,10 @@ class NullCalibrator:
             self.corr_thresholds = self.channel_thresholds = None
             return
         count = self.n_perm * (NULL_POOL if self.pool_count == 0 else 1)
-        fit_to, slopes = values, None
-        if trend_values is not None:  # the line through the longer stretch, the AR model around it
-            resid, slopes, sxx, step_at, _ = line_and_step(trend_values)  # a past level shift is no trend
-            slopes = shrink_slopes(resid, slopes, sxx)
-            if (step_at >= 0).any():  # without a step the joint fit is the plain line
-                # a step may explain a slope away, never make one: on a short stretch a chance step
-                # and the line are nearly collinear, and their joint slope can be many times the line's
-                line_slopes = shrink_slopes(*detrend(trend_values))
-                slopes = np.where(np.abs(slopes) < np.abs(line_slopes), slopes, line_slopes)
-            # a constant stretch behind the windows carries no trend (its null stays degenerate, see
-            # the permutation floor): an older isolated event tilts the line through the longer one
-            slopes = np.where(np.ptp(values, axis=0) > 0, slopes, 0.0)
-            if slopes.any():
-                fit_to = values - np.arange(values.shape[0], dtype=np.float64)[:, None] * slopes[None, :]
-            else:
-                slopes = None
-        models = None
+        fit_to, slopes = _around_trend(values, trend_values)
         if self.method in ("rulsif", "ulsif"):
-            models = fit_ar_models(fit_to, rng=rng)  # debiased; shared with the top draws below
             null, sims = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, count, rng,
-                                               slopes=slopes, debias=True, start_from_data=True, return_sims=True,
-                                               models=models)
+                                               slopes=slopes, debias=True, start_from_data=True, return_sims=True)
         else:
             sims = simulate_ar(fit_ar_models(fit_to, rng=rng), 2 * n + self.k - 1, count, rng, start=fit_to)
             if slopes is not None:
@@ -309,17 +287,40 @@ class NullCalibrator:
         else:
             self.channel_thresholds = None
         self.kernel_rate = rate
-        draws = self.pool.ravel()
-        if top_draws > 0 and models is not None:  # a separate stream: the draws after these stay as they were
-            top = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, int(top_draws),
-                                        rng.spawn(1)[0], slopes=slopes, debias=True, start_from_data=True,
-                                        models=models)
-            draws = np.concatenate([draws, top.ravel()])
-        self.ar_threshold = max(exp_tail_threshold(draws, rate), top_draws_floor(draws, rate))
+        pool = self.pool.ravel()
+        self.ar_threshold = max(exp_tail_threshold(pool, rate), top_draws_floor(pool, rate))
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
                                                                                      rate)
         self.threshold = max(self.ar_threshold, self.floor_threshold) if win is not None else self.ar_threshold
         self.degenerate = _constant(self.pool) and (win is None or _constant(self.floor_pool))
+
+    def raise_to_top(self, values: np.ndarray, n: int, sigma: float, lam: float, rng: np.random.Generator,
+                     count: int, trend_values: np.ndarray | None = None) -> float:
+        """Re-set the AR threshold from the pool and ``count`` more surrogates of ``values``; return it.
+
+        Where the score is discrete and bounded, its top can come far more often than the rate and
+        still be missing from the pool's 160 draws: six-subsequence windows of event counts that are
+        mostly 0 reach it when a pair's events fall on one side, in 1-2 % of steps, and the
+        exponential tail of 160 draws put the 5e-5 quantile below it. A larger sample shows the
+        top, and :func:`~ratiowatch.stream.calibration.thresholds.top_draws_floor` keeps the
+        threshold from going below it. ``values`` and ``trend_values`` are as in
+        :meth:`calibrate_ar` (the values behind the windows as they are now); the surrogates are
+        not pooled. The detector asks for this at the first exceedance after a calibration, where
+        most values are one value and the windows are too small for their re-splits to certify the
+        rate. RuLSIF and uLSIF only; otherwise, and before any AR threshold, nothing changes.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if (count < 1 or self.method not in ("rulsif", "ulsif") or not math.isfinite(self.ar_threshold)
+                or values.shape[0] < AR_MIN_VALUES):
+            return self.threshold
+        fit_to, slopes = _around_trend(values, trend_values)
+        top = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, int(count), rng,
+                                    slopes=slopes, debias=True, start_from_data=True)
+        draws = np.concatenate([self.pool.ravel(), top.ravel()])
+        self.ar_threshold = max(exp_tail_threshold(draws, self.kernel_rate), top_draws_floor(draws, self.kernel_rate))
+        floor = self.floor_threshold
+        self.threshold = self.ar_threshold if math.isnan(floor) else max(self.ar_threshold, floor)
+        return self.threshold
 
     def confirm_with_floor(self, win, n: int, block: int, rng: np.random.Generator,
                            make_state: Callable[[], object] | None = None, resolves: bool = True) -> float:
@@ -478,6 +479,28 @@ class NullCalibrator:
             self.channel_pool = np.asarray(arrays["chpool"], dtype=np.float64).copy()
         if "channel_thr" in arrays:
             self.channel_thresholds = np.asarray(arrays["channel_thr"], dtype=np.float64).copy()
+
+
+def _around_trend(values: np.ndarray, trend_values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(values the AR model is fitted to, slopes added back to its surrogates or None)``: see
+    :meth:`NullCalibrator.calibrate_ar`, local linear trend."""
+    fit_to, slopes = values, None
+    if trend_values is not None:  # the line through the longer stretch, the AR model around it
+        resid, slopes, sxx, step_at, _ = line_and_step(trend_values)  # a past level shift is no trend
+        slopes = shrink_slopes(resid, slopes, sxx)
+        if (step_at >= 0).any():  # without a step the joint fit is the plain line
+            # a step may explain a slope away, never make one: on a short stretch a chance step
+            # and the line are nearly collinear, and their joint slope can be many times the line's
+            line_slopes = shrink_slopes(*detrend(trend_values))
+            slopes = np.where(np.abs(slopes) < np.abs(line_slopes), slopes, line_slopes)
+        # a constant stretch behind the windows carries no trend (its null stays degenerate, see
+        # the permutation floor): an older isolated event tilts the line through the longer one
+        slopes = np.where(np.ptp(values, axis=0) > 0, slopes, 0.0)
+        if slopes.any():
+            fit_to = values - np.arange(values.shape[0], dtype=np.float64)[:, None] * slopes[None, :]
+        else:
+            slopes = None
+    return fit_to, slopes
 
 
 def _rms_thresholds(pool: np.ndarray, draws: int, q: float, floor: float = 0.0) -> np.ndarray:

@@ -728,12 +728,9 @@ def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam:
                           symmetric: bool, count: int, rng: np.random.Generator,
                           max_order: int = 5, slopes: np.ndarray | None = None,
                           debias: bool = False, start_from_data: bool = False,
-                          return_sims: bool = False,
-                          models: list[ARModel] | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+                          return_sims: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Directional scores of ``count`` AR surrogates of ``values`` with fixed sigma and lambda.
 
-    ``models``: AR models already fitted to ``values`` (by :func:`fit_ar_models`, with the same
-    ``max_order`` and ``debias``), so that further draws come from the same models; None fits them.
     ``debias``: remove each channel's AR fit's small-sample bias first (:func:`debias_ar`, drawing
     from ``rng`` before the surrogates are simulated); the streaming detector's null does.
     ``start_from_data``: start each surrogate from a block of ``values`` instead of a burn-in from
@@ -766,8 +763,7 @@ def surrogate_null_rulsif(values: np.ndarray, n: int, k: int, sigma: float, lam:
         raise ValueError(f"values must have shape (T, channels) with T >= 3; got {values.shape}")
     if n < 2 or k < 1 or int(count) < 1:
         raise ValueError(f"need n >= 2, k >= 1 and count >= 1; got n={n}, k={k}, count={count}")
-    if models is None:
-        models = fit_ar_models(values, max_order, rng if debias else None)
+    models = fit_ar_models(values, max_order, rng if debias else None)
     sims = np.ascontiguousarray(simulate_ar(models, 2 * n + k - 1, int(count), rng,
                                             start=values if start_from_data else None))
     if slopes is not None:

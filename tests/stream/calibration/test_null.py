@@ -61,10 +61,10 @@ def test_top_draws_put_the_threshold_of_a_discrete_null_at_its_top():
     counts = _mostly_zero_counts(np.random.default_rng(0), 50)
     scale = counts.std()
     vals = (counts / scale)[:, None]
-    with_top, rng_top = _calibrator(), np.random.default_rng(1)
-    with_top.calibrate_ar(vals, n, sigma, lam, rng_top, top_draws=5475)
-    plain, rng_plain = _calibrator(), np.random.default_rng(1)
-    plain.calibrate_ar(vals, n, sigma, lam, rng_plain)
+    cal = _calibrator()
+    cal.calibrate_ar(vals, n, sigma, lam, np.random.default_rng(1))
+    pool, pool_thr = cal.pool.copy(), cal.threshold
+    thr = cal.raise_to_top(vals, n, sigma, lam, np.random.default_rng(3), 5475)
     # an independent sample of the true null: fresh windows of the same process, scored by the
     # brute-force definition, each step's larger direction
     fresh, a, b = np.random.default_rng(2), np.arange(n), np.arange(n, 2 * n)
@@ -75,13 +75,21 @@ def test_top_draws_put_the_threshold_of_a_discrete_null_at_its_top():
         scores.append(max(rulsif_window_score(gram, a, b, alpha, lam, False),
                           rulsif_window_score(gram, b, a, alpha, lam, False)))
     scores = np.array(scores)
-    tail_alone = exp_tail_threshold(plain.pool.ravel(), 1e-4 / 2)  # the threshold before the top draws
+    tail_alone = exp_tail_threshold(pool.ravel(), 1e-4 / 2)  # the threshold before the top draws
     assert (scores > tail_alone).mean() > 0.005  # about 1.5 % of the steps, against a rate of 1e-4
-    assert (scores > with_top.ar_threshold * (1 + 1e-9)).mean() <= 0.001
-    # the top draws are not pooled and come from their own stream: the pool and every later draw
-    # of the caller's generator are as without them
-    assert np.array_equal(with_top.pool, plain.pool) and with_top.pool_count == plain.pool_count
-    assert rng_top.random() == rng_plain.random()
+    assert (scores > pool_thr * (1 + 1e-9)).mean() > 0.005  # the pool's own largest draw: still below
+    assert thr == cal.threshold == cal.ar_threshold
+    assert (scores > thr * (1 + 1e-9)).mean() <= 0.001
+    assert np.array_equal(cal.pool, pool) and cal.pool_count == NULL_POOL  # the top draws are not pooled
+
+
+def test_raising_to_the_top_needs_an_ar_threshold_and_a_gram_method():
+    vals = _mostly_zero_counts(np.random.default_rng(0), 50)[:, None]
+    cal = _calibrator()
+    assert math.isnan(cal.raise_to_top(vals, 6, 0.5, 0.1, np.random.default_rng(3), 100))  # not calibrated
+    lsdd = _calibrator(method="lsdd")
+    lsdd.ar_threshold = lsdd.threshold = 1.0
+    assert lsdd.raise_to_top(vals, 6, 0.5, 0.1, np.random.default_rng(3), 100) == 1.0
 
 
 def test_restart_makes_the_next_calibration_refill_the_pool():
