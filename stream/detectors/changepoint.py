@@ -674,7 +674,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on,
                                         channel_view=self._channel_on,
                                         win=self._win if floor else None, block=self._block(),
-                                        trend_values=before, top_draws=self._top_draws(n))
+                                        trend_values=before)
         else:
             self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
                                                  make_state=lambda: self._make_state(n, sigma, lam))
@@ -710,8 +710,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         return math.comb(blocks, blocks // 2) * self._null_cal.kernel_rate >= 1.0
 
     def _top_draws(self, n: int) -> int:
-        """Surrogates the AR null draws beyond its pool at this calibration (see
-        :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.calibrate_ar`).
+        """Surrogates the AR null draws beyond its pool at the first confirmation after a
+        calibration (see :meth:`_confirm_by_permutation` and
+        :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.raise_to_top`).
 
         0 unless most values behind the windows are one value and the windows are too small for
         their re-splits to certify the rate (:meth:`_floor_resolves`): the score is then discrete
@@ -744,13 +745,24 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         grown (n >= 34; 1.41 -> 0.66 per 10,000) and 19 -> 7 before. A burst to Poisson(50)
         counts is still found (10 of 10 at sample 300 and 1,500).
 
+        Below the size where the re-splits resolve the rate, the first confirmation after each
+        calibration also draws the AR null up to its top (:meth:`_top_draws`): the score of
+        such windows is discrete and bounded, and the pool's tail put the rate's quantile below a
+        top that comes in 1-2 % of steps.
+
         The test is an atom (more than half the values one value, a MAD of 0), not any repeated
         value: integer or rounded readings repeat without being far from Gaussian. Continuous
         data never take it: the floor taken on every series cost the change suite 8 of its 420
         changes (variance 29 -> 24, as a rise's first values are ordinary among re-splits).
         """
+        first = not self._floor_checked
         self._floor_checked = True
         n, sigma, lam = self._n_eff, self._win.sigma, self._win.lam
+        top = self._top_draws(n) if first else 0
+        if top:  # once per calibration: the draws cost what the largest windows' pool does
+            before = self._values_before(n)
+            self._null_cal.raise_to_top(self._ar_values(before, n), n, sigma, lam,
+                                        np.random.default_rng([self.seed, self._t, 2]), top, trend_values=before)
         rng = np.random.default_rng([self.seed, self._t, 1])
         return self._null_cal.confirm_with_floor(self._win, n, self._block(), rng,
                                                  make_state=lambda: self._make_state(n, sigma, lam),

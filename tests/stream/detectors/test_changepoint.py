@@ -339,6 +339,25 @@ def test_restored_detector_continues_identically_on_counts_that_are_mostly_zero(
     assert ref._atom and len(taken) > before  # floors were taken after the restore
 
 
+def test_restored_young_detector_continues_identically_where_its_null_is_drawn_to_the_top(monkeypatch):
+    # young windows of mostly-zero counts draw their null up to its top at the first confirmation
+    # after a calibration: nothing of it is state beyond the flag of that confirmation, so a
+    # restore continues bit for bit, top draws taken after it included
+    from ratiowatch.stream.calibration.null import NullCalibrator
+
+    taken = []
+    raise_to_top = NullCalibrator.raise_to_top
+    monkeypatch.setattr(NullCalibrator, "raise_to_top",
+                        lambda self, *a, **kw: taken.append(1) or raise_to_top(self, *a, **kw))
+    rng = np.random.default_rng(712)
+    x = np.where(rng.random(300) < 0.1, rng.poisson(5.0, 300), 0).astype(float)
+    ref = ChangePointDetector()
+    a_ref, a_res = _continue_after_restore(ref, x, split=100)
+    assert a_ref == a_res
+    # at sample 68 before the restore, and at 115, 246 and 258 by both detectors after it
+    assert ref._n_eff < 34 and len(taken) >= 5
+
+
 def test_checkpoint_from_before_the_ar_null_restores_the_permutation_null():
     rng = np.random.default_rng(5)
     ref = ChangePointDetector(n=20, null="permutation")
