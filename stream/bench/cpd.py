@@ -10,6 +10,11 @@ score per step. Measured in one run on the same data:
 * ``detector_5_channels``: the same detector on the first 20,000 points of five such channels
   (independent noise, the same shifts): the kernel score of the 50-dimensional embedding, the
   correlation view and the channel view (``ratio_5_channels_vs_univariate``);
+* ``young_noise`` and ``young_counts``: the detector with every default (windows growing from 6
+  subsequences, as a daemon's new series) over the first 1,000 points of 20 fresh streams each,
+  AR(1) noise and event counts that are 90 % zeros. Small windows of such counts draw their null up
+  to its top at the first exceedance after a calibration (``NullCalibrator.raise_to_top``); its
+  price is ``ratio_young_counts_vs_noise``;
 * ``split_profile_detector``: :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`
   with its defaults on the first 20,000 points (ClaSS's share), every update timed from the first;
 * ``offline_detect``: the offline detector (:func:`ratiowatch.stream.detectors.offline.detect`: split
@@ -129,6 +134,43 @@ def bench_detector(y: np.ndarray) -> tuple[dict, int]:
     return _summary(lat, time.perf_counter() - t0, len(rest)), alarms
 
 
+YOUNG_STREAMS, YOUNG_POINTS = 20, 1_000
+
+
+def make_young(kind: str, streams: int = YOUNG_STREAMS, length: int = YOUNG_POINTS) -> np.ndarray:
+    """``streams`` rows of ``length`` points: AR(1) noise (``"noise"``) or event counts that are
+    90 % zeros with Poisson(5) events (``"counts"``)."""
+    if kind == "noise":
+        return np.stack([make_stream(length, seed=100 + s) for s in range(streams)])
+    if kind == "counts":
+        rng = np.random.default_rng(200)
+        return np.where(rng.random((streams, length)) < 0.1, rng.poisson(5.0, (streams, length)), 0).astype(float)
+    raise ValueError(f"kind must be 'noise' or 'counts'; got {kind!r}")
+
+
+def bench_young(streams: np.ndarray) -> dict:
+    """A fresh default detector per stream, every update timed from the first point."""
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+
+    det = ChangePointDetector()
+    for v in streams[0, :200]:  # compile, not timed
+        det.step(v)
+    lat = np.empty(streams.size, dtype=np.int64)
+    alarms, i = 0, 0
+    t0 = time.perf_counter()
+    for row in streams:
+        det = ChangePointDetector()
+        for v in row:
+            a = time.perf_counter_ns()
+            alarm = det.step(v)
+            lat[i] = time.perf_counter_ns() - a
+            i += 1
+            alarms += alarm is not None
+    out = _summary(lat, time.perf_counter() - t0, streams.size)
+    out["alarms"] = alarms
+    return out
+
+
 def bench_split_profile(y: np.ndarray) -> dict:
     """Per-update latency of the SplitProfileDetector (defaults) on ``y``, from the first sample."""
     from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
@@ -213,7 +255,7 @@ def run(args) -> int:
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
                                           "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
-    with stages("bench cpd", 7 + bool(args.memory)) as phase:
+    with stages("bench cpd", 8 + bool(args.memory)) as phase:
         phase("incremental state")
         out["incremental_state"] = bench_state(y, sigma)
         phase("streaming detector")
@@ -221,6 +263,10 @@ def run(args) -> int:
         phase(f"streaming detector, {CHANNELS} channels")
         multi = make_channels(2_000 if args.quick else CLASPY_POINTS)
         out["detector_5_channels"], out["detector_5_channels"]["alarms"] = bench_detector(multi)
+        phase("young streams")
+        young = 4 if args.quick else YOUNG_STREAMS
+        out["young_noise"] = bench_young(make_young("noise", young))
+        out["young_counts"] = bench_young(make_young("counts", young))
         phase("split-profile detector")
         out["split_profile_detector"] = bench_split_profile(y[: 2_000 if args.quick else CLASPY_POINTS])
         prefix = 2_000 if args.quick else 10_000
@@ -239,6 +285,8 @@ def run(args) -> int:
     out["ratio_offline_vs_densratio_fixed"] = round(out["offline_detect"]["points_per_s"] / base, 1)
     out["ratio_5_channels_vs_univariate"] = round(out["detector_5_channels"]["points_per_s"]
                                                   / out["detector"]["points_per_s"], 2)
+    out["ratio_young_counts_vs_noise"] = round(out["young_counts"]["points_per_s"]
+                                               / out["young_noise"]["points_per_s"], 2)
     if "points_per_s" in out["claspy_streaming"]:
         c = out["claspy_streaming"]["points_per_s"]
         out["ratio_detector_vs_claspy"] = round(out["detector"]["points_per_s"] / c, 1)
@@ -246,8 +294,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        for key in ("incremental_state", "detector", "detector_5_channels", "split_profile_detector",
-                    "densratio_fixed"):
+        for key in ("incremental_state", "detector", "detector_5_channels", "young_noise", "young_counts",
+                    "split_profile_detector", "densratio_fixed"):
             r = out[key]
             print(f"{key:32s} {r['points_per_s']:>10.1f} points/s  p50 {r['p50_us']:.1f} us  p99 {r['p99_us']:.1f} us")
         r = out["offline_detect"]

@@ -18,3 +18,16 @@ def test_the_detector_entry_streams_multichannel_rows_and_reports_its_rate_and_l
     res, alarms = cpd.bench_detector(cpd.make_channels(1_000))
     assert res["points"] == 1_000 - 3 * cpd.N and res["points_per_s"] > 0 and res["p99_us"] >= res["p50_us"]
     assert alarms >= 0
+
+
+def test_the_young_workloads_are_noise_and_counts_that_are_mostly_zero():
+    noise, counts = cpd.make_young("noise", 3, 500), cpd.make_young("counts", 3, 500)
+    assert noise.shape == counts.shape == (3, 500)
+    np.testing.assert_array_equal(noise[1], cpd.make_stream(500, seed=101))
+    assert 0.85 < (counts == 0).mean() < 0.95 and (counts >= 0).all()
+
+
+def test_the_young_entry_times_every_point_of_fresh_detectors():
+    res = cpd.bench_young(cpd.make_young("counts", 2, 300))
+    assert res["points"] == 600 and res["points_per_s"] > 0 and res["p99_us"] >= res["p50_us"]
+    assert res["alarms"] >= 0
