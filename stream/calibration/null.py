@@ -287,8 +287,7 @@ class NullCalibrator:
         else:
             self.channel_thresholds = None
         self.kernel_rate = rate
-        pool = self.pool.ravel()
-        self.ar_threshold = max(exp_tail_threshold(pool, rate), top_draws_floor(pool, rate))
+        self.ar_threshold = _ar_threshold(self.pool.ravel(), rate)
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
                                                                                      rate)
         self.threshold = max(self.ar_threshold, self.floor_threshold) if win is not None else self.ar_threshold
@@ -317,7 +316,7 @@ class NullCalibrator:
         top = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, int(count), rng,
                                     slopes=slopes, debias=True, start_from_data=True)
         draws = np.concatenate([self.pool.ravel(), top.ravel()])
-        self.ar_threshold = max(exp_tail_threshold(draws, self.kernel_rate), top_draws_floor(draws, self.kernel_rate))
+        self.ar_threshold = _ar_threshold(draws, self.kernel_rate)
         floor = self.floor_threshold
         self.threshold = self.ar_threshold if math.isnan(floor) else max(self.ar_threshold, floor)
         return self.threshold
@@ -479,6 +478,11 @@ class NullCalibrator:
             self.channel_pool = np.asarray(arrays["chpool"], dtype=np.float64).copy()
         if "channel_thr" in arrays:
             self.channel_thresholds = np.asarray(arrays["channel_thr"], dtype=np.float64).copy()
+
+
+def _ar_threshold(draws: np.ndarray, rate: float) -> float:
+    """The AR null's threshold: the exponential tail's rate quantile, never below what the draws allow."""
+    return max(exp_tail_threshold(draws, rate), top_draws_floor(draws, rate))
 
 
 def _around_trend(values: np.ndarray, trend_values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:

@@ -14,6 +14,7 @@ Threshold
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -127,7 +128,13 @@ def draws_above_allowed(size: int, rate: float, confidence: float = 0.99) -> int
     """
     if size < 1 or not (0.0 < rate < 1.0):
         raise ValueError(f"need size >= 1 and rate in (0, 1); got {size}, {rate}")
-    return int(stats.binom.ppf(confidence, int(size), rate))
+    return _binom_quantile(int(size), float(rate), float(confidence))
+
+
+@functools.lru_cache(maxsize=64)
+def _binom_quantile(size: int, rate: float, confidence: float) -> int:
+    # the detector asks for the same (pool size, rate) at every calibration; scipy's ppf costs ~30 us
+    return int(stats.binom.ppf(confidence, size, rate))
 
 
 def top_draws_floor(null_scores: np.ndarray, rate: float) -> float:
