@@ -31,6 +31,9 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("eval", "synthetic"), "ratiowatch.stream.evaluate.synthetic",
      "calibration of the default change-point detector on synthetic series: false changes on "
      "change-free series (null suite), detection and delay of known changes (change suite)"),
+    (("eval", "synthetic-anomaly"), "ratiowatch.stream.evaluate.anomaly_suite",
+     "calibration of the default anomaly detector on synthetic series: score-threshold crossings on "
+     "anomaly-free series of many kinds, and injected anomalies found"),
     (("eval", "nab"), "ratiowatch.stream.evaluate.nab",
      "accuracy of the default anomaly detector on NAB: the NAB score under each cost profile"),
     (("eval", "odds"), "ratiowatch.stream.evaluate.odds",

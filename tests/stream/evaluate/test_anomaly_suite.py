@@ -1,0 +1,138 @@
+"""The synthetic suite for anomaly scores: generators as specified, scorers on hand-made detectors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.evaluate import anomaly_suite as A
+from ratiowatch.stream.evaluate.synthetic import NULL_KINDS, null_series
+
+
+class Fixed:
+    """A detector whose scores are a function of the series (``rule(x) -> scores``)."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def score_series(self, x):
+        return self.rule(np.asarray(x))
+
+
+def factory_of(rule):
+    return lambda seed: (lambda: Fixed(rule))
+
+
+def test_nominal_rate_is_the_maps_tail_probability():
+    assert A.nominal_per_10k(0.3) == pytest.approx(10.0)
+    assert A.nominal_per_10k(0.5) == pytest.approx(0.1)
+    assert A.nominal_per_10k(1.0) == pytest.approx(1e-6)
+
+
+def test_flags_are_counted_at_or_above_each_threshold():
+    s = np.array([0.0, 0.3, 0.29, 0.5, 1.0, 0.7, 0.69, 1.0])
+    brute = [1e4 * sum(v >= t for v in s) / len(s) for t in A.THRESHOLDS]
+    assert A.flags_per_10k(s) == pytest.approx(brute)
+    with pytest.raises(ValueError, match="no scores"):
+        A.flags_per_10k(np.zeros(0))
+
+
+def test_local_scale_is_the_innovation_sd_and_ignores_level():
+    rng = np.random.default_rng(0)
+    assert A.local_scale(2.0 * rng.normal(size=20000)) == pytest.approx(2.0, rel=0.03)
+    assert A.local_scale(np.cumsum(rng.normal(size=20000))) == pytest.approx(1.0 / np.sqrt(2.0), rel=0.03)
+    assert A.local_scale(np.full(50, 3.0)) == 1.0
+
+
+@pytest.mark.parametrize("kind", A.ANOMALY_KINDS)
+@pytest.mark.parametrize("base", A.BASE_KINDS)
+def test_an_anomaly_changes_only_its_rows_of_the_null_series(kind, base):
+    case = A.anomaly_series(kind, base, seed=3)
+    clean = null_series(base, A.ANOMALY_LENGTH, 3)
+    assert case.x.shape == (A.ANOMALY_LENGTH,) and case.start == A.ANOMALY_ROW
+    outside = np.ones(A.ANOMALY_LENGTH, dtype=bool)
+    outside[case.start:case.end] = False
+    assert np.array_equal(case.x[outside], clean[outside])
+    assert not np.array_equal(case.x[case.start:case.end], clean[case.start:case.end])
+    assert np.array_equal(case.x, A.anomaly_series(kind, base, seed=3).x)
+
+
+def test_anomalies_have_their_specified_shape_and_size():
+    clean = null_series("ar0", A.ANOMALY_LENGTH, 0)
+    sd = A.local_scale(clean)
+    spike = A.anomaly_series("spike", "ar0", 0).x - clean
+    assert spike[A.ANOMALY_ROW] == pytest.approx(6.0 * sd) and np.count_nonzero(spike) == 1
+    glitch = A.anomaly_series("glitch", "ar0", 0).x - clean
+    assert np.allclose(glitch[A.ANOMALY_ROW:A.ANOMALY_ROW + 10], 4.0 * sd) and np.count_nonzero(glitch) == 10
+    flat = A.anomaly_series("flatline", "ar0", 0).x
+    assert np.all(flat[A.ANOMALY_ROW:A.ANOMALY_ROW + 30] == clean[A.ANOMALY_ROW - 1])
+    burst = A.anomaly_series("burst", "ar0", 0).x - clean
+    assert 2.0 * sd < burst[A.ANOMALY_ROW:A.ANOMALY_ROW + 30].std() < 4.0 * sd
+    with pytest.raises(ValueError, match="unknown anomaly kind"):
+        A.anomaly_series("dip", "ar0")
+
+
+def test_null_part_counts_every_row_of_a_detector_that_always_flags():
+    res = A.score_anomaly_null(factory_of(lambda x: np.ones(x.shape[0])), seeds=2, lengths=(300, 500),
+                               kinds=("ar0", "counts"))
+    assert res["by_kind"]["ar0"] == {"0.3": 1e4, "0.5": 1e4, "0.7": 1e4, "1.0": 1e4, "rows": 1600}
+    assert res["cells"]["counts"]["300"]["rows"] == 600 and res["within_target"] is False
+    quiet = A.score_anomaly_null(factory_of(lambda x: np.zeros(x.shape[0])), seeds=1, lengths=(300,),
+                                 kinds=("ar0",))
+    assert quiet["by_kind"]["ar0"]["0.5"] == 0.0 and quiet["within_target"] is True
+
+
+def test_null_part_pools_lengths_by_rows():
+    # flags exactly the first row: 1 of 300 and 1 of 700 rows -> 2 per 1,000 pooled
+    res = A.score_anomaly_null(factory_of(lambda x: np.r_[1.0, np.zeros(x.shape[0] - 1)]), seeds=1,
+                               lengths=(300, 700), kinds=("ar0",))
+    assert res["by_kind"]["ar0"]["1.0"] == pytest.approx(20.0)
+    assert res["cells"]["ar0"]["300"]["1.0"] == pytest.approx(1e4 / 300, abs=1e-3)
+
+
+def test_a_failing_series_is_reported_and_the_suite_goes_on():
+    def rule(x):
+        if x.shape[0] == 300:
+            raise RuntimeError("boom")
+        return np.zeros(x.shape[0])
+
+    res = A.score_anomaly_null(factory_of(rule), seeds=1, lengths=(300, 400), kinds=("ar0",))
+    assert len(res["errors"]) == 1 and "boom" in res["errors"][0]["error"]
+    assert res["by_kind"]["ar0"]["rows"] == 400
+
+
+def test_found_part_looks_from_the_anomaly_to_its_window_end():
+    def at(row, value=1.0):
+        return factory_of(lambda x: np.where(np.arange(x.shape[0]) == row, value, 0.0))
+
+    kinds, bases = ("glitch",), ("ar0",)
+    end = A.ANOMALY_ROW + 10
+    assert A.score_anomaly_found(at(A.ANOMALY_ROW), 2, kinds, bases)["found"] == {t: 2 for t in ("0.3", "0.5", "0.7", "1.0")}
+    assert A.score_anomaly_found(at(end + A.FOUND_WITHIN - 1), 1, kinds, bases)["found"]["1.0"] == 1
+    assert A.score_anomaly_found(at(end + A.FOUND_WITHIN), 1, kinds, bases)["found"]["1.0"] == 0
+    assert A.score_anomaly_found(at(A.ANOMALY_ROW - 1), 1, kinds, bases)["found"]["0.3"] == 0
+    half = A.score_anomaly_found(at(A.ANOMALY_ROW, 0.6), 1, kinds, bases)
+    assert half["found"] == {"0.3": 1, "0.5": 1, "0.7": 0, "1.0": 0}
+    assert half["cells"]["glitch"]["ar0"]["median_peak"] == 0.6 and "glitch" in "\n".join(A.format_found(half))
+
+
+def test_the_default_detector_gives_a_ten_sd_spike_in_white_noise_the_top_score():
+    for seed in range(3):
+        case = A.anomaly_series("spike", "ar0", seed, size=10.0)
+        scores = A.default_factory(seed)().score_series(case.x)
+        assert scores[case.start] == 1.0 and scores[:case.start].max() < 1.0, seed
+
+
+def test_eval_synthetic_anomaly_command(monkeypatch, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    monkeypatch.setattr(A, "default_factory", factory_of(lambda x: np.where(np.arange(x.shape[0]) == 5, 0.6, 0.0)))
+    assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "null", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "found" not in out and set(out["null"]["by_kind"]) == set(NULL_KINDS)
+    assert out["null"]["by_kind"]["ar0"]["0.5"] == 100.0 and out["null"]["within_target"] is False
+    assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "stress"]) == 0
+    text = capsys.readouterr().out
+    assert "zero_inflated" in text and "above the target" in text
+    assert main(["eval", "synthetic-anomaly", "--seeds", "0"]) == 2
+    assert main(["eval", "synthetic-anomaly", "--lengths", "a"]) == 2
