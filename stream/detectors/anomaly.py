@@ -7,7 +7,11 @@ Pipeline, one value at a time (no access to future points or labels):
    buffer of past subsequences (:class:`ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector`),
    raw score ``-log r``; several *views* (embeddings and kernel widths) run side by side;
 3. **likelihood mapping**: the raw score's Gaussian tail probability against the series' own score
-   history (:class:`ratiowatch.stream.calibration.likelihood.TailProbability`), so one threshold serves every series;
+   history (:class:`ratiowatch.stream.calibration.likelihood.TailProbability`), meant to let one
+   threshold serve every series. It does not yet: on anomaly-free synthetic series a score of 0.5
+   (a nominal tail of 1e-5) is reached 1.3 to 37 times per 10,000 rows, depending on the kind of
+   series (``ratiowatch eval synthetic-anomaly``; docs/results.md). Choose a threshold on the
+   series at hand;
    the views' mapped scores are combined by their maximum. The history holds only real scores:
    the placeholders of the ratio detectors' warm-up (before their first fit) never enter it: a run
    of zeros, above the typical real score (``r > 1`` where the reference is dense), would bias the
