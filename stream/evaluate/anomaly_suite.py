@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.commands.interrupts import failure_reason
-from ratiowatch.stream.evaluate.synthetic import NULL_KINDS, STRESS_KINDS, _rng, null_series
+from ratiowatch.stream.evaluate.synthetic import NULL_KINDS, STRESS_KINDS, null_series, seeds_and_lengths
 
 #: score thresholds reported; nominal tail probabilities 1e-3, 1e-5, 1e-7 and <= 1e-10
 THRESHOLDS: tuple[float, ...] = (0.3, 0.5, 0.7, 1.0)
@@ -254,18 +254,9 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     import json
-    import sys
 
-    if args.seeds < 1:
-        print(f"ratiowatch eval synthetic-anomaly: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
-        return 2
-    try:
-        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
-    except ValueError:
-        print(f"ratiowatch eval synthetic-anomaly: --lengths must be integers; got {args.lengths!r}", file=sys.stderr)
-        return 2
-    if not lengths or min(lengths) < 1:
-        print(f"ratiowatch eval synthetic-anomaly: --lengths must be positive; got {args.lengths!r}", file=sys.stderr)
+    lengths = seeds_and_lengths(args, "ratiowatch eval synthetic-anomaly")
+    if lengths is None:
         return 2
     out: dict = {"benchmark": "synthetic-anomaly", "detector": "TimeSeriesAnomalyDetector"}
     lines: list[str] = []

@@ -618,17 +618,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
+def seeds_and_lengths(args, prog: str) -> list[int] | None:
+    """The lengths of ``args.lengths`` (comma-separated) once ``args.seeds`` and they are valid;
+    otherwise None, after saying why on stderr (``prog`` names the command)."""
+    import sys
+
+    if args.seeds < 1:
+        print(f"{prog}: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
+        return None
+    try:
+        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
+    except ValueError:
+        print(f"{prog}: --lengths must be integers; got {args.lengths!r}", file=sys.stderr)
+        return None
+    if not lengths or min(lengths) < 1:
+        print(f"{prog}: --lengths must be positive; got {args.lengths!r}", file=sys.stderr)
+        return None
+    return lengths
+
+
 def run(args) -> int:
     import json
     import sys
 
-    if args.seeds < 1:
-        print(f"ratiowatch eval synthetic: --seeds must be >= 1; got {args.seeds}", file=sys.stderr)
-        return 2
-    try:
-        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
-    except ValueError:
-        print(f"ratiowatch eval synthetic: --lengths must be integers; got {args.lengths!r}", file=sys.stderr)
+    lengths = seeds_and_lengths(args, "ratiowatch eval synthetic")
+    if lengths is None:
         return 2
     if args.jobs < 1:
         print(f"ratiowatch eval synthetic: --jobs must be >= 1; got {args.jobs}", file=sys.stderr)

@@ -136,3 +136,6 @@ def test_eval_synthetic_anomaly_command(monkeypatch, capsys):
     assert "zero_inflated" in text and "above the target" in text
     assert main(["eval", "synthetic-anomaly", "--seeds", "0"]) == 2
     assert main(["eval", "synthetic-anomaly", "--lengths", "a"]) == 2
+    assert main(["eval", "synthetic-anomaly", "--lengths", "0"]) == 2
+    assert main(["eval", "synthetic", "--lengths", "100,-5"]) == 2
+    assert "--lengths must be positive" in capsys.readouterr().err
