@@ -111,6 +111,8 @@ def test_found_part_looks_from_the_anomaly_to_its_window_end():
     assert A.score_anomaly_found(at(end + A.FOUND_WITHIN - 1), 1, kinds, bases)["found"]["1.0"] == 1
     assert A.score_anomaly_found(at(end + A.FOUND_WITHIN), 1, kinds, bases)["found"]["1.0"] == 0
     assert A.score_anomaly_found(at(A.ANOMALY_ROW - 1), 1, kinds, bases)["found"]["0.3"] == 0
+    two = A.score_anomaly_found(at(A.ANOMALY_ROW), 2, ("glitch", "burst"), ("ar0", "seasonal24"))
+    assert two["by_base"] == {b: {"series": 4, "0.3": 4, "0.5": 4, "0.7": 4, "1.0": 4} for b in ("ar0", "seasonal24")}
     half = A.score_anomaly_found(at(A.ANOMALY_ROW, 0.6), 1, kinds, bases)
     assert half["found"] == {"0.3": 1, "0.5": 1, "0.7": 0, "1.0": 0}
     assert half["cells"]["glitch"]["ar0"]["median_peak"] == 0.6 and "glitch" in "\n".join(A.format_found(half))
