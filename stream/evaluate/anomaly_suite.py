@@ -10,8 +10,8 @@ the threshold that suits one corpus would suit the next. NAB's leave-one-categor
 truth is known.
 
 Null part (no anomaly anywhere; every row at or above a threshold is a false flag): the change-point
-null suite's kinds (:data:`~ratiowatch.stream.evaluate.synthetic.NULL_KINDS`; the stress kinds with
-``stress=True``), at :data:`LENGTHS`. For each threshold of :data:`THRESHOLDS` it reports the
+null suite's kinds (:data:`~ratiowatch.stream.evaluate.synthetic.NULL_KINDS`; the stress kinds,
+``kinds=STRESS_KINDS`` or ``--suite stress``, outside the target), at :data:`LENGTHS`. For each threshold of :data:`THRESHOLDS` it reports the
 flags per 10,000 rows of the detector's output (what a user thresholds) beside the nominal rate
 ``10^4 x 10^(-10 s)`` of the map. Target (docs/evaluation.md): at most
 :data:`TARGET_FLAGS` flag per 10,000 rows at the score :data:`TARGET_SCORE` (a nominal tail of
@@ -86,12 +86,18 @@ def nominal_per_10k(score: float) -> float:
     return round(1e4 * 10.0 ** (-DECADES * float(score)), 12)
 
 
+def rows_at_or_above(scores: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) -> list[int]:
+    """Rows of ``scores`` at or above each threshold."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return [int(np.count_nonzero(scores >= t)) for t in thresholds]
+
+
 def flags_per_10k(scores: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) -> list[float]:
     """Rows of ``scores`` at or above each threshold, per 10,000 rows."""
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size == 0:
         raise ValueError("no scores to count")
-    return [1e4 * float(np.count_nonzero(scores >= t)) / scores.size for t in thresholds]
+    return [1e4 * c / scores.size for c in rows_at_or_above(scores, thresholds)]
 
 
 def local_scale(x: np.ndarray) -> float:
@@ -166,8 +172,8 @@ def score_anomaly_null(factory: Callable[[int], Callable[[], object]] = default_
                     errors.append({"kind": kind, "length": int(length), "seed": s, "error": err})
                     continue
                 cell = counts.setdefault(kind, {}).setdefault(str(int(length)), [0.0] * (len(thresholds) + 1))
-                for i, t in enumerate(thresholds):
-                    cell[i] += float(np.count_nonzero(sc >= t))
+                for i, c in enumerate(rows_at_or_above(sc, thresholds)):
+                    cell[i] += c
                 cell[-1] += sc.size
 
     def per_10k(c: list[float]) -> dict:
