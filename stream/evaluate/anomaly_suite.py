@@ -10,15 +10,19 @@ the threshold that suits one corpus would suit the next. NAB's leave-one-categor
 truth is known.
 
 Null part (no anomaly anywhere; every row at or above a threshold is a false flag): the change-point
-null suite's kinds (:data:`~ratiowatch.stream.evaluate.synthetic.NULL_KINDS`; the stress kinds,
-``kinds=STRESS_KINDS`` or ``--suite stress``, outside the target), at :data:`LENGTHS`. For each threshold of :data:`THRESHOLDS` it reports the
+null suite's kinds (:data:`~ratiowatch.stream.evaluate.synthetic.NULL_KINDS`) and ``switching100``,
+a level that switches between 0 and 1 twice per jittered cycle of 100 rows (high for 40 % of each
+cycle) plus N(0, 0.05^2) noise: an on/off schedule, such as business hours, whose switches are rare
+and sharp (:data:`KINDS`; the stress kinds, ``kinds=STRESS_KINDS`` or ``--suite stress``, are
+outside the target), at :data:`LENGTHS`. For each threshold of :data:`THRESHOLDS` it reports the
 flags per 10,000 rows of the detector's output (what a user thresholds) beside the nominal rate
 ``10^4 x 10^(-10 s)`` of the map. Target (docs/evaluation.md): at most
 :data:`TARGET_FLAGS` flag per 10,000 rows at the score :data:`TARGET_SCORE` (a nominal tail of
 1e-5) on every kind, the change-point detector's false-alarm specification.
 
 Anomaly part (:data:`ANOMALY_KINDS` injected into :data:`BASE_KINDS`: four bases without a cycle
-and two with one, a noisy and a smooth cycle, where an anomaly sits in the context of the cycle;
+and three with one, a noisy, a smooth and a switching cycle, where an anomaly sits in the context
+of the cycle;
 one anomaly per series of
 :data:`ANOMALY_LENGTH` rows, at row :data:`ANOMALY_ROW`; the size is in units of the series' local
 scale ``1.4826 MAD(diff x) / sqrt(2)``, the innovation sd of white noise):
@@ -57,7 +61,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.commands.interrupts import failure_reason
-from ratiowatch.stream.evaluate.synthetic import NULL_KINDS, STRESS_KINDS, null_series, seeds_and_lengths
+from ratiowatch.stream.evaluate.synthetic import (NULL_KINDS, STRESS_KINDS, _jittered_phase, _rng, null_series,
+                                                  seeds_and_lengths)
 
 #: score thresholds reported; nominal tail probabilities 1e-3, 1e-5, 1e-7 and <= 1e-10
 THRESHOLDS: tuple[float, ...] = (0.3, 0.5, 0.7, 1.0)
@@ -67,7 +72,11 @@ LENGTHS: tuple[int, ...] = (2000, 10000)
 TARGET_SCORE = 0.5
 TARGET_FLAGS = 1.0
 ANOMALY_KINDS: tuple[str, ...] = ("spike", "glitch", "flatline", "burst")
-BASE_KINDS: tuple[str, ...] = ("ar0", "ar05", "counts", "random_walk", "seasonal24", "smooth50")
+#: a kind of this suite beside the change-point null suite's: a level switching between two values
+#: twice per cycle (module docstring)
+SWITCHING = "switching100"
+KINDS: tuple[str, ...] = NULL_KINDS + (SWITCHING,)
+BASE_KINDS: tuple[str, ...] = ("ar0", "ar05", "counts", "random_walk", "seasonal24", "smooth50", SWITCHING)
 ANOMALY_LENGTH = 3000
 ANOMALY_ROW = 2000
 FOUND_WITHIN = 30
@@ -100,6 +109,25 @@ def flags_per_10k(scores: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) 
     return [1e4 * c / scores.size for c in rows_at_or_above(scores, thresholds)]
 
 
+def suite_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
+    """An anomaly-free series of ``kind`` (:data:`KINDS`, or a stress kind) and ``length``.
+
+    Examples
+    --------
+    >>> x = suite_series("switching100", 1000, seed=0)
+    >>> bool(0.3 < np.mean(x > 0.5) < 0.5), int(np.sum(np.abs(np.diff(x)) > 0.5))
+    (True, 20)
+    """
+    if kind != SWITCHING:
+        return null_series(kind, length, seed)
+    length = int(length)
+    if length < 1:
+        raise ValueError(f"length must be >= 1; got {length}")
+    rng = _rng(kind, length, seed)
+    phase = _jittered_phase(rng, length, 100.0) % 1.0
+    return (phase < 0.4).astype(np.float64) + rng.normal(0.0, 0.05, size=length)
+
+
 def local_scale(x: np.ndarray) -> float:
     """``1.4826 MAD(diff x) / sqrt(2)``: the innovation sd of white noise, robust to the anomaly and
     to a trend or a random walk's level; 1 where the differences are mostly zero."""
@@ -124,7 +152,7 @@ def anomaly_series(kind: str, base: str, seed: int = 0, size: float | None = Non
     at :data:`ANOMALY_ROW` (``size`` in local sd overrides the kind's; module docstring)."""
     if kind not in _SHAPES:
         raise ValueError(f"unknown anomaly kind {kind!r}; one of {ANOMALY_KINDS}")
-    x = null_series(base, ANOMALY_LENGTH, seed).copy()
+    x = suite_series(base, ANOMALY_LENGTH, seed).copy()
     rows, default = _SHAPES[kind]
     amp = (default if size is None else float(size)) * local_scale(x)
     a, e = ANOMALY_ROW, ANOMALY_ROW + rows
@@ -152,7 +180,7 @@ def _scores(factory: Callable[[int], Callable[[], object]], x: np.ndarray, seed:
 
 
 def score_anomaly_null(factory: Callable[[int], Callable[[], object]] = default_factory, seeds: int = 5,
-                       lengths: Iterable[int] = LENGTHS, kinds: Iterable[str] = NULL_KINDS,
+                       lengths: Iterable[int] = LENGTHS, kinds: Iterable[str] = KINDS,
                        thresholds: Sequence[float] = THRESHOLDS) -> dict:
     """Flags per 10,000 rows at each threshold, per kind (all lengths pooled) and per kind and length.
 
@@ -167,7 +195,7 @@ def score_anomaly_null(factory: Callable[[int], Callable[[], object]] = default_
     for kind in kinds:
         for length in lengths:
             for s in range(int(seeds)):
-                sc, err = _scores(factory, null_series(kind, int(length), s), s)
+                sc, err = _scores(factory, suite_series(kind, int(length), s), s)
                 if err:
                     errors.append({"kind": kind, "length": int(length), "seed": s, "error": err})
                     continue
@@ -277,7 +305,7 @@ def run(args) -> int:
     out: dict = {"benchmark": "synthetic-anomaly", "detector": "TimeSeriesAnomalyDetector"}
     lines: list[str] = []
     if args.suite in ("null", "both", "stress"):
-        kinds = STRESS_KINDS if args.suite == "stress" else NULL_KINDS
+        kinds = STRESS_KINDS if args.suite == "stress" else KINDS
         out["null"] = score_anomaly_null(default_factory, seeds=args.seeds, lengths=lengths, kinds=kinds)
         if args.suite == "stress":
             out["null"]["suite"] = "anomaly_stress"

@@ -37,6 +37,19 @@ def test_flags_are_counted_at_or_above_each_threshold():
         A.flags_per_10k(np.zeros(0))
 
 
+def test_the_switching_kind_is_an_on_off_schedule():
+    x = A.suite_series("switching100", 10000, seed=2)
+    assert x.shape == (10000,) and np.array_equal(x, A.suite_series("switching100", 10000, seed=2))
+    assert not np.array_equal(x, A.suite_series("switching100", 10000, seed=3))
+    high = x > 0.5
+    assert 0.37 < high.mean() < 0.43  # high for 40 % of each cycle
+    assert 180 <= np.count_nonzero(np.diff(high.astype(int))) <= 220  # two switches per cycle of ~100 rows
+    assert np.std(x[high] - 1.0) == pytest.approx(0.05, rel=0.1)
+    assert np.array_equal(A.suite_series("ar05", 500, 1), null_series("ar05", 500, 1))
+    with pytest.raises(ValueError, match="length"):
+        A.suite_series("switching100", 0)
+
+
 def test_local_scale_is_the_innovation_sd_and_ignores_level():
     rng = np.random.default_rng(0)
     assert A.local_scale(2.0 * rng.normal(size=20000)) == pytest.approx(2.0, rel=0.03)
@@ -48,7 +61,7 @@ def test_local_scale_is_the_innovation_sd_and_ignores_level():
 @pytest.mark.parametrize("base", A.BASE_KINDS)
 def test_an_anomaly_changes_only_its_rows_of_the_null_series(kind, base):
     case = A.anomaly_series(kind, base, seed=3)
-    clean = null_series(base, A.ANOMALY_LENGTH, 3)
+    clean = A.suite_series(base, A.ANOMALY_LENGTH, 3)
     assert case.x.shape == (A.ANOMALY_LENGTH,) and case.start == A.ANOMALY_ROW
     outside = np.ones(A.ANOMALY_LENGTH, dtype=bool)
     outside[case.start:case.end] = False
@@ -131,7 +144,7 @@ def test_eval_synthetic_anomaly_command(monkeypatch, capsys):
     monkeypatch.setattr(A, "default_factory", factory_of(lambda x: np.where(np.arange(x.shape[0]) == 5, 0.6, 0.0)))
     assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "null", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert "found" not in out and set(out["null"]["by_kind"]) == set(NULL_KINDS)
+    assert "found" not in out and set(out["null"]["by_kind"]) == set(NULL_KINDS) | {"switching100"}
     assert out["null"]["by_kind"]["ar0"]["0.5"] == 100.0 and out["null"]["within_target"] is False
     assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "stress"]) == 0
     text = capsys.readouterr().out
