@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.commands.interrupts import failure_reason
-from ratiowatch.stream.evaluate.synthetic import (NULL_KINDS, STRESS_KINDS, _jittered_phase, _rng, null_series,
+from ratiowatch.stream.evaluate.synthetic import (ANOMALY_ONLY_KINDS, NULL_KINDS, STRESS_KINDS, null_series,
                                                   seeds_and_lengths)
 
 #: score thresholds reported; nominal tail probabilities 1e-3, 1e-5, 1e-7 and <= 1e-10
@@ -73,9 +73,9 @@ TARGET_SCORE = 0.5
 TARGET_FLAGS = 1.0
 ANOMALY_KINDS: tuple[str, ...] = ("spike", "glitch", "flatline", "burst")
 #: a kind of this suite beside the change-point null suite's: a level switching between two values
-#: twice per cycle (module docstring)
+#: twice per cycle (module docstring; generated with the others by ``synthetic.null_series``)
 SWITCHING = "switching100"
-KINDS: tuple[str, ...] = NULL_KINDS + (SWITCHING,)
+KINDS: tuple[str, ...] = NULL_KINDS + ANOMALY_ONLY_KINDS
 BASE_KINDS: tuple[str, ...] = ("ar0", "ar05", "counts", "random_walk", "seasonal24", "smooth50", SWITCHING)
 ANOMALY_LENGTH = 3000
 ANOMALY_ROW = 2000
@@ -109,23 +109,9 @@ def flags_per_10k(scores: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) 
     return [1e4 * c / scores.size for c in rows_at_or_above(scores, thresholds)]
 
 
-def suite_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
-    """An anomaly-free series of ``kind`` (:data:`KINDS`, or a stress kind) and ``length``.
-
-    Examples
-    --------
-    >>> x = suite_series("switching100", 1000, seed=0)
-    >>> bool(0.3 < np.mean(x > 0.5) < 0.5), int(np.sum(np.abs(np.diff(x)) > 0.5))
-    (True, 20)
-    """
-    if kind != SWITCHING:
-        return null_series(kind, length, seed)
-    length = int(length)
-    if length < 1:
-        raise ValueError(f"length must be >= 1; got {length}")
-    rng = _rng(kind, length, seed)
-    phase = _jittered_phase(rng, length, 100.0) % 1.0
-    return (phase < 0.4).astype(np.float64) + rng.normal(0.0, 0.05, size=length)
+#: an anomaly-free series of a kind of this suite (:data:`KINDS`, or a stress kind): the change-point
+#: suites' own generator, which holds every kind
+suite_series = null_series
 
 
 def local_scale(x: np.ndarray) -> float:
@@ -245,12 +231,12 @@ def score_anomaly_found(factory: Callable[[int], Callable[[], object]] = default
             cells.setdefault(kind, {})[base] = {
                 "series": n, "found": {str(t): f for t, f in zip(thresholds, found)},
                 "median_peak": round(float(np.median(peaks)), 4) if peaks else None}
-    by_threshold = {str(t): sum(c["found"][str(t)] for d in cells.values() for c in d.values()) for t in thresholds}
-    total = sum(c["series"] for d in cells.values() for c in d.values())
     bases = list(dict.fromkeys(b for d in cells.values() for b in d))
     by_base = {b: {"series": sum(d[b]["series"] for d in cells.values() if b in d)}
                | {str(t): sum(d[b]["found"][str(t)] for d in cells.values() if b in d) for t in thresholds}
                for b in bases}
+    by_threshold = {str(t): sum(c[str(t)] for c in by_base.values()) for t in thresholds}
+    total = sum(c["series"] for c in by_base.values())
     return {"suite": "anomaly_found", "seeds": int(seeds), "thresholds": list(thresholds),
             "within_rows": FOUND_WITHIN, "cells": cells, "by_base": by_base, "found": by_threshold, "anomalies": total,
             "seconds": round(time.perf_counter() - t0, 2), "errors": errors}

@@ -38,6 +38,13 @@ shows where a detector's calibration ends rather than promising anything.
   of sd 1 (the cycle's amplitude) with a time constant of 10 cycles, plus N(0, 0.1^2) (a metric
   with a daily cycle whose baseline drifts, an ECG's baseline wander).
 
+Anomaly suite kind (:data:`ANOMALY_ONLY_KINDS`; :mod:`ratiowatch.stream.evaluate.anomaly_suite`
+scores it, the change-point suites do not):
+
+* ``switching100``: a level that switches between 0 and 1 twice per jittered cycle of 100
+  samples (high for 40 % of each cycle), plus N(0, 0.05^2) noise (an on/off schedule, such as
+  business hours, whose switches are rare and sharp).
+
 Channels suite (``--suite channels``): streams of :data:`CHANNELS` channels, scored like the null
 and change suites (and within the same specification):
 
@@ -83,6 +90,9 @@ Examples
 >>> x = null_series("ar05", 200, seed=3)
 >>> x.shape, bool(np.array_equal(x, null_series("ar05", 200, seed=3)))
 ((200,), True)
+>>> x = null_series("switching100", 1000, seed=0)
+>>> bool(0.3 < np.mean(x > 0.5) < 0.5), int(np.sum(np.abs(np.diff(x)) > 0.5))
+(True, 20)
 >>> case = change_series("correlation", seed=0)
 >>> case.x.shape, case.change_points, case.window
 ((1500, 2), [500, 1000], 50)
@@ -107,6 +117,8 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30", "drifting_cycles", "wandering_cycles")
+#: kinds that only the anomaly suite scores (module docstring)
+ANOMALY_ONLY_KINDS: tuple[str, ...] = ("switching100",)
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
                                  "frequency", "mean_seasonal", "mean_alternating")
 #: channels of the channels suite, and its kinds
@@ -228,7 +240,10 @@ def null_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
         return rng.poisson(3.0, size=length).astype(np.float64)
     if kind == "quantized":
         return np.round(_ar1(rng, length, 0.5, sd=1.5))
-    raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS + CHANNEL_NULL_KINDS}")
+    if kind == "switching100":
+        return (_jittered_phase(rng, length, 100.0) % 1.0 < 0.4).astype(np.float64) + rng.normal(0.0, 0.05, size=length)
+    raise ValueError(f"unknown null kind {kind!r}; one of "
+                     f"{NULL_KINDS + STRESS_KINDS + CHANNEL_NULL_KINDS + ANOMALY_ONLY_KINDS}")
 
 
 @dataclass(frozen=True)
