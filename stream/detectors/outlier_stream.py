@@ -108,14 +108,29 @@ def _solve_theta(s_ref, v_ref, n_ref, s_win, n_win, alpha, lam, theta):
 
 
 @njit(cache=True)
+def _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_state, s_ref, v_ref):
+    """Move the oldest held point into the reference (its kernel row against the current centres)."""
+    h = held_state[1]
+    gauss_row(held_buf[h], centres, sigma, phi)
+    c, p = _ring_push(ref_buf, ref_phi, ref_state[0], ref_state[1], held_buf[h], phi, s_ref, v_ref)
+    ref_state[0] = c
+    ref_state[1] = p
+    held_state[1] = (h + 1) % held_buf.shape[0]
+    held_state[0] -= 1
+
+
+@njit(cache=True)
 def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s_ref, v_ref,
-               win_buf, win_phi, win_state, s_win, v_win, learn, out):
+               win_buf, win_phi, win_state, s_win, v_win, held_buf, held_time, held_state, readmit_after,
+               learn, out):
     """Score (then optionally learn) the rows of ``xs`` in order; scores written to ``out``.
 
     params = [alpha, lam, flag threshold, reject-rate decay, max reject rate, solve_every,
     reject rate (EWMA, updated in place)]; ref_state = [count, pos, steps since solve, learned];
     win_state = [count, pos]. A point scoring above the threshold is kept out of the reference
-    unless the smoothed reject rate exceeds the maximum; every point joins the window.
+    unless the smoothed reject rate exceeds the maximum; every point joins the window. With
+    ``readmit_after`` > 0 a point kept out waits in the ring ``held_buf`` (its learn step in
+    ``held_time``; held_state = [count, head]) and joins the reference ``readmit_after`` steps later.
     """
     alpha = params[0]
     lam = params[1]
@@ -125,6 +140,8 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
     solve_every = int(params[5])
     b = centres.shape[0]
     phi = np.empty(b)
+    phi_held = np.empty(b)
+    cap_held = held_buf.shape[0]
     for t in range(xs.shape[0]):
         x = xs[t]
         gauss_row(x, centres, sigma, phi)
@@ -142,6 +159,16 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
             c, p = _ring_push(ref_buf, ref_phi, ref_state[0], ref_state[1], x, phi, s_ref, v_ref)
             ref_state[0] = c
             ref_state[1] = p
+        elif readmit_after > 0:
+            if held_state[0] == cap_held:  # full: the oldest held point joins early (bounded memory)
+                _readmit(held_buf, held_state, centres, sigma, phi_held, ref_buf, ref_phi, ref_state, s_ref, v_ref)
+            k = (held_state[1] + held_state[0]) % cap_held
+            for j in range(x.shape[0]):
+                held_buf[k, j] = x[j]
+            held_time[k] = ref_state[3]
+            held_state[0] += 1
+        while held_state[0] > 0 and ref_state[3] - held_time[held_state[1]] >= readmit_after:
+            _readmit(held_buf, held_state, centres, sigma, phi_held, ref_buf, ref_phi, ref_state, s_ref, v_ref)
         c, p = _ring_push(win_buf, win_phi, win_state[0], win_state[1], x, phi, s_win, v_win)
         win_state[0] = c
         win_state[1] = p
@@ -225,6 +252,10 @@ class StreamingOutlierDetector(AnomalyDetector):
     max_reject_rate : float
         ... unless the smoothed fraction of flagged points exceeds this rate (a lasting change):
         then points are admitted again, so the buffer follows the new regime.
+    readmit_after : int
+        Steps after which a point kept out joins the reference after all (0 = never). A pattern
+        that is rare but normal is then locked out for at most this long, while a repeat of an
+        anomaly within that time is still scored against a reference without it.
     seed : int
         Drives the random centre choice and subsamples.
 
@@ -263,6 +294,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         warmup: int = 100,
         contamination: float = 0.02,
         max_reject_rate: float = 0.5,
+        readmit_after: int = 0,
         seed: int = 0,
     ):
         super().__init__()
@@ -280,6 +312,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         self.warmup = warmup
         self.contamination = contamination
         self.max_reject_rate = max_reject_rate
+        self.readmit_after = readmit_after
         self.seed = seed
         self._check_params()
         self._features: list | None = None
@@ -310,6 +343,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         check_choice(self.scale, "scale", ("median", "local"))
         check_choice(self.centres, "centres", ("farthest", "random"))
         check_bool(self.select, "select")
+        check_int(self.readmit_after, "readmit_after", minimum=0)
         check_seed(self.seed)
         if not (0.0 < check_real(self.contamination, "contamination") < 1.0) or not (
                 0.0 < check_real(self.max_reject_rate, "max_reject_rate") <= 1.0):
@@ -330,6 +364,10 @@ class StreamingOutlierDetector(AnomalyDetector):
         self._v_win = np.zeros(b)
         self._centres = np.zeros((b, dim))
         self._theta = np.zeros(b)
+        # points kept out of the reference, waiting to be readmitted (readmit_after > 0)
+        self._held_buf = np.zeros((cap if int(self.readmit_after) > 0 else 1, dim))
+        self._held_time = np.zeros(self._held_buf.shape[0], dtype=np.int64)
+        self._held_state = np.zeros(2, dtype=np.int64)  # count, head
         self._sigma = 1.0
         self._lam = float(self.lam)
         # alpha, lam, threshold, reject decay, max reject rate, solve_every, reject rate
@@ -507,6 +545,7 @@ class StreamingOutlierDetector(AnomalyDetector):
             _run_chunk(xs[t : t + take], self._centres, self._sigma, self._theta, self._params,
                        self._ref_buf, self._ref_phi, self._ref_state, self._s_ref, self._v_ref,
                        self._win_buf, self._win_phi, self._win_state, self._s_win, self._v_win,
+                       self._held_buf, self._held_time, self._held_state, int(self.readmit_after),
                        learn, out[t : t + take])
             t += take
             if learn:
@@ -540,6 +579,7 @@ class StreamingOutlierDetector(AnomalyDetector):
             _run_chunk(v, self._centres, self._sigma, self._theta, self._params,
                        self._ref_buf, self._ref_phi, self._ref_state, self._s_ref, self._v_ref,
                        self._win_buf, self._win_phi, self._win_state, self._s_win, self._v_win,
+                       self._held_buf, self._held_time, self._held_state, int(self.readmit_after),
                        True, self._out1)
             self._since_refit += 1
             self._n_learned += 1
@@ -568,7 +608,8 @@ class StreamingOutlierDetector(AnomalyDetector):
 
     # --- persistence: to_state / from_state (numpy arrays + JSON), never pickle --------------------------------------
     _ARRAYS = ("_ref_buf", "_ref_phi", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_phi",
-               "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params")
+               "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params", "_held_buf",
+               "_held_time", "_held_state")
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and one JSON string (``"meta"``): ``.npz``-able, no pickle.
@@ -597,7 +638,8 @@ class StreamingOutlierDetector(AnomalyDetector):
         if meta["dim"]:
             det._allocate(int(meta["dim"]))
             for k in cls._ARRAYS:
-                getattr(det, k)[...] = state[k]
+                if k in state:  # states written before readmission existed hold no held points
+                    getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
         det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]

@@ -82,6 +82,71 @@ def test_flagged_points_stay_out_of_the_reference_buffer():
     assert np.array_equal(det._ref_buf, before)
 
 
+def in_reference(det, row):
+    n = int(det._ref_state[0])
+    return bool(np.any(np.all(det._ref_buf[:n] == row, axis=1)))
+
+
+def is_held(det, row):
+    count, head = (int(v) for v in det._held_state)
+    idx = (head + np.arange(count)) % det._held_buf.shape[0]
+    return bool(np.any(np.all(det._held_buf[idx] == row, axis=1)))
+
+
+def test_a_point_kept_out_joins_the_reference_readmit_after_steps_later():
+    x, _ = stream(900)
+    det = StreamingOutlierDetector(**{**SMALL, "readmit_after": 40, "refit_every": 10_000})
+    det.process(x[:500])
+    far = np.full((1, 3), 9.0)
+    assert det.process(far)[0] > det.threshold
+    assert not in_reference(det, far[0]) and is_held(det, far[0])
+    det.process(x[500:539])  # 39 steps after it: still held
+    assert not in_reference(det, far[0]) and is_held(det, far[0])
+    det.process(x[539:540])  # the 40th: readmitted
+    assert in_reference(det, far[0]) and not is_held(det, far[0])
+    # it entered by the same rank-one update as any point: the sums match a full recompute
+    n = int(det._ref_state[0])
+    phi = gauss_kernel(np.ascontiguousarray(det._ref_buf[:n]), det._centres, det._sigma)
+    np.testing.assert_allclose(det._s_ref, phi.T @ phi, atol=1e-8)
+    np.testing.assert_allclose(det._v_ref, phi.sum(axis=0), atol=1e-9)
+
+
+def test_without_readmission_a_point_kept_out_stays_out():
+    x, _ = stream(1200)
+    det = StreamingOutlierDetector(**{**SMALL, "refit_every": 10_000})  # readmit_after=0: never
+    det.process(x[:500])
+    far = np.full((1, 3), 9.0)
+    det.process(far)
+    det.process(x[500:1200])
+    assert not in_reference(det, far[0]) and int(det._held_state[0]) == 0 and det._held_buf.shape[0] == 1
+
+
+def test_held_points_are_bounded_by_the_buffer_size():
+    rng = np.random.default_rng(2)
+    det = StreamingOutlierDetector(**{**SMALL, "readmit_after": 10**9, "max_reject_rate": 1.0,
+                                      "refit_every": 10_000})
+    det.process(rng.normal(size=(300, 2)))
+    far = rng.normal(size=(3 * SMALL["buffer_size"], 2)) * 0.1 + np.array([30.0, 30.0])
+    det.process(far)
+    assert int(det._held_state[0]) <= SMALL["buffer_size"]
+    assert det._held_buf.shape[0] == SMALL["buffer_size"]
+    # a full ring readmits its oldest early: the far points reached the reference after all
+    assert np.any(det._ref_buf[: int(det._ref_state[0]), 0] > 20.0)
+
+
+def test_a_rare_but_normal_pattern_is_not_locked_out_for_ever():
+    """Two rare shapes, kept out once, are flagged at every return unless they are readmitted."""
+    rng = np.random.default_rng(5)
+    rows = rng.normal(0.0, 0.05, size=(6000, 2))
+    rows[::25] += np.array([1.0, -1.0])  # a rare but regular pattern: 4 % of the rows
+    common = dict(SMALL, buffer_size=400, warmup=100, refit_every=100, contamination=0.05)
+    never = StreamingOutlierDetector(**common).process(rows)
+    after = StreamingOutlierDetector(**common, readmit_after=400).process(rows)
+    late = slice(3000, None, 25)  # the pattern's returns, long after it first appeared
+    assert np.median(never[late]) > 0.9  # locked out: as novel as on its first day
+    assert np.median(after[late]) < 0.6  # back in the reference, about at the flag threshold
+
+
 def test_lasting_change_is_absorbed():
     rng = np.random.default_rng(1)
     det = StreamingOutlierDetector(**SMALL)
@@ -125,6 +190,28 @@ def test_save_load_roundtrip_continues_identically(tmp_path):
     expected = ref.process(x[500:])
     np.testing.assert_array_equal(expected, twin.process(x[500:]))
     np.testing.assert_array_equal(expected, from_state.process(x[500:]))
+
+
+def test_roundtrip_keeps_the_held_points(tmp_path):
+    x, _ = stream(1200)
+    det = StreamingOutlierDetector(**{**SMALL, "readmit_after": 150})
+    det.process(x[:700])
+    assert int(det._held_state[0]) > 0  # the planted outliers of the stream are waiting
+    twin = StreamingOutlierDetector.from_state(det.to_state())
+    np.testing.assert_array_equal(copy.deepcopy(det).process(x[700:]), twin.process(x[700:]))
+
+
+def test_a_state_written_before_readmission_existed_still_loads():
+    x, _ = stream(900)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x[:500])
+    old = {k: v for k, v in det.to_state().items() if not k.startswith("_held")}
+    import json
+    meta = json.loads(old["meta"])
+    del meta["params"]["readmit_after"]
+    old["meta"] = json.dumps(meta)
+    twin = StreamingOutlierDetector.from_state(old)
+    np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
 
 
 def test_select_by_loocv_runs():
