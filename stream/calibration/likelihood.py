@@ -31,16 +31,18 @@ from numba import njit
 
 
 @njit(cache=True, inline="always")
-def _tail_value(a, mean, mean_sq, min_std, decades):
+def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
     """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread, over
     ``decades`` and clipped to [0, 1]; 0 below the mean."""
     var = mean_sq - mean * mean
     sd = math.sqrt(var) if var > 0.0 else 0.0
     floor = min_std * (abs(mean) + 1e-12)
+    if floor < min_spread:
+        floor = min_spread
     if sd < floor:
         sd = floor
     z = (a - mean) / sd
-    if z <= 0.0:
+    if z <= 0.0 or a <= min_raw:
         return 0.0
     tail = 0.5 * math.erfc(z / math.sqrt(2.0))
     if tail < 1e-300:
@@ -50,7 +52,7 @@ def _tail_value(a, mean, mean_sq, min_std, decades):
 
 
 @njit(cache=True)
-def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, st_i, out):
+def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i, out):
     """Causal pass: smoothed score vs mean/std of the previous smoothed scores held in ``ring``.
 
     State: st_f = [sum, sum of squares, short-window sum], st_i = [count, pos, t] (updated in place).
@@ -67,7 +69,7 @@ def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, s
         count = st_i[0]
         out[j] = 0.0
         if count >= min_history:
-            out[j] = _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, decades)
+            out[j] = _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, min_spread, min_raw, decades)
         pos = st_i[1]
         if count == history:
             old = ring[pos]
@@ -93,7 +95,7 @@ def _tail_map(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, s
 
 
 @njit(cache=True)
-def _tail_peek(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, st_i):
+def _tail_peek(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i):
     """The output :func:`_tail_map` would give for ``raw`` next, without changing any state."""
     t = st_i[2]
     s = st_f[2] + raw
@@ -104,7 +106,7 @@ def _tail_peek(raw, short, min_history, min_std, decades, ring, raw_ring, st_f, 
     count = st_i[0]
     if count < min_history:
         return 0.0
-    return _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, decades)
+    return _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, min_spread, min_raw, decades)
 
 
 class TailProbability:
@@ -123,6 +125,12 @@ class TailProbability:
         does not turn the first tiny wiggle into certainty.
     decades : float
         Output = ``min(1, -log10(tail) / decades)``: a tail probability of ``10^-decades`` maps to 1.
+    min_spread : float
+        Floor on the standard deviation in the raw score's own units (0 = none): a history that
+        hardly varies does not make a small departure look extreme.
+    min_raw : float
+        Smoothed scores at or below this map to 0 whatever the history (-inf = none): a score
+        that means "not anomalous" on its own scale stays so.
 
     Examples
     --------
@@ -133,7 +141,8 @@ class TailProbability:
     """
 
     def __init__(self, short: int = 1, history: int = 2000, min_history: int = 100,
-                 min_std: float = 0.01, decades: float = 10.0):
+                 min_std: float = 0.01, decades: float = 10.0, min_spread: float = 0.0,
+                 min_raw: float = -math.inf):
         for name, v in (("short", short), ("history", history), ("min_history", min_history)):
             if int(v) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {v}")
@@ -142,7 +151,10 @@ class TailProbability:
         if not (min_std >= 0 and decades > 0):
             raise ValueError(f"min_std must be >= 0 and decades > 0; got {min_std}, {decades}")
         self.short, self.history, self.min_history = int(short), int(history), int(min_history)
-        self.min_std, self.decades = float(min_std), float(decades)
+        if not min_spread >= 0:
+            raise ValueError(f"min_spread must be >= 0; got {min_spread}")
+        self.min_std, self.decades, self.min_spread = float(min_std), float(decades), float(min_spread)
+        self.min_raw = float(min_raw)
         self.reset()
 
     def reset(self) -> None:
@@ -159,7 +171,7 @@ class TailProbability:
         if not np.all(np.isfinite(raw)):
             raise ValueError("raw scores contain NaN or infinity; a detector must emit finite scores")
         out = np.empty(raw.shape[0])
-        _tail_map(raw, self.short, self.min_history, self.min_std, self.decades,
+        _tail_map(raw, self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades,
                   self._ring, self._raw_ring, self._st_f, self._st_i, out)
         return out
 
@@ -168,7 +180,7 @@ class TailProbability:
         raw = float(raw)
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
-        return float(_tail_peek(raw, self.short, self.min_history, self.min_std, self.decades,
+        return float(_tail_peek(raw, self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades,
                                 self._ring, self._raw_ring, self._st_f, self._st_i))
 
     def update(self, raw: float) -> float:
@@ -176,6 +188,6 @@ class TailProbability:
         raw = float(raw)
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
-        _tail_map(np.array([raw]), self.short, self.min_history, self.min_std, self.decades,
+        _tail_map(np.array([raw]), self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades,
                   self._ring, self._raw_ring, self._st_f, self._st_i, self._out1)
         return float(self._out1[0])

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 from numba import njit
@@ -66,6 +67,12 @@ DEFAULT_VIEWS = (
     (8, 8, "median", 1.0, 100),
 )
 
+#: A floor for the spread of a view's log-ratio history (opt-in, ``min_spread=MIN_SPREAD``): ln 2
+#: over the Gaussian quantile of 1e-5, so a subsequence at least half as dense as the history's
+#: mean one never reaches the score 0.5 (a tail of 1e-5). On a very regular series the history's
+#: own spread is tiny, and without a floor a density ratio of 0.7 maps to 1.0 (docs/experiments.md).
+MIN_SPREAD = round(float(np.log(2.0) / NormalDist().inv_cdf(1.0 - 1e-5)), 4)
+
 #: the default configuration, fixed in code (the tuning record is in docs/experiments.md)
 DEFAULTS = dict(
     views=DEFAULT_VIEWS,
@@ -78,8 +85,11 @@ DEFAULTS = dict(
     warmup=200,
     contamination=0.02,
     max_reject_rate=0.5,
+    readmit_after=0,
     ratio_floor=1e-6,
     history=2000,
+    min_spread=0.0,
+    normal_ratio=None,
     min_history=100,
     combine="max",
     debounce=75,
@@ -139,11 +149,21 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
     max_reject_rate
         Passed to every :class:`~ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector`
         (the reference buffer should span several periods of the series).
+    readmit_after : int or None
+        Steps after which a subsequence kept out of a reference buffer joins it after all; None =
+        ``buffer_size`` (held out for as long as the buffer remembers), 0 = never (the default).
+        Without it a pattern that is rare but normal (the switch of an on/off schedule), once kept
+        out, stays out and is flagged at every return.
     ratio_floor : float
         Raw score = ``-log(max(r, ratio_floor))``: the log stretches the small ratios that matter;
         a low floor keeps big and small departures apart (a spike of 10 sigma outranks one of 3).
-    history, min_history
-        Passed to :class:`~ratiowatch.stream.calibration.likelihood.TailProbability` (one per view).
+    history, min_history, min_spread
+        Passed to :class:`~ratiowatch.stream.calibration.likelihood.TailProbability` (one per view);
+        ``min_spread`` floors the spread of the log-ratio history (0 = none; :data:`MIN_SPREAD`
+        is the value derived above).
+    normal_ratio : float or None
+        A subsequence whose density ratio is at least this scores 0 (None = no such rule; 1.0: at
+        least as dense in the reference as in the mixture of reference and recent window).
     combine : {"max", "mean"}
         How the views' mapped scores are combined.
     debounce : int
@@ -175,9 +195,12 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         warmup: int = DEFAULTS["warmup"],
         contamination: float = DEFAULTS["contamination"],
         max_reject_rate: float = DEFAULTS["max_reject_rate"],
+        readmit_after: int | None = DEFAULTS["readmit_after"],
         ratio_floor: float = DEFAULTS["ratio_floor"],
         history: int = DEFAULTS["history"],
         min_history: int = DEFAULTS["min_history"],
+        min_spread: float = DEFAULTS["min_spread"],
+        normal_ratio: float | None = DEFAULTS["normal_ratio"],
         combine: str = DEFAULTS["combine"],
         debounce: int = DEFAULTS["debounce"],
         quiet: float = DEFAULTS["quiet"],
@@ -194,9 +217,12 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         self.warmup = warmup
         self.contamination = contamination
         self.max_reject_rate = max_reject_rate
+        self.readmit_after = readmit_after
         self.ratio_floor = ratio_floor
         self.history = history
         self.min_history = min_history
+        self.min_spread = min_spread
+        self.normal_ratio = normal_ratio
         self.combine = combine
         self.debounce = debounce
         self.quiet = quiet
@@ -232,9 +258,18 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         if not (0.0 < check_real(self.ratio_floor, "ratio_floor") < 1.0):
             raise ValueError(f"ratio_floor must be in (0, 1); got {self.ratio_floor}")
         check_int(self.history, "history", minimum=1)
+        if self.readmit_after is not None:
+            check_int(self.readmit_after, "readmit_after", minimum=0)
+        if not check_real(self.min_spread, "min_spread") >= 0:
+            raise ValueError(f"min_spread must be >= 0; got {self.min_spread}")
+        if self.normal_ratio is not None and not check_real(self.normal_ratio, "normal_ratio") > 0:
+            raise ValueError(f"normal_ratio must be positive or None; got {self.normal_ratio}")
         check_int(self.min_history, "min_history", minimum=1)
         check_seed(self.seed)
         # the streaming detectors and the tail mappings check the rest when they are built
+
+    def _readmit_after(self) -> int:
+        return int(self.buffer_size) if self.readmit_after is None else int(self.readmit_after)
 
     def _build(self) -> None:
         self._detectors = [
@@ -242,10 +277,12 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
                 buffer_size=self.buffer_size, window_size=self.window_size, n_centres=nc,
                 alpha=self.alpha, sigma_factor=sf, scale=sc, lam=self.lam, refit_every=self.refit_every,
                 solve_every=self.solve_every, warmup=self.warmup, contamination=self.contamination,
-                max_reject_rate=self.max_reject_rate, seed=int(self.seed) + i)
+                max_reject_rate=self.max_reject_rate, readmit_after=self._readmit_after(), seed=int(self.seed) + i)
             for i, (_, _, sc, sf, nc) in enumerate(self.views)
         ]
-        self._tails = [TailProbability(history=int(self.history), min_history=int(self.min_history))
+        min_raw = -np.inf if self.normal_ratio is None else -float(np.log(float(self.normal_ratio)))
+        self._tails = [TailProbability(history=int(self.history), min_history=int(self.min_history),
+                                       min_spread=float(self.min_spread), min_raw=min_raw)
                        for _ in self.views]
         self._span = max(int(k) * int(w) for k, w, *_ in self.views)
         self._last = np.zeros(0)  # the newest span-1 values

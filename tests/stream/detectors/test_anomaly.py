@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector, block_embed
+import math
+from statistics import NormalDist
+
+from ratiowatch.stream.detectors.anomaly import MIN_SPREAD, TimeSeriesAnomalyDetector, block_embed
 from ratiowatch.stream.calibration.likelihood import TailProbability
 
 
@@ -121,6 +124,34 @@ def test_parameter_errors():
         TimeSeriesAnomalyDetector(combine="median")
     with pytest.raises(ValueError, match="NaN"):
         TimeSeriesAnomalyDetector().score_series([1.0, float("nan")])
+    with pytest.raises(ValueError, match="readmit_after"):
+        TimeSeriesAnomalyDetector(readmit_after=-1)
+    with pytest.raises(ValueError, match="min_spread"):
+        TimeSeriesAnomalyDetector(min_spread=-0.1)
+    with pytest.raises(ValueError, match="normal_ratio"):
+        TimeSeriesAnomalyDetector(normal_ratio=0.0)
+    with pytest.raises(ValueError, match="min_spread"):
+        TailProbability(min_spread=-1.0)
+
+
+def test_the_calibration_options_reach_the_views_and_tails():
+    det = TimeSeriesAnomalyDetector(readmit_after=None, min_spread=MIN_SPREAD, normal_ratio=1.0)
+    assert all(d.readmit_after == det.buffer_size for d in det._detectors)  # None: one buffer length
+    assert all(t.min_spread == MIN_SPREAD and t.min_raw == 0.0 for t in det._tails)  # ratio 1: log 0
+    plain = TimeSeriesAnomalyDetector()
+    assert all(d.readmit_after == 0 for d in plain._detectors)
+    assert all(t.min_spread == 0.0 and t.min_raw == -math.inf for t in plain._tails)
+
+
+def test_save_load_with_readmission_continues_identically():
+    rng = np.random.default_rng(3)
+    y = np.where((np.arange(2500) % 100) < 40, 1.0, 0.0) + 0.05 * rng.normal(size=2500)  # on/off schedule
+    y[1500] += 3.0
+    det = TimeSeriesAnomalyDetector(readmit_after=300, min_spread=MIN_SPREAD, normal_ratio=1.0)
+    det.score_series(y[:1600])
+    assert any(int(d._held_state[0]) > 0 for d in det._detectors)  # some rows are waiting
+    twin = TimeSeriesAnomalyDetector.from_state(det.to_state())
+    np.testing.assert_array_equal(det.score_series(y[1600:]), twin.score_series(y[1600:]))
 
 
 def test_tail_probability_is_monotone_and_calibrated():
@@ -150,6 +181,37 @@ def test_tail_probability_update_equals_transform():
     whole = TailProbability(history=100, min_history=20).transform(raw)
     tp = TailProbability(history=100, min_history=20)
     np.testing.assert_allclose(whole, [tp.update(v) for v in raw], atol=1e-12)
+
+
+def brute_tail_score(history, a, min_std=0.01, min_spread=0.0, min_raw=-math.inf, decades=10.0):
+    """The mapping written out from its definition, for one score against a plain history."""
+    mean, sd = float(np.mean(history)), float(np.std(history))
+    sd = max(sd, min_std * (abs(mean) + 1e-12), min_spread)
+    z = (a - mean) / sd
+    if z <= 0 or a <= min_raw:
+        return 0.0
+    tail = max(0.5 * math.erfc(z / math.sqrt(2.0)), 1e-300)
+    return min(1.0, -math.log10(tail) / decades)
+
+
+@pytest.mark.parametrize("min_spread, min_raw", [(0.0, -math.inf), (0.3, -math.inf), (0.3, 0.2), (0.0, 0.5)])
+def test_tail_probability_floors_match_the_formula(min_spread, min_raw):
+    hist = 0.1 + 0.02 * np.random.default_rng(4).normal(size=200)  # a narrow history
+    for a in (0.05, 0.15, 0.3, 0.6, 1.2, 3.0):
+        tp = TailProbability(history=500, min_history=50, min_spread=min_spread, min_raw=min_raw)
+        tp.transform(hist)
+        assert tp.peek(a) == pytest.approx(brute_tail_score(hist, a, min_spread=min_spread, min_raw=min_raw),
+                                           abs=1e-9)
+
+
+def test_min_spread_gives_half_the_density_the_score_one_half():
+    # MIN_SPREAD = ln 2 / z(1e-5): against a constant history, a log ratio ln 2 above it (half the
+    # density) maps to exactly 0.5, and anything closer stays below
+    assert MIN_SPREAD == pytest.approx(math.log(2.0) / NormalDist().inv_cdf(1 - 1e-5), abs=1e-4)
+    tp = TailProbability(min_history=10, min_std=0.0, min_spread=math.log(2.0) / NormalDist().inv_cdf(1 - 1e-5))
+    tp.transform(np.zeros(50))
+    assert tp.peek(math.log(2.0)) == pytest.approx(0.5, abs=1e-6)
+    assert tp.peek(0.9 * math.log(2.0)) < 0.5
 
 
 def test_tail_probability_errors():
