@@ -54,6 +54,7 @@ True
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -153,9 +154,17 @@ def anomaly_series(kind: str, base: str, seed: int = 0, size: float | None = Non
 
 def default_factory(seed: int = 0) -> Callable[[], object]:
     """A factory of the default :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`."""
+    return params_factory(None)(seed)
+
+
+def params_factory(params: dict | None) -> Callable[[int], Callable[[], object]]:
+    """``factory(seed)`` of :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`
+    with ``params`` (None: the default configuration); a bad parameter raises here, not per series."""
     from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
 
-    return lambda: TimeSeriesAnomalyDetector(seed=seed)
+    params = dict(params or {})
+    TimeSeriesAnomalyDetector(**params)
+    return lambda seed: (lambda: TimeSeriesAnomalyDetector(seed=seed, **params))
 
 
 def _scores(factory: Callable[[int], Callable[[], object]], x: np.ndarray, seed: int) -> tuple[np.ndarray | None, str | None]:
@@ -279,25 +288,36 @@ def add_arguments(parser) -> None:
     parser.add_argument("--suite", choices=("null", "found", "both", "stress"), default="both",
                         help="anomaly-free series of the null suite's kinds, injected anomalies, both (default), "
                              "or anomaly-free series of the stress kinds (outside the target)")
+    parser.add_argument("--params", default=None, metavar="JSON",
+                        help="detector parameters instead of the default, e.g. '{\"readmit_after\": null}'")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
 def run(args) -> int:
     import json
 
+    from ratiowatch.stream.evaluate.nab import parse_params
+
     lengths = seeds_and_lengths(args, "ratiowatch eval synthetic-anomaly")
     if lengths is None:
         return 2
-    out: dict = {"benchmark": "synthetic-anomaly", "detector": "TimeSeriesAnomalyDetector"}
+    try:
+        params = parse_params(getattr(args, "params", None))
+        factory = params_factory(params)
+    except (ValueError, TypeError) as exc:
+        print(f"ratiowatch eval synthetic-anomaly: {exc}", file=sys.stderr)
+        return 2
+    out: dict = {"benchmark": "synthetic-anomaly", "detector": "TimeSeriesAnomalyDetector",
+                 "params": params or {}}
     lines: list[str] = []
     if args.suite in ("null", "both", "stress"):
         kinds = STRESS_KINDS if args.suite == "stress" else KINDS
-        out["null"] = score_anomaly_null(default_factory, seeds=args.seeds, lengths=lengths, kinds=kinds)
+        out["null"] = score_anomaly_null(factory, seeds=args.seeds, lengths=lengths, kinds=kinds)
         if args.suite == "stress":
             out["null"]["suite"] = "anomaly_stress"
         lines += format_null(out["null"]) + [""]
     if args.suite in ("found", "both"):
-        out["found"] = score_anomaly_found(default_factory, seeds=args.seeds)
+        out["found"] = score_anomaly_found(factory, seeds=args.seeds)
         lines += format_found(out["found"])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

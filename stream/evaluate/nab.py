@@ -548,7 +548,7 @@ def run(args) -> int:
                    "scores": {p: round(v["score"], 3) for p, v in res.items()},
                    "thresholds": {p: v["threshold"] for p, v in res.items()}}
         else:
-            params = _parse_params(args.params)
+            params = parse_params(args.params)
             obj = evaluate(root, args.write_results, args.plot, params=params, leave_one_out=args.leave_one_out)
     except (ValueError, TypeError) as exc:
         print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
@@ -563,7 +563,8 @@ def run(args) -> int:
     return 0
 
 
-def _parse_params(text: str | None) -> dict | None:
+def parse_params(text: str | None) -> dict | None:
+    """The ``--params`` JSON object of TimeSeriesAnomalyDetector parameters (None when not given)."""
     if not text:
         return None
     try:

@@ -141,8 +141,11 @@ def test_the_default_detector_gives_a_ten_sd_spike_in_white_noise_the_top_score(
 def test_eval_synthetic_anomaly_command(monkeypatch, capsys):
     from ratiowatch.stream.commands.cli import main
 
-    monkeypatch.setattr(A, "default_factory", factory_of(lambda x: np.where(np.arange(x.shape[0]) == 5, 0.6, 0.0)))
+    asked = []
+    fake = factory_of(lambda x: np.where(np.arange(x.shape[0]) == 5, 0.6, 0.0))
+    monkeypatch.setattr(A, "params_factory", lambda params: asked.append(params) or fake)
     assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "null", "--json"]) == 0
+    assert asked == [None]
     out = json.loads(capsys.readouterr().out)
     assert "found" not in out and set(out["null"]["by_kind"]) == set(NULL_KINDS) | {"switching100"}
     assert out["null"]["by_kind"]["ar0"]["0.5"] == 100.0 and out["null"]["within_target"] is False
@@ -154,3 +157,22 @@ def test_eval_synthetic_anomaly_command(monkeypatch, capsys):
     assert main(["eval", "synthetic-anomaly", "--lengths", "0"]) == 2
     assert main(["eval", "synthetic", "--lengths", "100,-5"]) == 2
     assert "--lengths must be positive" in capsys.readouterr().err
+    assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "null",
+                 "--params", '{"readmit_after": null}', "--json"]) == 0
+    assert asked[-1] == {"readmit_after": None}
+    assert json.loads(capsys.readouterr().out)["params"] == {"readmit_after": None}
+
+
+def test_eval_synthetic_anomaly_refuses_bad_params(capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    assert main(["eval", "synthetic-anomaly", "--params", '{"readmit_afterr": 5}']) == 2
+    assert "readmit_afterr" in capsys.readouterr().err
+    assert main(["eval", "synthetic-anomaly", "--params", "[1]"]) == 2
+    assert "JSON object" in capsys.readouterr().err
+
+
+def test_params_factory_builds_the_configured_detector():
+    det = A.params_factory({"min_spread": 0.2})(3)()
+    assert det.min_spread == 0.2 and det.seed == 3
+    assert A.default_factory(1)().params == A.params_factory(None)(1)().params
