@@ -140,7 +140,6 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
     solve_every = int(params[5])
     b = centres.shape[0]
     phi = np.empty(b)
-    phi_held = np.empty(b)
     cap_held = held_buf.shape[0]
     for t in range(xs.shape[0]):
         x = xs[t]
@@ -159,19 +158,20 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
             c, p = _ring_push(ref_buf, ref_phi, ref_state[0], ref_state[1], x, phi, s_ref, v_ref)
             ref_state[0] = c
             ref_state[1] = p
-        elif readmit_after > 0:
+        c, p = _ring_push(win_buf, win_phi, win_state[0], win_state[1], x, phi, s_win, v_win)
+        win_state[0] = c
+        win_state[1] = p
+        # from here on phi is free: the readmissions below use it for the held points' kernel rows
+        if not admit and readmit_after > 0:
             if held_state[0] == cap_held:  # full: the oldest held point joins early (bounded memory)
-                _readmit(held_buf, held_state, centres, sigma, phi_held, ref_buf, ref_phi, ref_state, s_ref, v_ref)
+                _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_state, s_ref, v_ref)
             k = (held_state[1] + held_state[0]) % cap_held
             for j in range(x.shape[0]):
                 held_buf[k, j] = x[j]
             held_time[k] = ref_state[3]
             held_state[0] += 1
         while held_state[0] > 0 and ref_state[3] - held_time[held_state[1]] >= readmit_after:
-            _readmit(held_buf, held_state, centres, sigma, phi_held, ref_buf, ref_phi, ref_state, s_ref, v_ref)
-        c, p = _ring_push(win_buf, win_phi, win_state[0], win_state[1], x, phi, s_win, v_win)
-        win_state[0] = c
-        win_state[1] = p
+            _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_state, s_ref, v_ref)
         ref_state[2] += 1
         ref_state[3] += 1
         if ref_state[2] >= solve_every:
