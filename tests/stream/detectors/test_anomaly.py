@@ -27,11 +27,15 @@ def test_scores_are_in_unit_interval_and_causal():
     np.testing.assert_array_equal(full[:1500], other[:1500])
 
 
-def test_river_api_equals_batch_replay():
+OPT_IN = {"readmit_after": None, "min_spread": MIN_SPREAD, "normal_ratio": 1.0}
+
+
+@pytest.mark.parametrize("params", [{}, OPT_IN], ids=["default", "opt-in calibration"])
+def test_river_api_equals_batch_replay(params):
     y = seasonal(900)
     y[600:603] += 4.0
-    batch = TimeSeriesAnomalyDetector().score_series(y)
-    det = TimeSeriesAnomalyDetector()
+    batch = TimeSeriesAnomalyDetector(**params).score_series(y)
+    det = TimeSeriesAnomalyDetector(**params)
     one = []
     for v in y[:450]:
         s = det.score_one(v)
@@ -135,7 +139,7 @@ def test_parameter_errors():
 
 
 def test_the_calibration_options_reach_the_views_and_tails():
-    det = TimeSeriesAnomalyDetector(readmit_after=None, min_spread=MIN_SPREAD, normal_ratio=1.0)
+    det = TimeSeriesAnomalyDetector(**OPT_IN)
     assert all(d.readmit_after == det.buffer_size for d in det._detectors)  # None: one buffer length
     assert all(t.min_spread == MIN_SPREAD and t.min_raw == 0.0 for t in det._tails)  # ratio 1: log 0
     plain = TimeSeriesAnomalyDetector()
