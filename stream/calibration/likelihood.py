@@ -32,8 +32,9 @@ from numba import njit
 
 @njit(cache=True, inline="always")
 def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
-    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread, over
-    ``decades`` and clipped to [0, 1]; 0 below the mean."""
+    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread (at
+    least ``min_spread``), over ``decades`` and clipped to [0, 1]; 0 below the mean or at or
+    below ``min_raw``."""
     var = mean_sq - mean * mean
     sd = math.sqrt(var) if var > 0.0 else 0.0
     floor = min_std * (abs(mean) + 1e-12)
@@ -52,7 +53,8 @@ def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
 
 
 @njit(cache=True)
-def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i, out):
+def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i,
+              out):
     """Causal pass: smoothed score vs mean/std of the previous smoothed scores held in ``ring``.
 
     State: st_f = [sum, sum of squares, short-window sum], st_i = [count, pos, t] (updated in place).
@@ -157,6 +159,9 @@ class TailProbability:
         self.min_raw = float(min_raw)
         self.reset()
 
+    def _settings(self) -> tuple:
+        return self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades
+
     def reset(self) -> None:
         """Forget the history."""
         self._ring = np.zeros(self.history)
@@ -171,8 +176,7 @@ class TailProbability:
         if not np.all(np.isfinite(raw)):
             raise ValueError("raw scores contain NaN or infinity; a detector must emit finite scores")
         out = np.empty(raw.shape[0])
-        _tail_map(raw, self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades,
-                  self._ring, self._raw_ring, self._st_f, self._st_i, out)
+        _tail_map(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i, out)
         return out
 
     def peek(self, raw: float) -> float:
@@ -180,14 +184,13 @@ class TailProbability:
         raw = float(raw)
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
-        return float(_tail_peek(raw, self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades,
-                                self._ring, self._raw_ring, self._st_f, self._st_i))
+        return float(_tail_peek(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i))
 
     def update(self, raw: float) -> float:
         """Map one new raw score (then remember it)."""
         raw = float(raw)
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
-        _tail_map(np.array([raw]), self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades,
-                  self._ring, self._raw_ring, self._st_f, self._st_i, self._out1)
+        _tail_map(np.array([raw]), *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i,
+                  self._out1)
         return float(self._out1[0])

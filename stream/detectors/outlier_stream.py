@@ -610,6 +610,7 @@ class StreamingOutlierDetector(AnomalyDetector):
     _ARRAYS = ("_ref_buf", "_ref_phi", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_phi",
                "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params", "_held_buf",
                "_held_time", "_held_state")
+    _HELD = ("_held_buf", "_held_time", "_held_state")
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and one JSON string (``"meta"``): ``.npz``-able, no pickle.
@@ -638,8 +639,9 @@ class StreamingOutlierDetector(AnomalyDetector):
         if meta["dim"]:
             det._allocate(int(meta["dim"]))
             for k in cls._ARRAYS:
-                if k in state:  # states written before readmission existed hold no held points
-                    getattr(det, k)[...] = state[k]
+                if k in cls._HELD and k not in state:
+                    continue  # a state written before readmission existed: nothing is held
+                getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
         det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]

@@ -212,6 +212,9 @@ def test_a_state_written_before_readmission_existed_still_loads():
     old["meta"] = json.dumps(meta)
     twin = StreamingOutlierDetector.from_state(old)
     np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
+    broken = {k: v for k, v in old.items() if k != "_ref_buf"}  # only the held arrays may be absent
+    with pytest.raises(KeyError, match="_ref_buf"):
+        StreamingOutlierDetector.from_state(broken)
 
 
 def test_select_by_loocv_runs():
