@@ -173,3 +173,15 @@ def white_noise_shift_stat(y, k):
     """The standardised mean difference of ``y`` before and after row ``k``, sigma 1."""
     n = len(y)
     return abs(sum(y[k:]) / (n - k) - sum(y[:k]) / k) * math.sqrt(k * (n - k) / n)
+
+
+def tail_score(history, a, min_std=0.01, min_spread=0.0, min_raw=-math.inf, decades=10.0):
+    """TailProbability's map written out from its definition: -log10 of the Gaussian upper tail of
+    ``a`` against a plain history's mean and spread (with both floors), over ``decades``."""
+    mean, sd = float(np.mean(history)), float(np.std(history))
+    sd = max(sd, min_std * (abs(mean) + 1e-12), min_spread)
+    z = (a - mean) / sd
+    if z <= 0 or a <= min_raw:
+        return 0.0
+    tail = max(0.5 * math.erfc(z / math.sqrt(2.0)), 1e-300)
+    return min(1.0, -math.log10(tail) / decades)

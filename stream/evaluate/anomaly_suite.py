@@ -154,7 +154,9 @@ def anomaly_series(kind: str, base: str, seed: int = 0, size: float | None = Non
 
 def default_factory(seed: int = 0) -> Callable[[], object]:
     """A factory of the default :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`."""
-    return params_factory(None)(seed)
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+
+    return lambda: TimeSeriesAnomalyDetector(seed=seed)
 
 
 def params_factory(params: dict | None) -> Callable[[int], Callable[[], object]]:

@@ -10,6 +10,7 @@ from statistics import NormalDist
 
 from ratiowatch.stream.detectors.anomaly import MIN_SPREAD, TimeSeriesAnomalyDetector, block_embed
 from ratiowatch.stream.calibration.likelihood import TailProbability
+from naive import tail_score
 
 
 def seasonal(n=3000, seed=0):
@@ -187,24 +188,13 @@ def test_tail_probability_update_equals_transform():
     np.testing.assert_allclose(whole, [tp.update(v) for v in raw], atol=1e-12)
 
 
-def brute_tail_score(history, a, min_std=0.01, min_spread=0.0, min_raw=-math.inf, decades=10.0):
-    """The mapping written out from its definition, for one score against a plain history."""
-    mean, sd = float(np.mean(history)), float(np.std(history))
-    sd = max(sd, min_std * (abs(mean) + 1e-12), min_spread)
-    z = (a - mean) / sd
-    if z <= 0 or a <= min_raw:
-        return 0.0
-    tail = max(0.5 * math.erfc(z / math.sqrt(2.0)), 1e-300)
-    return min(1.0, -math.log10(tail) / decades)
-
-
 @pytest.mark.parametrize("min_spread, min_raw", [(0.0, -math.inf), (0.3, -math.inf), (0.3, 0.2), (0.0, 0.5)])
 def test_tail_probability_floors_match_the_formula(min_spread, min_raw):
     hist = 0.1 + 0.02 * np.random.default_rng(4).normal(size=200)  # a narrow history
     for a in (0.05, 0.15, 0.3, 0.6, 1.2, 3.0):
         tp = TailProbability(history=500, min_history=50, min_spread=min_spread, min_raw=min_raw)
         tp.transform(hist)
-        assert tp.peek(a) == pytest.approx(brute_tail_score(hist, a, min_spread=min_spread, min_raw=min_raw),
+        assert tp.peek(a) == pytest.approx(tail_score(hist, a, min_spread=min_spread, min_raw=min_raw),
                                            abs=1e-9)
 
 
