@@ -6,7 +6,6 @@ Each production kernel is checked against one of these (or against an independen
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
 import scipy.linalg
@@ -176,15 +175,10 @@ def white_noise_shift_stat(y, k):
     return abs(sum(y[k:]) / (n - k) - sum(y[:k]) / k) * math.sqrt(k * (n - k) / n)
 
 
-def tail_score(history, a, min_std=0.01, min_spread=0.0, min_raw=-math.inf, decades=10.0, quantile=None):
+def tail_score(history, a, min_std=0.01, min_spread=0.0, min_raw=-math.inf, decades=10.0):
     """TailProbability's map written out from its definition: -log10 of the Gaussian upper tail of
-    ``a`` against a plain history's mean and spread (with both floors), over ``decades``; with
-    ``quantile`` q, against its median and (q quantile - median) / z(q) (numpy's quantiles)."""
-    if quantile is None:
-        mean, sd = float(np.mean(history)), float(np.std(history))
-    else:
-        mean = float(np.quantile(history, 0.5))
-        sd = (float(np.quantile(history, quantile)) - mean) / NormalDist().inv_cdf(quantile)
+    ``a`` against a plain history's mean and spread (with both floors), over ``decades``."""
+    mean, sd = float(np.mean(history)), float(np.std(history))
     sd = max(sd, min_std * (abs(mean) + 1e-12), min_spread)
     z = (a - mean) / sd
     if z <= 0 or a <= min_raw:

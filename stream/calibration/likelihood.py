@@ -25,45 +25,24 @@ True
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
 from numba import njit
 
 
 @njit(cache=True, inline="always")
-def _quantile_of_sorted(v, n, q):
-    """The ``q`` quantile of the sorted ``v[:n]`` (linear interpolation, numpy's default)."""
-    pos = q * (n - 1)
-    lo = int(pos)
-    if lo + 1 >= n:
-        return v[n - 1]
-    return v[lo] + (pos - lo) * (v[lo + 1] - v[lo])
-
-
-@njit(cache=True, inline="always")
-def _centre_spread(st_f, count, sorted_, quantile, z_quantile):
-    """(centre, spread) of the history: its mean and standard deviation, or with ``quantile`` > 0
-    its median and (``quantile`` quantile - median) / ``z_quantile``."""
-    if quantile > 0.0:
-        med = _quantile_of_sorted(sorted_, count, 0.5)
-        return med, (_quantile_of_sorted(sorted_, count, quantile) - med) / z_quantile
-    mean = st_f[0] / count
-    var = st_f[1] / count - mean * mean
-    return mean, (math.sqrt(var) if var > 0.0 else 0.0)
-
-
-@njit(cache=True, inline="always")
-def _tail_value(a, centre, sd, min_std, min_spread, min_raw, decades):
-    """``-log10`` of the Gaussian upper tail of ``a`` against the history's centre and spread (at
-    least ``min_spread``), over ``decades`` and clipped to [0, 1]; 0 below the centre or at or
+def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
+    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread (at
+    least ``min_spread``), over ``decades`` and clipped to [0, 1]; 0 below the mean or at or
     below ``min_raw``."""
-    floor = min_std * (abs(centre) + 1e-12)
+    var = mean_sq - mean * mean
+    sd = math.sqrt(var) if var > 0.0 else 0.0
+    floor = min_std * (abs(mean) + 1e-12)
     if floor < min_spread:
         floor = min_spread
     if sd < floor:
         sd = floor
-    z = (a - centre) / sd
+    z = (a - mean) / sd
     if z <= 0.0 or a <= min_raw:
         return 0.0
     tail = 0.5 * math.erfc(z / math.sqrt(2.0))
@@ -73,27 +52,10 @@ def _tail_value(a, centre, sd, min_std, min_spread, min_raw, decades):
     return 1.0 if v > 1.0 else v
 
 
-@njit(cache=True, inline="always")
-def _sorted_replace(v, n, old, new, full):
-    """Keep ``v[:n]`` sorted when ``new`` joins it and, if ``full``, ``old`` leaves it; returns
-    the new count."""
-    if full:
-        i = np.searchsorted(v[:n], old)
-        for j in range(i, n - 1):
-            v[j] = v[j + 1]
-        n -= 1
-    i = np.searchsorted(v[:n], new)
-    for j in range(n, i, -1):
-        v[j] = v[j - 1]
-    v[i] = new
-    return n + 1
-
-
 @njit(cache=True)
-def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, quantile, z_quantile, ring,
-              sorted_, raw_ring, st_f, st_i, out):
-    """Causal pass: smoothed score vs the centre and spread of the previous smoothed scores held in
-    ``ring`` (``sorted_`` holds them sorted when ``quantile`` > 0).
+def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i,
+              out):
+    """Causal pass: smoothed score vs mean/std of the previous smoothed scores held in ``ring``.
 
     State: st_f = [sum, sum of squares, short-window sum], st_i = [count, pos, t] (updated in place).
     """
@@ -109,11 +71,8 @@ def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, qu
         count = st_i[0]
         out[j] = 0.0
         if count >= min_history:
-            centre, sd = _centre_spread(st_f, count, sorted_, quantile, z_quantile)
-            out[j] = _tail_value(a, centre, sd, min_std, min_spread, min_raw, decades)
+            out[j] = _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, min_spread, min_raw, decades)
         pos = st_i[1]
-        if quantile > 0.0:
-            _sorted_replace(sorted_, count, ring[pos], a, count == history)
         if count == history:
             old = ring[pos]
             st_f[0] -= old
@@ -138,8 +97,7 @@ def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, qu
 
 
 @njit(cache=True)
-def _tail_peek(raw, short, min_history, min_std, min_spread, min_raw, decades, quantile, z_quantile, ring, sorted_,
-               raw_ring, st_f, st_i):
+def _tail_peek(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i):
     """The output :func:`_tail_map` would give for ``raw`` next, without changing any state."""
     t = st_i[2]
     s = st_f[2] + raw
@@ -150,8 +108,7 @@ def _tail_peek(raw, short, min_history, min_std, min_spread, min_raw, decades, q
     count = st_i[0]
     if count < min_history:
         return 0.0
-    centre, sd = _centre_spread(st_f, count, sorted_, quantile, z_quantile)
-    return _tail_value(a, centre, sd, min_std, min_spread, min_raw, decades)
+    return _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, min_spread, min_raw, decades)
 
 
 class TailProbability:
@@ -176,12 +133,6 @@ class TailProbability:
     min_raw : float
         Smoothed scores at or below this map to 0 whatever the history (-inf = none): a score
         that means "not anomalous" on its own scale stays so.
-    quantile : float in (0.5, 1) or None
-        None (default): the history's centre and spread are its mean and standard deviation.
-        A value q: its median and ``(Q(q) - median) / z(q)``, with ``Q(q)`` the history's q
-        quantile and ``z(q)`` the standard normal one. The spread is then read off the history's
-        upper side, so a right-skewed score is not made to look extreme by a symmetric model, and
-        the top ``1 - q`` share of the history (earlier anomalies) cannot widen it.
 
     Examples
     --------
@@ -193,7 +144,7 @@ class TailProbability:
 
     def __init__(self, short: int = 1, history: int = 2000, min_history: int = 100,
                  min_std: float = 0.01, decades: float = 10.0, min_spread: float = 0.0,
-                 min_raw: float = -math.inf, quantile: float | None = None):
+                 min_raw: float = -math.inf):
         for name, v in (("short", short), ("history", history), ("min_history", min_history)):
             if int(v) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {v}")
@@ -206,20 +157,14 @@ class TailProbability:
             raise ValueError(f"min_spread must be >= 0; got {min_spread}")
         self.min_std, self.decades, self.min_spread = float(min_std), float(decades), float(min_spread)
         self.min_raw = float(min_raw)
-        if quantile is not None and not 0.5 < quantile < 1.0:
-            raise ValueError(f"quantile must be in (0.5, 1) or None; got {quantile}")
-        self.quantile = None if quantile is None else float(quantile)
         self.reset()
 
     def _settings(self) -> tuple:
-        q = 0.0 if self.quantile is None else self.quantile
-        z = 1.0 if self.quantile is None else NormalDist().inv_cdf(self.quantile)
-        return self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades, q, z
+        return self.short, self.min_history, self.min_std, self.min_spread, self.min_raw, self.decades
 
     def reset(self) -> None:
         """Forget the history."""
         self._ring = np.zeros(self.history)
-        self._sorted = np.zeros(self.history if self.quantile is not None else 0)
         self._raw_ring = np.zeros(self.short)
         self._st_f = np.zeros(3)
         self._st_i = np.zeros(3, dtype=np.int64)
@@ -231,7 +176,7 @@ class TailProbability:
         if not np.all(np.isfinite(raw)):
             raise ValueError("raw scores contain NaN or infinity; a detector must emit finite scores")
         out = np.empty(raw.shape[0])
-        _tail_map(raw, *self._settings(), self._ring, self._sorted, self._raw_ring, self._st_f, self._st_i, out)
+        _tail_map(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i, out)
         return out
 
     def peek(self, raw: float) -> float:
@@ -239,27 +184,13 @@ class TailProbability:
         raw = float(raw)
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
-        return float(_tail_peek(raw, *self._settings(), self._ring, self._sorted, self._raw_ring, self._st_f,
-                                self._st_i))
+        return float(_tail_peek(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i))
 
     def update(self, raw: float) -> float:
         """Map one new raw score (then remember it)."""
         raw = float(raw)
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
-        _tail_map(np.array([raw]), *self._settings(), self._ring, self._sorted, self._raw_ring, self._st_f,
-                  self._st_i, self._out1)
+        _tail_map(np.array([raw]), *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i,
+                  self._out1)
         return float(self._out1[0])
-
-    def state(self) -> dict:
-        """The state as arrays (history ring, smoothing ring, running sums, counters)."""
-        return {"ring": self._ring.copy(), "raw": self._raw_ring.copy(), "f": self._st_f.copy(),
-                "i": self._st_i.copy()}
-
-    def set_state(self, state: dict) -> None:
-        """Continue from :meth:`state` (the sorted history is rebuilt from the ring)."""
-        for key, arr in (("ring", self._ring), ("raw", self._raw_ring), ("f", self._st_f), ("i", self._st_i)):
-            arr[...] = state[key]
-        if self.quantile is not None:
-            count = int(self._st_i[0])
-            self._sorted[:count] = np.sort(self._ring[:count])

@@ -90,7 +90,6 @@ DEFAULTS = dict(
     history=2000,
     min_spread=0.0,
     normal_ratio=None,
-    tail="moments",
     min_history=100,
     combine="max",
     debounce=75,
@@ -165,12 +164,6 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
     normal_ratio : float or None
         A subsequence whose density ratio is at least this scores 0 (None = no such rule; 1.0: at
         least as dense in the reference as in the mixture of reference and recent window).
-    tail : {"moments", "quantile"}
-        How each view's log-ratio history is summarised for the Gaussian tail: its mean and
-        standard deviation (the default), or its median and the distance from the median to its
-        ``1 - contamination`` quantile over the normal quantile there. The second reads the spread
-        off the history's upper side, which a right-skewed score needs, and leaves out the same top
-        share that the reference buffers keep out, so earlier anomalies do not widen it.
     combine : {"max", "mean"}
         How the views' mapped scores are combined.
     debounce : int
@@ -208,7 +201,6 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         min_history: int = DEFAULTS["min_history"],
         min_spread: float = DEFAULTS["min_spread"],
         normal_ratio: float | None = DEFAULTS["normal_ratio"],
-        tail: str = DEFAULTS["tail"],
         combine: str = DEFAULTS["combine"],
         debounce: int = DEFAULTS["debounce"],
         quiet: float = DEFAULTS["quiet"],
@@ -231,7 +223,6 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         self.min_history = min_history
         self.min_spread = min_spread
         self.normal_ratio = normal_ratio
-        self.tail = tail
         self.combine = combine
         self.debounce = debounce
         self.quiet = quiet
@@ -264,10 +255,6 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         if not (0.0 <= check_real(self.quiet, "quiet") < 1.0):
             raise ValueError(f"quiet must be in [0, 1); got {self.quiet}")
         check_choice(self.combine, "combine", ("max", "mean"))
-        check_choice(self.tail, "tail", ("moments", "quantile"))
-        if self.tail == "quantile" and not check_real(self.contamination, "contamination") < 0.5:
-            raise ValueError(f"tail='quantile' reads the 1 - contamination quantile and needs contamination < 0.5; "
-                             f"got {self.contamination}")
         if not (0.0 < check_real(self.ratio_floor, "ratio_floor") < 1.0):
             raise ValueError(f"ratio_floor must be in (0, 1); got {self.ratio_floor}")
         check_int(self.history, "history", minimum=1)
@@ -294,9 +281,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             for i, (_, _, sc, sf, nc) in enumerate(self.views)
         ]
         min_raw = -np.inf if self.normal_ratio is None else -float(np.log(float(self.normal_ratio)))
-        quantile = None if self.tail == "moments" else 1.0 - float(self.contamination)
         self._tails = [TailProbability(history=int(self.history), min_history=int(self.min_history),
-                                       min_spread=float(self.min_spread), min_raw=min_raw, quantile=quantile)
+                                       min_spread=float(self.min_spread), min_raw=min_raw)
                        for _ in self.views]
         self._span = max(int(k) * int(w) for k, w, *_ in self.views)
         self._last = np.zeros(0)  # the newest span-1 values
@@ -387,7 +373,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         out: dict = {"meta": json.dumps({"seed": self.seed, "params": params, "n_seen": self.n_seen}),
                      "last": self._last.copy(), "deb_ring": self._deb_ring.copy(), "deb_st": self._deb_st.copy()}
         for i, t in enumerate(self._tails):
-            out.update({f"tail{i}_{k}": v for k, v in t.state().items()})
+            out.update({f"tail{i}_ring": t._ring.copy(), f"tail{i}_raw": t._raw_ring.copy(),
+                        f"tail{i}_f": t._st_f.copy(), f"tail{i}_i": t._st_i.copy()})
         for i, det in enumerate(self._detectors):
             out.update({f"view{i}.{k}": v for k, v in det.to_state().items()})
         return out
@@ -404,7 +391,10 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         det._deb_ring[...] = state["deb_ring"]
         det._deb_st[...] = state["deb_st"]
         for i, t in enumerate(det._tails):
-            t.set_state({k: state[f"tail{i}_{k}"] for k in ("ring", "raw", "f", "i")})
+            t._ring[...] = state[f"tail{i}_ring"]
+            t._raw_ring[...] = state[f"tail{i}_raw"]
+            t._st_f[...] = state[f"tail{i}_f"]
+            t._st_i[...] = state[f"tail{i}_i"]
         det._detectors = [
             StreamingOutlierDetector.from_state({k[len(f"view{i}."):]: v for k, v in state.items()
                                                  if k.startswith(f"view{i}.")})

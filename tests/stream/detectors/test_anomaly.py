@@ -137,12 +137,6 @@ def test_parameter_errors():
         TimeSeriesAnomalyDetector(normal_ratio=0.0)
     with pytest.raises(ValueError, match="min_spread"):
         TailProbability(min_spread=-1.0)
-    with pytest.raises(ValueError, match="tail"):
-        TimeSeriesAnomalyDetector(tail="empirical")
-    with pytest.raises(ValueError, match="contamination < 0.5"):
-        TimeSeriesAnomalyDetector(tail="quantile", contamination=0.6)
-    with pytest.raises(ValueError, match="quantile"):
-        TailProbability(quantile=0.5)
 
 
 def test_the_calibration_options_reach_the_views_and_tails():
@@ -151,16 +145,14 @@ def test_the_calibration_options_reach_the_views_and_tails():
     assert all(t.min_spread == MIN_SPREAD and t.min_raw == 0.0 for t in det._tails)  # ratio 1: log 0
     plain = TimeSeriesAnomalyDetector()
     assert all(d.readmit_after == 0 for d in plain._detectors)
-    assert all(t.min_spread == 0.0 and t.min_raw == -math.inf and t.quantile is None for t in plain._tails)
-    by_quantile = TimeSeriesAnomalyDetector(tail="quantile", contamination=0.05)
-    assert all(t.quantile == pytest.approx(0.95) for t in by_quantile._tails)  # the share kept out
+    assert all(t.min_spread == 0.0 and t.min_raw == -math.inf for t in plain._tails)
 
 
 def test_save_load_with_readmission_continues_identically():
     rng = np.random.default_rng(3)
     y = np.where((np.arange(2500) % 100) < 40, 1.0, 0.0) + 0.05 * rng.normal(size=2500)  # on/off schedule
     y[1500] += 3.0
-    det = TimeSeriesAnomalyDetector(readmit_after=300, min_spread=MIN_SPREAD, normal_ratio=1.0, tail="quantile")
+    det = TimeSeriesAnomalyDetector(readmit_after=300, min_spread=MIN_SPREAD, normal_ratio=1.0)
     det.score_series(y[:1600])
     assert any(int(d._held_state[0]) > 0 for d in det._detectors)  # some rows are waiting
     twin = TimeSeriesAnomalyDetector.from_state(det.to_state())
@@ -204,55 +196,6 @@ def test_tail_probability_floors_match_the_formula(min_spread, min_raw):
         tp.transform(hist)
         assert tp.peek(a) == pytest.approx(tail_score(hist, a, min_spread=min_spread, min_raw=min_raw),
                                            abs=1e-9)
-
-
-@pytest.mark.parametrize("quantile", [0.9, 0.98])
-def test_the_quantile_tail_matches_the_formula_at_every_step(quantile):
-    """A skewed history with a burst in it, kept in a ring of 300: each step's output equals the
-    written-out map of the previous 300 values (median and upper quantile, numpy's interpolation)."""
-    raw = np.random.default_rng(5).gamma(2.0, size=900)
-    raw[400:410] = 25.0
-    out = TailProbability(history=300, min_history=50, quantile=quantile).transform(raw)
-    assert np.all(out[:50] == 0.0)
-    for t in range(50, raw.size):
-        expect = tail_score(raw[max(0, t - 300):t], raw[t], quantile=quantile)
-        assert out[t] == pytest.approx(expect, abs=1e-12), t
-
-
-def test_the_quantile_tail_is_not_masked_by_how_extreme_an_earlier_burst_was():
-    """Ten rows at 6 in unit Gaussian noise, after ten earlier rows at 6 or at 60: the moments'
-    spread grows with the square of the earlier burst, and the second burst maps to 0.07 after 60;
-    the quantile's spread counts the earlier rows, not their size, so the second burst maps the
-    same either way."""
-    for seed in range(3):
-        second = {}
-        for first in (6.0, 60.0):
-            raw = np.random.default_rng(seed).normal(size=1200)
-            raw[300:310], raw[900:910] = first, 6.0
-            second[first] = (TailProbability(history=1000).transform(raw)[900:910].max(),
-                             TailProbability(history=1000, quantile=0.98).transform(raw)[900:910].max())
-        assert second[60.0][0] < 0.2 < 0.5 < second[6.0][0]
-        assert second[60.0][1] == pytest.approx(second[6.0][1], abs=1e-12) and second[6.0][1] > 0.5
-
-
-def test_the_quantile_tail_calls_a_skewed_score_extreme_less_often():
-    # the squared exponential is right-skewed: the moments' Gaussian reaches 0.3 and 0.5 (tails
-    # of 1e-3 and 1e-5) on it more than twice as often as the quantile's
-    skewed = np.random.default_rng(6).exponential(size=20000) ** 2
-    by_moments, by_quantile = TailProbability().transform(skewed), TailProbability(quantile=0.98).transform(skewed)
-    for level in (0.3, 0.5):
-        assert np.mean(by_quantile >= level) < 0.5 * np.mean(by_moments >= level)
-
-
-def test_a_restored_quantile_tail_continues_identically():
-    raw = np.random.default_rng(7).gamma(2.0, size=700)
-    whole = TailProbability(history=200, min_history=20, quantile=0.98).transform(raw)
-    first = TailProbability(history=200, min_history=20, quantile=0.98)
-    first.transform(raw[:450])
-    twin = TailProbability(history=200, min_history=20, quantile=0.98)
-    twin.set_state(first.state())
-    assert twin.peek(3.0) == first.peek(3.0)
-    np.testing.assert_array_equal(twin.transform(raw[450:]), whole[450:])
 
 
 def test_min_spread_gives_half_the_density_the_score_one_half():
