@@ -185,3 +185,28 @@ def tail_score(history, a, min_std=0.01, min_spread=0.0, min_raw=-math.inf, deca
         return 0.0
     tail = max(0.5 * math.erfc(z / math.sqrt(2.0)), 1e-300)
     return min(1.0, -math.log10(tail) / decades)
+
+
+def repeat_run_score(x, t, history=2000, min_history=100, decades=10.0):
+    """RepeatRunTail's score of row ``t`` of ``x`` written out from its definition: 0 unless
+    ``x[t]`` repeats ``x[t - 1]``; else the run of L repeats ending at ``t`` has the tail
+    a b^(L - 1), with a = P(repeat | none before) and b = P(repeat | repeat before) counted with
+    Laplace's rule over the last ``history`` repeat flags before the run began."""
+    x = np.asarray(x, dtype=np.float64)
+    if t < 1 or x[t] != x[t - 1]:
+        return 0.0
+    start = t
+    while start > 1 and x[start - 1] == x[start - 2]:
+        start -= 1
+    run = t - start + 1
+    flags = [int(x[i] == x[i - 1]) for i in range(1, start)]  # rows 1 .. start - 1
+    held = flags[max(0, len(flags) - history):]
+    if len(held) < min_history:
+        return 0.0
+    pairs = list(zip(held[:-1], held[1:]))
+    n1 = sum(p for p, _ in pairs)
+    n0 = len(pairs) - n1
+    n01 = sum(q for p, q in pairs if p == 0)
+    n11 = sum(q for p, q in pairs if p == 1)
+    log_tail = math.log10((n01 + 1) / (n0 + 2)) + (run - 1) * math.log10((n11 + 1) / (n1 + 2))
+    return min(1.0, -log_tail / decades)

@@ -17,6 +17,9 @@ Pipeline, one value at a time (no access to future points or labels):
    of zeros, above the typical real score (``r > 1`` where the reference is dense), would bias the
    mean and inflate the spread for the next ``history`` scores. The ratio floor is low
    (1e-6) so that a far-out point still outranks a merely unusual one instead of both saturating;
+   a **repeat view** beside them scores runs of exactly repeated values (a stuck sensor), which no
+   density ratio of subsequences sees, by the tail probability of the run under a Markov chain of
+   the series' own repeats (:class:`ratiowatch.stream.calibration.repeats.RepeatRunTail`);
 4. **debouncing**: a mapped score is reported only when it beats every mapped score of the last
    ``debounce`` steps (one event, one alarm); otherwise the output is scaled down by ``quiet``.
 
@@ -57,6 +60,7 @@ from ratiowatch.core.validation import as_samples
 from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
 from ratiowatch.stream.detectors.state_file import read_state, write_state
 from ratiowatch.stream.calibration.likelihood import TailProbability
+from ratiowatch.stream.calibration.repeats import RepeatRunTail
 
 #: One view = one embedding and one streaming ratio detector: (k blocks, block width w, kernel scale
 #: rule, sigma factor, centres). Short raw subsequences catch spikes and level shifts; a local kernel
@@ -90,6 +94,7 @@ DEFAULTS = dict(
     history=2000,
     min_spread=0.0,
     normal_ratio=None,
+    repeats=True,
     min_history=100,
     combine="max",
     debounce=75,
@@ -164,6 +169,11 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
     normal_ratio : float or None
         A subsequence whose density ratio is at least this scores 0 (None = no such rule; 1.0: at
         least as dense in the reference as in the mixture of reference and recent window).
+    repeats : bool
+        Also score runs of exactly repeated values (a stuck sensor), which no density ratio of
+        subsequences sees: the tail probability of the run under a Markov chain of the last
+        ``history`` rows' repeats (:class:`~ratiowatch.stream.calibration.repeats.RepeatRunTail`),
+        combined with the views' scores as one more view (the default; docs/experiments.md, N18).
     combine : {"max", "mean"}
         How the views' mapped scores are combined.
     debounce : int
@@ -201,6 +211,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         min_history: int = DEFAULTS["min_history"],
         min_spread: float = DEFAULTS["min_spread"],
         normal_ratio: float | None = DEFAULTS["normal_ratio"],
+        repeats: bool = DEFAULTS["repeats"],
         combine: str = DEFAULTS["combine"],
         debounce: int = DEFAULTS["debounce"],
         quiet: float = DEFAULTS["quiet"],
@@ -223,6 +234,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         self.min_history = min_history
         self.min_spread = min_spread
         self.normal_ratio = normal_ratio
+        self.repeats = repeats
         self.combine = combine
         self.debounce = debounce
         self.quiet = quiet
@@ -255,6 +267,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         if not (0.0 <= check_real(self.quiet, "quiet") < 1.0):
             raise ValueError(f"quiet must be in [0, 1); got {self.quiet}")
         check_choice(self.combine, "combine", ("max", "mean"))
+        if not isinstance(self.repeats, (bool, np.bool_)):
+            raise ValueError(f"repeats must be True or False; got {self.repeats!r}")
         if not (0.0 < check_real(self.ratio_floor, "ratio_floor") < 1.0):
             raise ValueError(f"ratio_floor must be in (0, 1); got {self.ratio_floor}")
         check_int(self.history, "history", minimum=1)
@@ -284,6 +298,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         self._tails = [TailProbability(history=int(self.history), min_history=int(self.min_history),
                                        min_spread=float(self.min_spread), min_raw=min_raw)
                        for _ in self.views]
+        self._repeat_tail = (RepeatRunTail(history=max(int(self.history), 2), min_history=int(self.min_history))
+                             if self.repeats else None)
         self._span = max(int(k) * int(w) for k, w, *_ in self.views)
         self._last = np.zeros(0)  # the newest span-1 values
         self._deb_ring = np.zeros(max(int(self.debounce), 1))
@@ -324,6 +340,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
                 emb = block_embed(last, np.array([v]), int(k), int(w))[0]
                 ratio = 1.0 - det.score_one(emb)
                 mapped.append(tail.peek(-np.log(max(ratio, floor))))
+            if self._repeat_tail is not None:
+                mapped.append(self._repeat_tail.peek(v))
             comb = max(mapped) if self.combine == "max" else float(np.mean(mapped))
         if int(self.debounce) > 0:
             n = min(int(self._deb_st[0]), self._deb_ring.shape[0])
@@ -344,7 +362,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         values = as_samples(values, "values (univariate stream)", min_samples=1, dim=1)[:, 0]
         if self._last.shape[0] == 0:  # before any value: pad the past with the first one
             self._last = np.full(self._span, values[0])
-        mapped = np.zeros((len(self.views), values.shape[0]))
+        mapped = np.zeros((len(self.views) + (self._repeat_tail is not None), values.shape[0]))
         floor = float(self.ratio_floor)
         # rows scored before the ratio detectors' first fit (their warm-up) are placeholders: they
         # get 0 and are kept out of the score history
@@ -354,6 +372,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             ratio = 1.0 - det.process(emb, learn=True)
             if start < values.shape[0]:
                 mapped[i, start:] = tail.transform(-np.log(np.maximum(ratio[start:], floor)))
+        if self._repeat_tail is not None:  # repeats are exact from the first row; warm-up rows still get 0
+            mapped[-1, start:] = self._repeat_tail.transform(values)[start:]
         full = np.concatenate([self._last, values])
         self._last = full[full.shape[0] - self._span:]
         comb = mapped.max(axis=0) if self.combine == "max" else mapped.mean(axis=0)
@@ -384,6 +404,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
         meta = json.loads(str(state["meta"]))
         params = dict(meta["params"])
+        params.setdefault("repeats", False)  # states written before the repeat view continue without it
         params["views"] = tuple(tuple(v) for v in params["views"])
         det = cls(seed=meta["seed"], **params)
         det.n_seen = int(meta["n_seen"])

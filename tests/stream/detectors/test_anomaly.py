@@ -48,6 +48,27 @@ def test_river_api_equals_batch_replay(params):
     assert batch[600:610].max() > 0.5  # the comparison covers real alarms, not only zeros
 
 
+def test_a_stuck_sensor_is_found_by_the_repeat_view_and_missed_without_it():
+    """White noise stuck at its mean for thirty rows: the subsequence views do not see it (eight
+    equal values at the mean sit at the mode of the noise's subsequence density); the repeat view
+    does, within a few rows, and the river API replays the batch form with it on."""
+    y = np.random.default_rng(8).normal(size=2500)
+    y[1800:1830] = 0.0
+    plain = TimeSeriesAnomalyDetector(repeats=False).score_series(y)
+    batch = TimeSeriesAnomalyDetector().score_series(y)  # the repeat view is on by default
+    assert plain[1800:1860].max() < 0.5 <= batch[1800:1810].max()
+    np.testing.assert_array_equal(batch[:1801], plain[:1801])  # no repeat before: the same scores
+    det = TimeSeriesAnomalyDetector()
+    det.score_series(y[:1790])
+    one = []
+    for v in y[1790:1840]:
+        one.append(det.score_one(v))
+        det.learn_one(v)
+    np.testing.assert_allclose(one, batch[1790:1840], atol=1e-9)
+    twin = TimeSeriesAnomalyDetector.from_state(det.to_state())
+    np.testing.assert_array_equal(twin.score_series(y[1840:]), det.score_series(y[1840:]))
+
+
 def test_river_conventions_clone_and_dict_input():
     from river.base import AnomalyDetector
 
@@ -114,6 +135,22 @@ def test_save_load_continues_identically(tmp_path):
     np.testing.assert_array_equal(expected, from_state.score_series(y[700:]))
 
 
+def test_a_state_written_before_the_repeat_view_continues_without_it():
+    """Such a state has no `repeats` parameter and no repeat arrays: it loads as it was written."""
+    import json
+
+    y = np.round(4 * seasonal(1200)) / 4  # repeats do occur
+    old = TimeSeriesAnomalyDetector(repeats=False)
+    old.score_series(y[:700])
+    state = {k: v for k, v in old.to_state().items() if not k.startswith("repeats_")}
+    meta = json.loads(state["meta"])
+    del meta["params"]["repeats"]
+    state["meta"] = json.dumps(meta)
+    restored = TimeSeriesAnomalyDetector.from_state(state)
+    assert restored.repeats is False
+    np.testing.assert_array_equal(restored.score_series(y[700:]), old.score_series(y[700:]))
+
+
 def test_parameter_errors():
     with pytest.raises(TypeError, match="kk"):
         TimeSeriesAnomalyDetector(kk=3)
@@ -135,6 +172,8 @@ def test_parameter_errors():
         TimeSeriesAnomalyDetector(min_spread=-0.1)
     with pytest.raises(ValueError, match="normal_ratio"):
         TimeSeriesAnomalyDetector(normal_ratio=0.0)
+    with pytest.raises(ValueError, match="repeats"):
+        TimeSeriesAnomalyDetector(repeats="yes")
     with pytest.raises(ValueError, match="min_spread"):
         TailProbability(min_spread=-1.0)
 
@@ -146,6 +185,7 @@ def test_the_calibration_options_reach_the_views_and_tails():
     plain = TimeSeriesAnomalyDetector()
     assert all(d.readmit_after == 0 for d in plain._detectors)
     assert all(t.min_spread == 0.0 and t.min_raw == -math.inf for t in plain._tails)
+    assert plain._repeat_tail is not None and TimeSeriesAnomalyDetector(repeats=False)._repeat_tail is None
 
 
 def test_save_load_with_readmission_continues_identically():
