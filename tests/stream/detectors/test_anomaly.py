@@ -11,6 +11,7 @@ from statistics import NormalDist
 from ratiowatch.stream.detectors.anomaly import MIN_SPREAD, TimeSeriesAnomalyDetector, block_embed
 from ratiowatch.stream.calibration.likelihood import TailProbability
 from naive import tail_score
+from state_util import written_before
 
 
 def seasonal(n=3000, seed=0):
@@ -137,16 +138,10 @@ def test_save_load_continues_identically(tmp_path):
 
 def test_a_state_written_before_the_repeat_view_continues_without_it():
     """Such a state has no `repeats` parameter and no repeat arrays: it loads as it was written."""
-    import json
-
     y = np.round(4 * seasonal(1200)) / 4  # repeats do occur
     old = TimeSeriesAnomalyDetector(repeats=False)
     old.score_series(y[:700])
-    state = {k: v for k, v in old.to_state().items() if not k.startswith("repeats_")}
-    meta = json.loads(state["meta"])
-    del meta["params"]["repeats"]
-    state["meta"] = json.dumps(meta)
-    restored = TimeSeriesAnomalyDetector.from_state(state)
+    restored = TimeSeriesAnomalyDetector.from_state(written_before(old.to_state(), "repeats", "repeats_"))
     assert restored.repeats is False
     np.testing.assert_array_equal(restored.score_series(y[700:]), old.score_series(y[700:]))
 

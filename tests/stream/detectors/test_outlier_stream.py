@@ -10,6 +10,7 @@ from sklearn.metrics import roc_auc_score
 
 from ratiowatch.core.kernels import gauss_kernel
 from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
+from state_util import written_before
 
 SMALL = dict(buffer_size=200, warmup=50, refit_every=64, n_centres=32, window_size=20)
 
@@ -205,11 +206,7 @@ def test_a_state_written_before_readmission_existed_still_loads():
     x, _ = stream(900)
     det = StreamingOutlierDetector(**SMALL)
     det.process(x[:500])
-    old = {k: v for k, v in det.to_state().items() if not k.startswith("_held")}
-    import json
-    meta = json.loads(old["meta"])
-    del meta["params"]["readmit_after"]
-    old["meta"] = json.dumps(meta)
+    old = written_before(det.to_state(), "readmit_after", "_held")
     twin = StreamingOutlierDetector.from_state(old)
     np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
     broken = {k: v for k, v in old.items() if k != "_ref_buf"}  # only the held arrays may be absent
