@@ -174,6 +174,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         subsequences sees: the tail probability of the run under a Markov chain of the last
         ``history`` rows' repeats (:class:`~ratiowatch.stream.calibration.repeats.RepeatRunTail`),
         combined with the views' scores as one more view (the default; docs/experiments.md, N18).
+        Gaps filled by holding the last value are stuck readings to it: fill them otherwise, or
+        turn it off.
     combine : {"max", "mean"}
         How the views' mapped scores are combined.
     debounce : int
