@@ -399,6 +399,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
                         f"tail{i}_f": t._st_f.copy(), f"tail{i}_i": t._st_i.copy()})
         for i, det in enumerate(self._detectors):
             out.update({f"view{i}.{k}": v for k, v in det.to_state().items()})
+        if self._repeat_tail is not None:
+            out.update({f"repeats_{k}": v for k, v in self._repeat_tail.state().items()})
         return out
 
     @classmethod
@@ -422,6 +424,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             StreamingOutlierDetector.from_state({k[len(f"view{i}."):]: v for k, v in state.items()
                                                  if k.startswith(f"view{i}.")})
             for i in range(len(det.views))]
+        if det._repeat_tail is not None and "repeats_ring" in state:  # else written without it: start afresh
+            det._repeat_tail.set_state({k: state[f"repeats_{k}"] for k in ("ring", "last", "st")})
         return det
 
     def save(self, path) -> None:
