@@ -34,10 +34,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config)
         if args.check_detector:
-            from ratiowatch.stream.engine.pipeline import ChangePointFactory
+            from ratiowatch.stream.engine.pipeline import build_factory
 
             try:
-                ChangePointFactory(cfg.detector_kwargs(), cfg.detector["kind"]).create(
+                build_factory(cfg.detector["kind"], cfg.detector_kwargs(), cfg.detector["score_threshold"]).create(
                     "validate", cfg.detector["dim"] or 1)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"detector: {exc}") from None

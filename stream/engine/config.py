@@ -78,15 +78,24 @@ _FIELDS = [
 
 #: detector kinds of the daemon: module and class of each
 DETECTOR_KINDS = {"window": ("ratiowatch.stream.detectors.changepoint", "ChangePointDetector"),
-                  "split_profile": ("ratiowatch.stream.detectors.segmenter", "SplitProfileDetector")}
+                  "split_profile": ("ratiowatch.stream.detectors.segmenter", "SplitProfileDetector"),
+                  "anomaly": ("ratiowatch.stream.detectors.anomaly", "TimeSeriesAnomalyDetector")}
+#: the alert threshold of kind = "anomaly" when [detector] sets none: a score of 0.5 is a tail
+#: probability of 1e-5 under the series' own score history (TimeSeriesAnomalyDetector's mapping)
+ANOMALY_THRESHOLD = 0.5
 #: options of [detector] that only the two-window ChangePointDetector takes
 _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 
 _DETECTOR = [
     Opt("kind", "str", "window", "`window`: the two-window ChangePointDetector (fast, the default); "
         "`split_profile`: the SplitProfileDetector, a calibrated split profile over a sliding window (over "
-        "ten times slower; also finds changes of shape and frequency inside a periodic signal)",
+        "ten times slower; also finds changes of shape and frequency inside a periodic signal); `anomaly`: "
+        "the TimeSeriesAnomalyDetector, which flags single rows that do not belong (one value per key)",
         tuple(DETECTOR_KINDS)),
+    Opt("score_threshold", "float", None, "kind = anomaly: alert on a row whose anomaly score (in [0, 1]) "
+        f"reaches this; default {ANOMALY_THRESHOLD} (a tail probability of 1e-5 under the key's own score "
+        "history). Anomaly-free series reach 0.5 1-37 times per 10,000 rows depending on their kind: raise it "
+        "for fewer alerts", minimum=0.0),
     Opt("method", "str", "rulsif", "density-ratio method of ChangePointDetector"),
     Opt("dim", "int", None, "expected value dimension; omit to learn it from each key's first record",
         minimum=1),
@@ -183,7 +192,7 @@ _LOGGING = [
 SCHEMA: dict[str, tuple[list[Opt], bool, str]] = {
     "source": (_SOURCE, False, "Where records come from (required)."),
     "fields": (_FIELDS, False, "How a message maps to Record(key, timestamp, values)."),
-    "detector": (_DETECTOR, False, "Per-key ChangePointDetector, created on first sight of a key."),
+    "detector": (_DETECTOR, False, "Per-key detector (`kind`), created on first sight of a key."),
     "pipeline": (_PIPELINE, False, "Validation, eviction and buffering."),
     "checkpoint": (_CHECKPOINT, False, "Per-key state files (npz + JSON, atomic) and offset commits."),
     "sinks": (_SINK, True, "Alert sinks, `[[sinks]]` (array of tables); default: one stdout sink."),
@@ -216,7 +225,7 @@ class Config:
     def detector_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the detector ``kind`` (unset options left to the detector's defaults)."""
         d = self.detector
-        names = ("seed",) if d.get("kind") == "split_profile" else (*_WINDOW_ONLY, "seed")
+        names = (*_WINDOW_ONLY, "seed") if d.get("kind", "window") == "window" else ("seed",)
         kw = {name: d[name] for name in names if d.get(name) is not None}
         kw.update(d.get("options") or {})
         return kw
@@ -332,16 +341,33 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     if isinstance(det["alpha"], float) and not (0.0 <= det["alpha"] < 1.0):
         errors.append(f"detector.alpha: must be in [0, 1); got {det['alpha']}")
     kind = det["kind"] if det.get("kind") in DETECTOR_KINDS else "window"
-    if kind == "split_profile":
-        raw_det = doc.get("detector") if isinstance(doc.get("detector"), dict) else {}
+    raw_det = doc.get("detector") if isinstance(doc.get("detector"), dict) else {}
+    if kind != "window":
+        what = ("the split_profile detector chooses its subsequence width from the data" if kind == "split_profile"
+                else "the anomaly detector has its own subsequence views")
         for name in _WINDOW_ONLY:
             if name in raw_det:
-                errors.append(f"detector.{name}: an option of kind = 'window'; the split_profile detector "
-                              "chooses its subsequence width from the data (its options go in detector.options)")
+                errors.append(f"detector.{name}: an option of kind = 'window'; {what} (its options go in "
+                              "detector.options)")
+    if kind == "anomaly":
+        thr = det["score_threshold"]
+        if isinstance(thr, float) and not 0.0 < thr <= 1.0:
+            errors.append(f"detector.score_threshold: anomaly scores lie in [0, 1]; give a threshold in (0, 1], "
+                          f"e.g. {ANOMALY_THRESHOLD}; got {thr}")
+        if isinstance(det["dim"], int) and det["dim"] != 1:
+            errors.append(f"detector.dim: kind = 'anomaly' scores one value per key; got dim = {det['dim']} "
+                          "(run one key per series, or use kind = 'window' for several channels)")
+        if isinstance(out["fields"]["values"], list) and len(out["fields"]["values"]) > 1:
+            errors.append(f"fields.values: kind = 'anomaly' scores one value per key; got "
+                          f"{out['fields']['values']} (one field per daemon, or kind = 'window' for several "
+                          "channels)")
+    elif "score_threshold" in raw_det:
+        errors.append(f"detector.score_threshold: an option of kind = 'anomaly'; kind = {kind!r} takes its "
+                      "sensitivity from detector.options.false_alarm_rate")
     if isinstance(det["options"], dict) and det["options"]:
         params = set(detector_parameters(kind))
         # options set directly in [detector], so not listed as options
-        direct = {"seed"} if kind == "split_profile" else {o.name for o in _DETECTOR} - {"options", "dim", "kind"}
+        direct = {o.name for o in _DETECTOR} - {"options", "dim", "kind"} if kind == "window" else {"seed"}
         for name in det["options"]:
             if params and name not in params:
                 errors.append(f"detector.options.{name}: unknown detector option; {DETECTOR_KINDS[kind][1]} takes "

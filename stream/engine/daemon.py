@@ -36,7 +36,7 @@ from typing import Any
 
 from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.stream.engine.config import Config
-from ratiowatch.stream.engine.pipeline import ChangePointFactory, DetectorFactory, Pipeline
+from ratiowatch.stream.engine.pipeline import DetectorFactory, Pipeline, build_factory
 from ratiowatch.connectors.records import BadRecord, FieldSpec
 
 log = logging.getLogger("ratiowatch.daemon")
@@ -147,7 +147,8 @@ class Daemon:
     def _setup(self) -> None:
         cfg = self.config
         ck = cfg.checkpoint
-        factory = self._factory or ChangePointFactory(cfg.detector_kwargs(), cfg.detector["kind"])
+        factory = self._factory or build_factory(cfg.detector["kind"], cfg.detector_kwargs(),
+                                                 cfg.detector["score_threshold"])
         pl = cfg.pipeline
         self.pipeline = Pipeline(factory, store=None, dim=cfg.detector["dim"],
                                  check_timestamps=pl["check_timestamps"],

@@ -162,7 +162,15 @@ class Pipeline:
         return ks
 
     def _restored(self, state: dict[str, Any], meta: dict[str, Any]) -> KeyState:
-        det = self.factory.restore(state)
+        try:
+            det = self.factory.restore(state)
+        except Exception as exc:
+            written = meta.get("detector")
+            if written is not None and written != self.factory.name:
+                raise ValueError(f"the checkpoint was written by the detector {written!r}, this daemon runs "
+                                 f"{self.factory.name!r}: point checkpoint.dir (or checkpoint.topic) elsewhere "
+                                 "for another detector, or delete the key's checkpoint to start it afresh") from exc
+            raise
         ref = tuple(meta["last_ref"]) if meta.get("last_ref") else None
         ks = KeyState(detector=det, dim=int(meta["dim"]), count=int(meta["count"]),
                       last_ts=float(meta["last_ts"]), last_ref=ref, seq=int(meta.get("seq", 0)))
@@ -509,3 +517,94 @@ class ChangePointFactory:
 
     def restore(self, state: dict[str, Any]) -> ChangePointAdapter:
         return ChangePointAdapter(self._cls.from_state(state))
+
+
+def event_starts(scores: np.ndarray, threshold: float, debounce: int, start: int = 0,
+                 last_hit: int = -(2 ** 62)) -> tuple[list[int], int]:
+    """Positions in ``scores`` (rows ``start``, ``start + 1``, ...) that start an event, and the row of
+    the latest score at or above ``threshold``: a row at or above it starts an event unless the
+    previous such row, ``last_hit`` included, lies within ``max(debounce, 1)`` rows before it.
+
+    Examples
+    --------
+    >>> event_starts(np.array([0.6, 0.7, 0.0, 0.0, 0.9]), 0.5, debounce=2)
+    ([0, 4], 4)
+    >>> event_starts(np.array([0.6, 0.0]), 0.5, debounce=2, start=10, last_hit=9)
+    ([], 10)
+    """
+    gap = max(int(debounce), 1)
+    first = []
+    for i in np.flatnonzero(scores >= threshold).tolist():  # few rows: the rare ones
+        if start + i - last_hit > gap:
+            first.append(i)
+        last_hit = start + i
+    return first, last_hit
+
+
+class AnomalyAdapter:
+    """:class:`ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector` -> :class:`Detector`:
+    one alarm of kind ``"anomaly"`` per event. A row whose score reaches ``threshold`` raises an
+    alarm (change and alarm index are the row's index in the key's stream) unless a row within the
+    detector's ``debounce`` rows before it reached the threshold too: those rows belong to the same
+    event (a stuck sensor's score rises with every repeated row, and each rise beats the last)."""
+
+    def __init__(self, det: Any, threshold: float, last_hit: int = -(2 ** 62)):
+        self.det = det
+        self.threshold = float(threshold)
+        self.last_hit = int(last_hit)  # index of the latest row at or above the threshold
+        self.latest_score = 0.0
+
+    def update_batch(self, values: np.ndarray) -> list[AlarmEvent]:
+        if values.shape[1] != 1:
+            raise ValueError(f"kind = 'anomaly' scores one value per key; this record has {values.shape[1]} "
+                             "values (list one field in fields.values)")
+        start = int(self.det.n_seen)
+        scores = self.det.score_series(values[:, 0])
+        self.latest_score = float(scores[-1])
+        first, self.last_hit = event_starts(scores, self.threshold, int(self.det.debounce), start, self.last_hit)
+        return [AlarmEvent(i, start + i, start + i, float(scores[i]), self.threshold, kind="anomaly") for i in first]
+
+    def to_state(self) -> dict[str, Any]:
+        return {**self.det.to_state(), "alert_last_hit": np.int64(self.last_hit)}
+
+
+class AnomalyFactory:
+    """Builds one TimeSeriesAnomalyDetector per key (config keyword arguments) behind an
+    :class:`AnomalyAdapter` with the alert threshold ``score_threshold``."""
+
+    name = "anomaly"
+
+    def __init__(self, kwargs: dict[str, Any], score_threshold: float | None = None):
+        from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+        from ratiowatch.stream.engine.config import ANOMALY_THRESHOLD
+
+        self._cls = TimeSeriesAnomalyDetector
+        self.kwargs = dict(kwargs)
+        if "views" in self.kwargs:  # TOML arrays -> the detector's tuples
+            self.kwargs["views"] = tuple(tuple(v) for v in self.kwargs["views"])
+        self.threshold = ANOMALY_THRESHOLD if score_threshold is None else float(score_threshold)
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"score_threshold must be in (0, 1] (anomaly scores lie in [0, 1]); got {self.threshold}")
+
+    def create(self, key: str, dim: int) -> AnomalyAdapter:
+        if dim != 1:
+            raise ValueError(f"kind = 'anomaly' scores one value per key; key {key!r} has {dim} values per "
+                             "record (list one field in fields.values)")
+        return AnomalyAdapter(self._cls(**self.kwargs), self.threshold)
+
+    def restore(self, state: dict[str, Any]) -> AnomalyAdapter:
+        return AnomalyAdapter(self._cls.from_state(state), self.threshold, int(state["alert_last_hit"]))
+
+
+def build_factory(kind: str, kwargs: dict[str, Any], score_threshold: float | None = None) -> DetectorFactory:
+    """The factory of the daemon's detector ``kind`` (``[detector] kind``) with its keyword arguments.
+
+    Examples
+    --------
+    >>> build_factory("anomaly", {"seed": 1}).name, build_factory("window", {"method": "rulsif"}).name
+    ('anomaly', 'changepoint/rulsif')
+    """
+    if kind == "anomaly":
+        return AnomalyFactory(kwargs, score_threshold)
+    return ChangePointFactory(kwargs, kind)
+

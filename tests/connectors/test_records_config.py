@@ -143,3 +143,38 @@ def test_kafka_checkpoint_store_needs_a_kafka_source_and_names_its_topic():
     cfg = parse_config({"source": {"type": "kafka", "bootstrap_servers": ["h:1"], "topics": ["t"], "group_id": "g"},
                         "checkpoint": {"store": "kafka"}})
     assert cfg.checkpoint["topic"] == "g-checkpoints"
+
+
+def test_anomaly_kind_takes_a_score_threshold_and_the_anomaly_detectors_options():
+    cfg = parse_config({"source": {"type": "stdin"},
+                        "detector": {"kind": "anomaly", "score_threshold": 0.7, "seed": 2,
+                                     "options": {"debounce": 50, "views": [[8, 1, "median", 1.0, 100]]}}})
+    assert cfg.detector["score_threshold"] == 0.7
+    assert cfg.detector_kwargs() == {"seed": 2, "debounce": 50, "views": [[8, 1, "median", 1.0, 100]]}
+    assert parse_config({"source": {"type": "stdin"}, "detector": {"kind": "anomaly"}}).detector["score_threshold"] \
+        is None  # the factory's default, ANOMALY_THRESHOLD
+    from ratiowatch.stream.engine.config import detector_parameters
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+    import inspect
+
+    assert set(inspect.signature(TimeSeriesAnomalyDetector).parameters) == set(detector_parameters("anomaly"))
+
+
+@pytest.mark.parametrize("detector,fields,where,says", [
+    ({"kind": "anomaly", "score_threshold": 1.5}, None, "detector.score_threshold", "in (0, 1]"),
+    ({"kind": "anomaly", "score_threshold": 0.0}, None, "detector.score_threshold", "in (0, 1]"),
+    ({"kind": "anomaly", "dim": 2}, None, "detector.dim", "one value per key"),
+    ({"kind": "anomaly"}, {"values": ["a", "b"]}, "fields.values", "one value per key"),
+    ({"kind": "anomaly", "n": 30}, None, "detector.n", "an option of kind = 'window'"),
+    ({"kind": "anomaly", "options": {"false_alarm_rate": 0.01}}, None, "detector.options.false_alarm_rate",
+     "debounce"),
+    ({"score_threshold": 0.5}, None, "detector.score_threshold", "an option of kind = 'anomaly'"),
+    ({"kind": "split_profile", "score_threshold": 0.5}, None, "detector.score_threshold", "false_alarm_rate"),
+])
+def test_anomaly_kind_config_errors_name_the_key_and_say_what_to_do(detector, fields, where, says):
+    doc = {"source": {"type": "stdin"}, "detector": detector, **({"fields": fields} if fields else {})}
+    with pytest.raises(ValueError) as err:
+        parse_config(doc)
+    lines = str(err.value).splitlines()
+    assert [x.split(":")[0] for x in lines] == [where]
+    assert says in lines[0]

@@ -26,8 +26,8 @@ def test_shipped_configs_validate(path, capsys):
     assert capsys.readouterr().out.strip().endswith(": ok")
 
 
-def test_shipped_configs_include_demo_kafka_multikey():
-    assert {p.name for p in CONFIGS} >= {"demo.toml", "kafka.toml", "multikey.toml"}
+def test_shipped_configs_include_demo_kafka_multikey_anomalies():
+    assert {p.name for p in CONFIGS} >= {"demo.toml", "kafka.toml", "multikey.toml", "anomalies.toml"}
 
 
 def test_validate_reports_the_offending_key(tmp_path, capsys):
@@ -37,6 +37,14 @@ def test_validate_reports_the_offending_key(tmp_path, capsys):
     assert "source.bootstrap_servers: required" in capsys.readouterr().err
 
 
+def test_validate_check_detector_builds_the_anomaly_detector_and_reports_its_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[source]\ntype = "stdin"\n[detector]\nkind = "anomaly"\noptions = { debounce = -1 }\n')
+    assert main(["validate", str(bad)]) == 0  # the schema alone does not know the detector's ranges
+    assert main(["validate", "--check-detector", str(bad)]) == 1
+    assert "detector: debounce must be an integer >= 0" in capsys.readouterr().err
+
+
 def test_validate_reference_prints_markdown(capsys):
     assert main(["validate", "--reference"]) == 0
     out = capsys.readouterr().out
@@ -44,7 +52,7 @@ def test_validate_reference_prints_markdown(capsys):
 
 
 def test_demo_config_runs_without_any_server(tmp_path, capsys):
-    shutil.copytree(REPO / "configs", tmp_path / "configs", ignore=shutil.ignore_patterns("demo-out"))
+    shutil.copytree(REPO / "configs", tmp_path / "configs", ignore=shutil.ignore_patterns("*-out"))
     assert main(["run", str(tmp_path / "configs" / "demo.toml")]) == 0
     out_dir = tmp_path / "configs" / "demo-out"
     alerts = [json.loads(x) for x in (out_dir / "alerts.jsonl").read_text().splitlines()]
@@ -58,6 +66,25 @@ def test_demo_config_runs_without_any_server(tmp_path, capsys):
     assert sorted(d["reason"] for d in dead) == ["missing_field", "non_finite"]
     stdout_alerts = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     assert stdout_alerts == alerts
+
+
+def test_anomalies_config_alerts_once_per_known_anomaly(tmp_path, capsys):
+    """configs/anomalies.toml (kind = "anomaly"): each sensor's anomaly raises one alert inside it;
+    rows of one event do not raise a second alert."""
+    shutil.copytree(REPO / "configs", tmp_path / "configs", ignore=shutil.ignore_patterns("*-out"))
+    assert main(["run", str(tmp_path / "configs" / "anomalies.toml")]) == 0
+    alerts = [json.loads(x) for x in (tmp_path / "configs" / "anomalies-out" / "alerts.jsonl").read_text().splitlines()]
+    assert {a["kind"] for a in alerts} == {"anomaly"} and {a["detector"] for a in alerts} == {"anomaly"}
+    rows = {k: sorted(a["change_index"] for a in alerts if a["key"] == k) for k in ("sensor-1", "sensor-2")}
+    assert [r for r in rows["sensor-1"] if 1200 <= r < 1208] == [1200], rows  # the burst, at its first row
+    assert len([r for r in rows["sensor-2"] if 1000 <= r < 1048]) == 1, rows  # the stuck stretch, once
+    assert all(a["change_index"] == a["alarm_index"] for a in alerts)
+    for r in rows.values():
+        assert all(b - a > 75 for a, b in zip(r, r[1:])), rows  # one alert per event (the debounce)
+    quoted = (REPO / "README.md").read_text().split("ratiowatch run configs/anomalies.toml 2>/dev/null")[1]
+    quoted_ids = [line.split('"alert_id": "')[1][:32] for line in quoted.split("```")[0].splitlines()
+                  if line.startswith("{")]
+    assert quoted_ids == [a["alert_id"] for a in alerts], "the README quotes this run's alerts"
 
 
 def test_sigterm_finishes_flushes_checkpoints_and_exits_0(tmp_path):

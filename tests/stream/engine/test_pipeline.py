@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.stream.engine.pipeline import ChangePointFactory, Pipeline
@@ -167,3 +168,83 @@ def test_split_profile_detector_restored_from_checkpoint_alerts_like_uninterrupt
     al2 = alerts_of(p2, stream_[310:])
     assert [a.alert_id for a in al1 + al2] == [a.alert_id for a in full]
     assert [abs(a.change_index - 300) <= 10 for a in full] == [True]
+
+
+def spiky_sine(n=3000, at=2500, seed=0):
+    """A sine of period 100 with a little noise and one burst of +3 over 10 rows at ``at``."""
+    rng = np.random.default_rng(seed)
+    y = np.sin(np.arange(n) * 2 * np.pi / 100) + 0.05 * rng.normal(size=n)
+    y[at:at + 10] += 3.0
+    return y
+
+
+def test_anomaly_kind_alerts_on_the_rows_the_library_detector_scores_above_the_threshold():
+    """kind = "anomaly": the same scores as TimeSeriesAnomalyDetector.score_series; an alert of kind
+    "anomaly" at each row that reaches the threshold with no such row in the debounce before it."""
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    y = spiky_sine()
+    p = Pipeline(build_factory("anomaly", {"seed": 2}, 0.3))
+    alerts = []
+    for i in range(0, len(y), 250):  # blocks of several rows per key, as the daemon hands them over
+        a, bad = p.process(recs("k", y[i:i + 250], start=i))
+        assert bad == []
+        alerts += a
+    lib = TimeSeriesAnomalyDetector(seed=2).score_series(y)
+    hits = np.flatnonzero(lib >= 0.3)
+    rows = hits[np.r_[True, np.diff(hits) > 75]]  # the first row of each event
+    assert [a.change_index for a in alerts] == [a.alarm_index for a in alerts] == rows.tolist()
+    assert [a.score for a in alerts] == lib[rows].tolist()
+    assert {a.kind for a in alerts} == {"anomaly"} and {a.threshold for a in alerts} == {0.3}
+    assert any(2495 <= a.change_index < 2515 for a in alerts)
+    assert p.keys["k"].detector.latest_score == lib[-1]
+
+
+def test_anomaly_kind_restored_from_a_checkpoint_alerts_like_uninterrupted(tmp_path):
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    y = spiky_sine(seed=1)
+    y[2000:2048] = y[1999]  # a stuck stretch: its score rises row after row, one event
+    stream_ = recs("k", y)
+    full, _ = Pipeline(build_factory("anomaly", {})).process(stream_)
+    stuck = [a.change_index for a in full if 2000 <= a.change_index < 2048]
+    assert len(stuck) == 1 and any(2500 <= a.change_index < 2510 for a in full)
+    store = CheckpointStore(tmp_path)
+    p1 = Pipeline(build_factory("anomaly", {}), store=store)
+    a1, _ = p1.process(stream_[:stuck[0] + 3])  # cut inside the event: its rows must not alert again
+    p1.checkpoint()
+    p2 = Pipeline(build_factory("anomaly", {}), store=store)
+    a2, _ = p2.process(stream_[stuck[0] + 3:])
+    assert [(a.alert_id, a.score) for a in a1 + a2] == [(a.alert_id, a.score) for a in full]
+
+
+def test_anomaly_kind_dead_letters_records_with_several_values_and_keeps_going():
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    p = Pipeline(build_factory("anomaly", {}))
+    two = [Record("wide", float(i), np.array([1.0, 2.0]), ("p0", i)) for i in range(3)]
+    alerts, bad = p.process(two + recs("narrow", [1.0, 2.0], start=3))
+    assert alerts == [] and [b.reason for b in bad] == ["processing_error"] * 3
+    assert "one value per key" in bad[0].detail
+    assert p.keys["narrow"].count == 2 and "wide" not in p.keys
+
+
+def test_a_checkpoint_of_another_detector_kind_is_refused_with_what_to_do(tmp_path):
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    store = CheckpointStore(tmp_path)
+    old = Pipeline(MeanShiftFactory(), store=store)
+    old.process(recs("a", [1.0] * 10))
+    old.checkpoint()
+    p = Pipeline(build_factory("anomaly", {}), store=store)
+    _, bad = p.process(recs("a", [1.0], start=10))
+    assert [b.reason for b in bad] == ["processing_error"]
+    assert "'meanshift'" in bad[0].detail and "'anomaly'" in bad[0].detail and "checkpoint.dir" in bad[0].detail
+
+
+def test_anomaly_threshold_outside_the_score_range_is_refused():
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    with pytest.raises(ValueError, match=r"score_threshold must be in \(0, 1\]"):
+        build_factory("anomaly", {}, 1.5)
