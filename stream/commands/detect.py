@@ -9,6 +9,10 @@ change-free data. ``--detector window`` (default) is the two-window
 :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` (``[detector] kind =
 "window"``), ``--detector split_profile`` the
 :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector` (``kind = "split_profile"``).
+``--detector anomaly`` replays the daemon's ``kind = "anomaly"`` instead: each column is scored on
+its own by a :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector` (as the daemon
+scores each key), and each event whose score reaches ``--score-threshold`` is reported once, at
+its first row; missing cells are skipped, not carried forward (a held value would look stuck).
 
 FILE is a CSV, TSV or semicolon-separated file (separator found from its first lines, or
 ``--delimiter``), a JSON-lines file (one object per line), or ``-`` for standard input; how it is read
@@ -50,6 +54,10 @@ SCORE_UNITS = ("the split's score / the stop test's threshold (its critical valu
 STREAMING_KINDS = tuple(DETECTOR_KINDS)
 STREAMING_SCORE_UNITS = ("the detector's score / its threshold when the alarm was raised (above 1 = alarm); "
                          "delay = alarm row - change row")
+ANOMALY_SCORE_UNITS = ("the anomaly score in [0, 1] (-log10 of a tail probability under the column's own score "
+                       "history, over 10 decades); an anomaly is the first row of an event whose score reaches "
+                       "score_threshold (rows within the detector's debounce of the previous such row are the "
+                       "same event)")
 INDEX_CONVENTION = ("change points are data-row indices from 0 (header and blank lines not counted); "
                     "change_point_lines are 1-based lines of the file")
 
@@ -84,9 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay the daemon's streaming detector causally, one row at a time, and "
                              "report each alarm's change row, alarm row and delay")
     parser.add_argument("--detector", choices=STREAMING_KINDS, default=None,
-                        help="with --streaming: the two-window detector (window, the daemon's default) or "
+                        help="with --streaming: the two-window detector (window, the daemon's default), "
                              "the split-profile detector (split_profile: sees changes of shape and "
-                             "frequency, alarms later)")
+                             "frequency, alarms later) or the anomaly detector (anomaly: rows that do not "
+                             "belong, each column on its own)")
+    parser.add_argument("--score-threshold", type=float, default=None, metavar="S",
+                        help="with --detector anomaly: report rows whose anomaly score (in [0, 1]) reaches S "
+                             "(default 0.5, a tail probability of 1e-5; larger reports fewer)")
 
 
 def _fail(msg: str, code: int = 2) -> int:
@@ -108,6 +120,14 @@ def run(args) -> int:
     if getattr(args, "detector", None) is not None and not streaming:
         return _fail("--detector chooses a streaming detector: add --streaming (without it the offline "
                      "detector segments the whole file)")
+    threshold = getattr(args, "score_threshold", None)
+    if threshold is not None and getattr(args, "detector", None) != "anomaly":
+        return _fail("--score-threshold is the anomaly detector's: add --streaming --detector anomaly")
+    if threshold is not None and not 0.0 < threshold <= 1.0:
+        return _fail(f"--score-threshold must be in (0, 1] (anomaly scores lie in [0, 1]), e.g. 0.5; got {threshold}")
+    if getattr(args, "detector", None) == "anomaly" and args.false_alarm_rate is not None:
+        return _fail("--false-alarm-rate sets the change-point detectors' rate; the anomaly detector's "
+                     "sensitivity is --score-threshold")
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_path_problem
 
@@ -229,11 +249,53 @@ def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: floa
     return alarms, ratio
 
 
+def replay_anomalies(x: np.ndarray, score_threshold: float | None = None, progress=None
+                     ) -> tuple[list[dict], np.ndarray]:
+    """(anomalies, scores) of the daemon's ``kind = "anomaly"`` replayed on ``x`` (T, m): each column
+    scored on its own by a default :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`,
+    in row order. An anomaly is ``{"row", "column", "score"}`` (column = its index), the first row of an
+    event whose score reaches ``score_threshold`` (default 0.5), exactly as the daemon alerts. Missing
+    values (NaN) are skipped: their scores are NaN and they do not count as rows of the column's stream.
+    ``progress(done, total)`` is called after each column.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.sin(np.arange(3000) * 2 * np.pi / 100) + 0.05 * rng.normal(size=3000)
+    >>> y[2500:2510] += 3.0
+    >>> found, scores = replay_anomalies(y[:, None])
+    >>> [(a["row"], a["column"], a["score"]) for a in found], scores.shape
+    ([(2500, 0, 1.0)], (3000, 1))
+    """
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+    from ratiowatch.stream.engine.config import ANOMALY_THRESHOLD
+    from ratiowatch.stream.engine.pipeline import event_starts
+
+    x = np.asarray(x, dtype=np.float64)
+    x = x[:, None] if x.ndim == 1 else x
+    threshold = ANOMALY_THRESHOLD if score_threshold is None else float(score_threshold)
+    scores = np.full(x.shape, np.nan)
+    found: list[dict] = []
+    for j in range(x.shape[1]):
+        rows = np.flatnonzero(np.isfinite(x[:, j]))
+        if rows.size:
+            det = TimeSeriesAnomalyDetector()
+            scores[rows, j] = det.score_series(x[rows, j])
+            first, _ = event_starts(scores[rows, j], threshold, det.debounce)  # as the daemon alerts
+            found += [{"row": int(rows[i]), "column": j, "score": float(scores[rows[i], j])} for i in first]
+        if progress is not None:
+            progress(j + 1, x.shape[1])
+    found.sort(key=lambda a: (a["row"], a["column"]))
+    return found, scores
+
+
 def _run_streaming(args, table) -> int:
     from ratiowatch.stream.commands.progress import progress_bar
 
     x, names = table.values, table.names
     kind = args.detector or "window"
+    if kind == "anomaly":
+        return _run_anomalies(args, table)
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
     with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
         alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
@@ -273,3 +335,39 @@ def _run_streaming(args, table) -> int:
     if short_msg:
         print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
     return _plot(args, table, ratio, np.ones(len(x)), cps, f" (streaming, {kind})", "score / threshold")
+
+
+def _run_anomalies(args, table) -> int:
+    from ratiowatch.stream.commands.progress import progress_bar
+    from ratiowatch.stream.engine.config import ANOMALY_THRESHOLD
+
+    x, names = table.values, table.names
+    threshold = ANOMALY_THRESHOLD if args.score_threshold is None else args.score_threshold
+    show = not args.no_progress and len(x) * x.shape[1] >= PROGRESS_MIN_SAMPLES
+    with progress_bar(total=x.shape[1], desc="detect --streaming (anomaly)", unit="column", enabled=show) as bar:
+        found, scores = replay_anomalies(x, threshold, progress=None if bar is None else bar.callback)
+
+    def where(i: int) -> dict:
+        return {"line": table.lines[i], **({"time": table.time_values[i]} if table.time_values is not None else {})}
+
+    if args.json:
+        out = {"file": table.source, "columns": names, "time_column": table.time_name,
+               "n_samples": int(len(x)), "mode": "streaming", "detector": "anomaly",
+               "score_threshold": threshold,
+               "anomalies": [{"row": a["row"], "column": names[a["column"]], "score": a["score"], **where(a["row"])}
+                             for a in found],
+               "index": INDEX_CONVENTION.replace("change points are", "rows are"), "score_units": ANOMALY_SCORE_UNITS}
+        print(json.dumps(out, indent=2))
+    else:
+        print(_header(table, f"; streaming replay (anomaly detector, score threshold {threshold})"))
+        if not found:
+            print("anomalies: (none)")
+        for a in found:
+            w = where(a["row"])
+            at = f", {table.time_name} {w['time']}" if "time" in w else ""
+            print(f"anomaly at row {a['row']} (line {w['line']}{at}) in {names[a['column']]!r}, score {a['score']:.3f}")
+    peak = np.where(np.isnan(scores), -np.inf, scores).max(axis=1)
+    peak[~np.isfinite(peak)] = np.nan
+    return _plot(args, table, peak, np.full(len(x), threshold), sorted({a["row"] for a in found}),
+                 " (streaming, anomaly)", "anomaly score" if x.shape[1] == 1 else "anomaly score (max over columns)")
+

@@ -172,6 +172,83 @@ def test_streaming_options_are_checked_before_reading(tmp_path):
     one_line_error(cli("detect", p, "--streaming", "--false-alarm-rate", "2"), 2, "e.g. 1e-4")
 
 
+def sensor_rows(t=1500, seed=0):
+    """(time, a, b) rows: two noisy daily cycles of 96 rows; a has a burst of +3 at 1200-1207, b is
+    stuck at its row-999 value over 1000-1047."""
+    rng = np.random.default_rng(seed)
+    cycle = 20.0 + 2.0 * np.sin(2 * np.pi * np.arange(t) / 96)
+    a = np.round(cycle + 0.2 * rng.normal(size=t), 3)
+    b = np.round(cycle + 0.2 * rng.normal(size=t), 3)
+    a[1200:1208] += 3.0
+    b[1000:1048] = b[999]
+    return [(i, float(u), float(v)) for i, (u, v) in enumerate(zip(a, b))]
+
+
+def test_streaming_anomaly_replay_reports_each_event_once_in_its_column(tmp_path):
+    """--detector anomaly: each column scored on its own, as the daemon scores each key; the
+    burst is reported at its first row, the stuck stretch once, in the file's lines and times."""
+    rows = sensor_rows()
+    p = write(tmp_path / "s.csv", rows, header="time,a,b")
+    proc = cli("detect", p, "--streaming", "--detector", "anomaly", "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["detector"] == "anomaly" and res["score_threshold"] == 0.5
+    found = {c: [x["row"] for x in res["anomalies"] if x["column"] == c] for c in ("a", "b")}
+    assert [r for r in found["a"] if 1200 <= r < 1208] == [1200], found
+    assert len([r for r in found["b"] if 1000 <= r < 1048]) == 1, found
+    for x in res["anomalies"]:
+        assert x["line"] == x["row"] + 2 and x["time"] == x["row"] and 0.5 <= x["score"] <= 1.0
+    # the daemon's kind = "anomaly" alerts on the same rows, key by key
+    from ratiowatch.connectors.records import Record
+    from ratiowatch.stream.engine.pipeline import Pipeline, build_factory
+
+    pipe = Pipeline(build_factory("anomaly", {}))
+    alerts, _ = pipe.process([Record(c, float(t), np.array([r[j]]), ("p0", 2 * t + j - 1))
+                              for t, r in enumerate(rows) for j, c in ((1, "a"), (2, "b"))])
+    assert {c: sorted(a.change_index for a in alerts if a.key == c) for c in ("a", "b")} == found
+    stricter = json.loads(cli("detect", p, "--streaming", "--detector", "anomaly", "--json",
+                              "--score-threshold", "0.99").stdout)
+    assert 0 < len(stricter["anomalies"]) < len(res["anomalies"])
+    assert all(x["score"] >= 0.99 for x in stricter["anomalies"])
+
+
+def test_streaming_anomaly_replay_skips_missing_cells_instead_of_holding_the_last_value(tmp_path):
+    """Missing cells are left out of the column's stream, as the daemon leaves out records it cannot
+    read: held at the last value they would be a stuck stretch."""
+    from ratiowatch.stream.commands.detect import replay_anomalies
+
+    full = sensor_rows()
+    rows = [(t, "" if 700 <= t < 760 else a, b) for t, a, b in full]  # a gap of 60 rows in a
+    p = write(tmp_path / "gap.csv", rows, header="time,a,b")
+    proc = cli("detect", p, "--streaming", "--detector", "anomaly", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows_a = [x["row"] for x in json.loads(proc.stdout)["anomalies"] if x["column"] == "a"]
+    assert not any(700 <= r < 760 for r in rows_a), rows_a
+    assert 1200 in rows_a, rows_a  # the rows after the gap keep their own indices
+    held = np.array([a for _, a, _ in full])
+    held[700:760] = held[699]
+    assert any(700 <= x["row"] < 760 for x in replay_anomalies(held[:, None])[0])
+
+
+def test_streaming_anomaly_replay_in_words_and_a_plot(tmp_path):
+    p = write(tmp_path / "s.csv", sensor_rows(), header="time,a,b")
+    proc = cli("detect", p, "--streaming", "--detector", "anomaly", "--plot", tmp_path / "a.png")
+    assert proc.returncode == 0, proc.stderr
+    assert "streaming replay (anomaly detector, score threshold 0.5)" in proc.stdout
+    assert "anomaly at row 1200 (line 1202, time 1200) in 'a', score 1.000" in proc.stdout
+    assert (tmp_path / "a.png").stat().st_size > 0
+
+
+def test_anomaly_options_are_checked_before_reading(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows())
+    one_line_error(cli("detect", p, "--score-threshold", "0.5"), 2, "add --streaming --detector anomaly")
+    one_line_error(cli("detect", p, "--streaming", "--score-threshold", "0.5"), 2, "--detector anomaly")
+    one_line_error(cli("detect", p, "--streaming", "--detector", "anomaly", "--score-threshold", "2"), 2,
+                   "in (0, 1]", "e.g. 0.5")
+    one_line_error(cli("detect", p, "--streaming", "--detector", "anomaly", "--false-alarm-rate", "1e-4"), 2,
+                   "--score-threshold")
+
+
 def test_streaming_replay_of_too_short_a_file_says_nothing_was_tested(tmp_path):
     p = write(tmp_path / "x.csv", jump_rows(t=20, at=10))
     proc = cli("detect", p, "--streaming", "--json")
