@@ -339,6 +339,7 @@ def _run_streaming(args, table) -> int:
 
 def _run_anomalies(args, table) -> int:
     from ratiowatch.stream.commands.progress import progress_bar
+    from ratiowatch.stream.detectors.anomaly import DEFAULTS as ANOMALY_DEFAULTS
     from ratiowatch.stream.engine.config import ANOMALY_THRESHOLD
 
     x, names = table.values, table.names
@@ -350,24 +351,36 @@ def _run_anomalies(args, table) -> int:
     def where(i: int) -> dict:
         return {"line": table.lines[i], **({"time": table.time_values[i]} if table.time_values is not None else {})}
 
+    # the views' scores start after their warm-up, the tails' after min_history real scores
+    learn = int(ANOMALY_DEFAULTS["warmup"]) + int(ANOMALY_DEFAULTS["min_history"])
+    valid = np.isfinite(x).sum(axis=0)
+    scored = {n: max(0, int(v) - learn) for n, v in zip(names, valid)}
+    short_msg = None if any(scored.values()) else (
+        f"no row was scored: the anomaly detector learns from each column's first {learn} values, and the "
+        f"longest column has {int(valid.max(initial=0))}")
     if args.json:
         out = {"file": table.source, "columns": names, "time_column": table.time_name,
                "n_samples": int(len(x)), "mode": "streaming", "detector": "anomaly",
                "score_threshold": threshold,
                "anomalies": [{"row": a["row"], "column": names[a["column"]], "score": a["score"], **where(a["row"])}
                              for a in found],
-               "index": INDEX_CONVENTION.replace("change points are", "rows are"), "score_units": ANOMALY_SCORE_UNITS}
+               "index": INDEX_CONVENTION.replace("change points are", "rows are"), "score_units": ANOMALY_SCORE_UNITS,
+               "rows_scored": scored, **({"too_short": short_msg} if short_msg else {})}
         print(json.dumps(out, indent=2))
     else:
         print(_header(table, f"; streaming replay (anomaly detector, score threshold {threshold})"))
-        if not found:
-            print("anomalies: (none)")
+        if short_msg:
+            print(f"anomalies: none ({short_msg})")
+        elif not found:
+            print(f"anomalies: (none; rows scored per column: {scored})")
         for a in found:
             w = where(a["row"])
             at = f", {table.time_name} {w['time']}" if "time" in w else ""
             print(f"anomaly at row {a['row']} (line {w['line']}{at}) in {names[a['column']]!r}, score {a['score']:.3f}")
     peak = np.where(np.isnan(scores), -np.inf, scores).max(axis=1)
     peak[~np.isfinite(peak)] = np.nan
+    if short_msg:
+        print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
     return _plot(args, table, peak, np.full(len(x), threshold), sorted({a["row"] for a in found}),
                  " (streaming, anomaly)", "anomaly score" if x.shape[1] == 1 else "anomaly score (max over columns)")
 

@@ -239,6 +239,18 @@ def test_streaming_anomaly_replay_in_words_and_a_plot(tmp_path):
     assert (tmp_path / "a.png").stat().st_size > 0
 
 
+def test_streaming_anomaly_replay_of_too_short_a_file_says_nothing_was_scored(tmp_path):
+    p = write(tmp_path / "x.csv", jump_rows(t=250, at=200))
+    proc = cli("detect", p, "--streaming", "--detector", "anomaly", "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["anomalies"] == [] and res["rows_scored"] == {"cpu": 0, "mem": 0}
+    assert "first 300 values" in res["too_short"] and "no row was scored" in proc.stderr
+    longer = json.loads(cli("detect", write(tmp_path / "y.csv", jump_rows(t=400, at=200)), "--streaming",
+                            "--detector", "anomaly", "--json").stdout)
+    assert longer["rows_scored"] == {"cpu": 100, "mem": 100} and "too_short" not in longer
+
+
 def test_anomaly_options_are_checked_before_reading(tmp_path):
     p = write(tmp_path / "x.csv", jump_rows())
     one_line_error(cli("detect", p, "--score-threshold", "0.5"), 2, "add --streaming --detector anomaly")
