@@ -94,8 +94,8 @@ _DETECTOR = [
         tuple(DETECTOR_KINDS)),
     Opt("score_threshold", "float", None, "kind = anomaly: alert on a row whose anomaly score (in [0, 1]) "
         f"reaches this; default {ANOMALY_THRESHOLD} (a tail probability of 1e-5 under the key's own score "
-        "history). Anomaly-free series reach 0.5 1-37 times per 10,000 rows depending on their kind: raise it "
-        "for fewer alerts", minimum=0.0),
+        "history). On anomaly-free synthetic series 0.5 is reached 1.3 to 37 times per 10,000 rows, by kind: raise "
+        "it for fewer alerts", minimum=0.0),
     Opt("method", "str", "rulsif", "density-ratio method of ChangePointDetector"),
     Opt("dim", "int", None, "expected value dimension; omit to learn it from each key's first record",
         minimum=1),
