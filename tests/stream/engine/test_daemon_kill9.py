@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.stream.engine.config import load_config
@@ -22,17 +23,31 @@ KEYS = ("a", "b", "c")
 N = 700
 
 
-def write_stream(path: Path) -> None:
+#: rows per key of each detector kind's stream (the anomaly detector scores from row 300 on)
+ROWS = {"window": N, "anomaly": 1200}
+#: [detector] of each kind, loose: plenty of alerts to compare
+DETECTOR = {"window": "n = 25\nseed = 3\noptions = { false_alarm_rate = 0.01 }",
+            "anomaly": 'kind = "anomaly"\nscore_threshold = 0.3\nseed = 3'}
+
+
+def write_stream(path: Path, kind: str = "window") -> None:
     rng = np.random.default_rng(11)
-    series = {k: np.r_[rng.normal(0, 1, N // 2), rng.normal(0, 1 + 3 * (i + 1) / len(KEYS), N - N // 2)]
-              for i, k in enumerate(KEYS)}
+    n = ROWS[kind]
+    if kind == "anomaly":  # noisy cycles with a few bursts per key
+        series = {k: np.sin(2 * np.pi * np.arange(n) / 50) + 0.1 * rng.normal(size=n) for k in KEYS}
+        for i, k in enumerate(KEYS):
+            for at in (400 + 97 * i, 700 + 53 * i, 1000 + 31 * i):
+                series[k][at:at + 3] += 1.5
+    else:
+        series = {k: np.r_[rng.normal(0, 1, n // 2), rng.normal(0, 1 + 3 * (i + 1) / len(KEYS), n - n // 2)]
+                  for i, k in enumerate(KEYS)}
     with open(path, "w") as fh:
-        for t in range(N):
+        for t in range(n):
             for k in KEYS:
                 fh.write(json.dumps({"key": k, "timestamp": t, "value": round(float(series[k][t]), 6)}) + "\n")
 
 
-def write_config(dirpath: Path, data: Path) -> Path:
+def write_config(dirpath: Path, data: Path, kind: str = "window") -> Path:
     cfg = dirpath / "run.toml"
     cfg.write_text(f"""
 [source]
@@ -41,9 +56,7 @@ path = "{data}"
 max_poll_records = 25
 
 [detector]
-n = 25
-seed = 3
-options = {{ false_alarm_rate = 0.01 }}  # loose: plenty of alerts to compare
+{DETECTOR[kind]}
 
 [checkpoint]
 dir = "state"
@@ -67,19 +80,22 @@ def alerts_of(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
 
 
-def test_kill_9_then_restart_delivers_every_alert_of_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("kind", ["window", "anomaly"])
+def test_kill_9_then_restart_delivers_every_alert_of_an_uninterrupted_run(tmp_path, kind):
     data = tmp_path / "stream.jsonl"
-    write_stream(data)
+    write_stream(data, kind)
+    n = ROWS[kind]
 
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
-    assert Daemon(load_config(write_config(ref_dir, data))).run() == 0
+    assert Daemon(load_config(write_config(ref_dir, data, kind))).run() == 0
     reference = {a["alert_id"]: a for a in alerts_of(ref_dir / "alerts.jsonl")}
     assert len(reference) >= 2  # the test needs alerts to compare
+    assert {a["kind"] for a in reference.values()} == {"anomaly" if kind == "anomaly" else "changepoint"}
 
     run_dir = tmp_path / "crash"
     run_dir.mkdir()
-    cfg = write_config(run_dir, data)
+    cfg = write_config(run_dir, data, kind)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(REPO / ".numba_cache")}
     cmd = [sys.executable, "-m", "ratiowatch.stream.commands.cli", "run", str(cfg)]
     proc = subprocess.Popen(cmd, cwd=run_dir, env=env, stderr=subprocess.DEVNULL)
@@ -92,7 +108,7 @@ def test_kill_9_then_restart_delivers_every_alert_of_an_uninterrupted_run(tmp_pa
                 pos = json.loads(offsets.read_text())["file:stream.jsonl"]
             except (ValueError, KeyError):
                 pos = 0
-            if pos >= N * len(KEYS) // 2:
+            if pos >= n * len(KEYS) // 2:
                 break
         time.sleep(0.01)
     assert proc.poll() is None, "daemon finished before it could be killed; make the stream longer"
@@ -112,5 +128,5 @@ def test_kill_9_then_restart_delivers_every_alert_of_an_uninterrupted_run(tmp_pa
         assert a == reference[a["alert_id"]]
     store = CheckpointStore(run_dir / "state")
     for k in KEYS:  # every record of every key folded exactly once
-        assert store.load(k)[1]["count"] == N
+        assert store.load(k)[1]["count"] == n
     assert alerts_of(run_dir / "dead.jsonl") == []
