@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 from river.base import AnomalyDetector
 
-from ratiowatch.core.kernels import gauss_kernel, gauss_row, median_distance
+from ratiowatch.core.kernels import gauss_row, median_distance
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples, check_alpha, make_rng
 from ratiowatch.stream.detectors.outlier import local_scale
@@ -105,6 +105,14 @@ def _solve_theta(s_ref, v_ref, n_ref, s_win, n_win, alpha, lam, theta):
     _chol_solve_inplace(h_mat, y)
     for i in range(b):
         theta[i] = y[i] if y[i] > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _kernel_rows(buf, n, centres, sigma, phi_buf):
+    """``phi_buf[i] = gauss_row(buf[i])`` for the first ``n`` rows: the one routine that makes every
+    stored kernel row (refits and pushes alike), so a restore can rebuild them bit for bit."""
+    for i in range(n):
+        gauss_row(buf[i], centres, sigma, phi_buf[i])
 
 
 @njit(cache=True)
@@ -480,11 +488,11 @@ class StreamingOutlierDetector(AnomalyDetector):
         self._sigma, self._lam = sigma, lam
         self._params[1] = lam
         # full recompute of the kernel rows and sums bounds the rank-one drift
-        self._ref_phi[:n] = gauss_kernel(ref, self._centres, sigma)
+        _kernel_rows(ref, n, self._centres, sigma, self._ref_phi)
         self._s_ref[:] = self._ref_phi[:n].T @ self._ref_phi[:n]
         self._v_ref[:] = self._ref_phi[:n].sum(axis=0)
         if nw:
-            self._win_phi[:nw] = gauss_kernel(win, self._centres, sigma)
+            _kernel_rows(win, nw, self._centres, sigma, self._win_phi)
         self._s_win[:] = self._win_phi[:nw].T @ self._win_phi[:nw]
         self._v_win[:] = self._win_phi[:nw].sum(axis=0)
         _solve_theta(self._s_ref, self._v_ref, float(n), self._s_win, float(nw),
@@ -607,10 +615,12 @@ class StreamingOutlierDetector(AnomalyDetector):
         return float(self._params[2]) if self._fitted else math.inf
 
     # --- persistence: to_state / from_state (numpy arrays + JSON), never pickle --------------------------------------
-    _ARRAYS = ("_ref_buf", "_ref_phi", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_phi",
-               "_win_state", "_s_win", "_v_win", "_centres", "_theta", "_params", "_held_buf",
-               "_held_time", "_held_state")
+    _ARRAYS = ("_ref_buf", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_state", "_s_win", "_v_win",
+               "_centres", "_theta", "_params", "_held_buf", "_held_time", "_held_state")
     _HELD = ("_held_buf", "_held_time", "_held_state")
+    #: the buffers' kernel rows: not saved (three quarters of a state), rebuilt from the buffers,
+    #: the centres and the width by the routine that made them (:func:`_kernel_rows`)
+    _REBUILT = ("_ref_phi", "_win_phi")
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and one JSON string (``"meta"``): ``.npz``-able, no pickle.
@@ -644,6 +654,12 @@ class StreamingOutlierDetector(AnomalyDetector):
                 getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
+        if meta["dim"] and "_ref_phi" in state:  # written when states held the kernel rows
+            for k in cls._REBUILT:
+                getattr(det, k)[...] = state[k]
+        elif meta["dim"] and det._fitted:  # before the first fit the rows are zeros (no centres yet)
+            _kernel_rows(det._ref_buf, int(det._ref_state[0]), det._centres, float(det._sigma), det._ref_phi)
+            _kernel_rows(det._win_buf, int(det._win_state[0]), det._centres, float(det._sigma), det._win_phi)
         det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]
         return det
 

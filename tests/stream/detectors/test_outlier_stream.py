@@ -202,6 +202,32 @@ def test_roundtrip_keeps_the_held_points(tmp_path):
     np.testing.assert_array_equal(copy.deepcopy(det).process(x[700:]), twin.process(x[700:]))
 
 
+def test_a_state_leaves_out_the_kernel_rows_and_a_restore_rebuilds_them_bit_for_bit():
+    """The buffers' kernel rows are three quarters of a state; they follow from the buffers, the
+    centres and the width, and every one was made by the routine the restore uses."""
+    x, _ = stream(1200)
+    det = StreamingOutlierDetector(**{**SMALL, "readmit_after": 150})
+    done = 0
+    for stop in (10, SMALL["warmup"], SMALL["warmup"] + 7, 333, 700, 1200):  # warm-up, refits, pushes, readmits
+        det.process(x[done:stop])
+        done = stop
+        state = det.to_state()
+        assert not set(StreamingOutlierDetector._REBUILT) & set(state)
+        twin = StreamingOutlierDetector.from_state(state)
+        for name in StreamingOutlierDetector._REBUILT:
+            np.testing.assert_array_equal(getattr(twin, name), getattr(det, name))
+    assert int(det._ref_state[0]) == SMALL["buffer_size"]  # the ring has wrapped
+
+
+def test_a_state_written_with_the_kernel_rows_still_loads():
+    x, _ = stream(900)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x[:500])
+    old = {**det.to_state(), **{k: getattr(det, k).copy() for k in StreamingOutlierDetector._REBUILT}}
+    twin = StreamingOutlierDetector.from_state(old)
+    np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
+
+
 def test_a_state_written_before_readmission_existed_still_loads():
     x, _ = stream(900)
     det = StreamingOutlierDetector(**SMALL)
