@@ -4,10 +4,10 @@ A river anomaly detector (``learn_one`` / ``score_one``, higher = more anomalous
 pure), the streaming counterpart of :class:`ratiowatch.stream.detectors.outlier.DensityRatioOutlierDetector`
 (same ratio, same direction: a LOW ratio means an OUTLIER). It keeps a bounded ring buffer of
 recent normal points as numerator and the buffer plus a short window of the latest points as
-denominator. Kernel rows of
-the buffered points against fixed centres and the matrices ``H``, ``h`` are updated by rank-one
-add/remove in numba; ``theta`` is re-solved every ``solve_every`` points and the centres and kernel
-width are re-chosen every ``refit_every`` points. Points it flags are kept out of the reference,
+denominator. The matrices ``H``, ``h`` of the buffered points' kernel rows against fixed centres
+are updated by rank-one add/remove in numba (an evicted point's kernel row is made again rather than
+kept: the buffer's kernel matrix would be most of the memory); ``theta`` is re-solved every
+``solve_every`` points and the centres and kernel width are re-chosen every ``refit_every`` points. Points it flags are kept out of the reference,
 unless most recent points are flagged (a lasting change), so a new regime is eventually absorbed.
 The class docstring has a runnable example.
 """
@@ -50,6 +50,34 @@ def _ring_push(buf, phi_buf, count, pos, x, phi, s_mat, s_vec):
     for i in range(b):
         pi = phi[i]
         phi_buf[pos, i] = pi
+        s_vec[i] += pi
+        for j in range(b):
+            s_mat[i, j] += pi * phi[j]
+    pos = (pos + 1) % cap
+    return count, pos
+
+
+@njit(cache=True)
+def _ref_push(buf, count, pos, x, phi, s_mat, s_vec, centres, sigma, old):
+    """:func:`_ring_push` for the reference ring, which keeps no kernel rows: the evicted row's is
+    made again into ``old`` by :func:`gauss_row` against the current centres and width, as every
+    row of the ring was made (at the last refit or at its push), so it is bit for bit the row that
+    was added. Keeping them would cost a (buffer x centres) matrix per detector (megabytes)."""
+    cap = buf.shape[0]
+    b = phi.shape[0]
+    if count == cap:
+        gauss_row(buf[pos], centres, sigma, old)
+        for i in range(b):
+            oi = old[i]
+            s_vec[i] -= oi
+            for j in range(b):
+                s_mat[i, j] -= oi * old[j]
+    else:
+        count += 1
+    for k in range(x.shape[0]):
+        buf[pos, k] = x[k]
+    for i in range(b):
+        pi = phi[i]
         s_vec[i] += pi
         for j in range(b):
             s_mat[i, j] += pi * phi[j]
@@ -110,17 +138,17 @@ def _solve_theta(s_ref, v_ref, n_ref, s_win, n_win, alpha, lam, theta):
 @njit(cache=True)
 def _kernel_rows(buf, n, centres, sigma, phi_buf):
     """``phi_buf[i] = gauss_row(buf[i])`` for the first ``n`` rows: the one routine that makes every
-    stored kernel row (refits and pushes alike), so a restore can rebuild them bit for bit."""
+    kernel row (refits and pushes alike), so a row made again is bit for bit the same."""
     for i in range(n):
         gauss_row(buf[i], centres, sigma, phi_buf[i])
 
 
 @njit(cache=True)
-def _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_state, s_ref, v_ref):
+def _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, old, ref_state, s_ref, v_ref):
     """Move the oldest held point into the reference (its kernel row against the current centres)."""
     h = held_state[1]
     gauss_row(held_buf[h], centres, sigma, phi)
-    c, p = _ring_push(ref_buf, ref_phi, ref_state[0], ref_state[1], held_buf[h], phi, s_ref, v_ref)
+    c, p = _ref_push(ref_buf, ref_state[0], ref_state[1], held_buf[h], phi, s_ref, v_ref, centres, sigma, old)
     ref_state[0] = c
     ref_state[1] = p
     held_state[1] = (h + 1) % held_buf.shape[0]
@@ -128,7 +156,7 @@ def _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_st
 
 
 @njit(cache=True)
-def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s_ref, v_ref,
+def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_state, s_ref, v_ref,
                win_buf, win_phi, win_state, s_win, v_win, held_buf, held_time, held_state, readmit_after,
                learn, out):
     """Score (then optionally learn) the rows of ``xs`` in order; scores written to ``out``.
@@ -148,6 +176,7 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
     solve_every = int(params[5])
     b = centres.shape[0]
     phi = np.empty(b)
+    old = np.empty(b)  # an evicted reference row's kernel row, made again (_ref_push)
     cap_held = held_buf.shape[0]
     for t in range(xs.shape[0]):
         x = xs[t]
@@ -163,7 +192,7 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
         params[6] = (1.0 - decay) * params[6] + decay * flagged  # reject rate (EWMA)
         admit = flagged == 0.0 or params[6] > max_rate
         if admit:
-            c, p = _ring_push(ref_buf, ref_phi, ref_state[0], ref_state[1], x, phi, s_ref, v_ref)
+            c, p = _ref_push(ref_buf, ref_state[0], ref_state[1], x, phi, s_ref, v_ref, centres, sigma, old)
             ref_state[0] = c
             ref_state[1] = p
         c, p = _ring_push(win_buf, win_phi, win_state[0], win_state[1], x, phi, s_win, v_win)
@@ -172,14 +201,14 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_phi, ref_state, s
         # from here on phi is free: the readmissions below use it for the held points' kernel rows
         if not admit and readmit_after > 0:
             if held_state[0] == cap_held:  # full: the oldest held point joins early (bounded memory)
-                _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_state, s_ref, v_ref)
+                _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, old, ref_state, s_ref, v_ref)
             k = (held_state[1] + held_state[0]) % cap_held
             for j in range(x.shape[0]):
                 held_buf[k, j] = x[j]
             held_time[k] = ref_state[3]
             held_state[0] += 1
         while held_state[0] > 0 and ref_state[3] - held_time[held_state[1]] >= readmit_after:
-            _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, ref_phi, ref_state, s_ref, v_ref)
+            _readmit(held_buf, held_state, centres, sigma, phi, ref_buf, old, ref_state, s_ref, v_ref)
         ref_state[2] += 1
         ref_state[3] += 1
         if ref_state[2] >= solve_every:
@@ -361,7 +390,6 @@ class StreamingOutlierDetector(AnomalyDetector):
         self._dim = dim
         cap, w, b = int(self.buffer_size), int(self.window_size), int(self.n_centres)
         self._ref_buf = np.zeros((cap, dim))
-        self._ref_phi = np.zeros((cap, b))
         self._ref_state = np.zeros(4, dtype=np.int64)  # count, pos, since_solve, learned
         self._s_ref = np.zeros((b, b))
         self._v_ref = np.zeros(b)
@@ -488,16 +516,17 @@ class StreamingOutlierDetector(AnomalyDetector):
         self._sigma, self._lam = sigma, lam
         self._params[1] = lam
         # full recompute of the kernel rows and sums bounds the rank-one drift
-        _kernel_rows(ref, n, self._centres, sigma, self._ref_phi)
-        self._s_ref[:] = self._ref_phi[:n].T @ self._ref_phi[:n]
-        self._v_ref[:] = self._ref_phi[:n].sum(axis=0)
+        ref_phi = np.empty((n, b))  # the reference's kernel rows, needed only here (see _ref_push)
+        _kernel_rows(ref, n, self._centres, sigma, ref_phi)
+        self._s_ref[:] = ref_phi.T @ ref_phi
+        self._v_ref[:] = ref_phi.sum(axis=0)
         if nw:
             _kernel_rows(win, nw, self._centres, sigma, self._win_phi)
         self._s_win[:] = self._win_phi[:nw].T @ self._win_phi[:nw]
         self._v_win[:] = self._win_phi[:nw].sum(axis=0)
         _solve_theta(self._s_ref, self._v_ref, float(n), self._s_win, float(nw),
                      float(self.alpha), lam, self._theta)
-        ref_scores = 1.0 - self._ref_phi[:n] @ self._theta
+        ref_scores = 1.0 - ref_phi @ self._theta
         self._params[2] = float(np.quantile(ref_scores, 1.0 - float(self.contamination)))
         self._ref_state[2] = 0
         self._fitted = True
@@ -551,7 +580,7 @@ class StreamingOutlierDetector(AnomalyDetector):
             if learn:
                 take = min(take, int(self.refit_every) - self._since_refit)
             _run_chunk(xs[t : t + take], self._centres, self._sigma, self._theta, self._params,
-                       self._ref_buf, self._ref_phi, self._ref_state, self._s_ref, self._v_ref,
+                       self._ref_buf, self._ref_state, self._s_ref, self._v_ref,
                        self._win_buf, self._win_phi, self._win_state, self._s_win, self._v_win,
                        self._held_buf, self._held_time, self._held_state, int(self.readmit_after),
                        learn, out[t : t + take])
@@ -585,7 +614,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         if self._fitted and self._since_refit + 1 < int(self.refit_every):
             # hot path: one compiled call, no validation overhead (v is already clean)
             _run_chunk(v, self._centres, self._sigma, self._theta, self._params,
-                       self._ref_buf, self._ref_phi, self._ref_state, self._s_ref, self._v_ref,
+                       self._ref_buf, self._ref_state, self._s_ref, self._v_ref,
                        self._win_buf, self._win_phi, self._win_state, self._s_win, self._v_win,
                        self._held_buf, self._held_time, self._held_state, int(self.readmit_after),
                        True, self._out1)
@@ -618,9 +647,9 @@ class StreamingOutlierDetector(AnomalyDetector):
     _ARRAYS = ("_ref_buf", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_state", "_s_win", "_v_win",
                "_centres", "_theta", "_params", "_held_buf", "_held_time", "_held_state")
     _HELD = ("_held_buf", "_held_time", "_held_state")
-    #: the buffers' kernel rows: not saved (three quarters of a state), rebuilt from the buffers,
-    #: the centres and the width by the routine that made them (:func:`_kernel_rows`)
-    _REBUILT = ("_ref_phi", "_win_phi")
+    #: the window's kernel rows: not saved, rebuilt from the window, the centres and the width by the
+    #: routine that made them (:func:`_kernel_rows`); the reference keeps none (:func:`_ref_push`)
+    _REBUILT = ("_win_phi",)
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and one JSON string (``"meta"``): ``.npz``-able, no pickle.
@@ -654,11 +683,9 @@ class StreamingOutlierDetector(AnomalyDetector):
                 getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
-        if meta["dim"] and "_ref_phi" in state:  # written when states held the kernel rows
-            for k in cls._REBUILT:
-                getattr(det, k)[...] = state[k]
+        if meta["dim"] and "_win_phi" in state:  # written when states held the kernel rows
+            det._win_phi[...] = state["_win_phi"]
         elif meta["dim"] and det._fitted:  # before the first fit the rows are zeros (no centres yet)
-            _kernel_rows(det._ref_buf, int(det._ref_state[0]), det._centres, float(det._sigma), det._ref_phi)
             _kernel_rows(det._win_buf, int(det._win_state[0]), det._centres, float(det._sigma), det._win_phi)
         det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]
         return det
