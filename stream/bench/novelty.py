@@ -12,6 +12,12 @@ Reported per detector: microseconds per point (score + learn), ROC-AUC on the st
 ours also the numpy fast path (``process``) and the RSS before/after a long second pass (memory must
 stay flat: the buffer is bounded). Ratios are ``baseline time / our time`` (> 1 = we are faster).
 river's LOF keeps every point, so it runs on a shorter prefix (``--lof-points``).
+
+``time_series`` does the same for a univariate stream (a noisy cycle of 96 rows with a spike of 6
+noise sd every 500 rows): :class:`ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`
+(the daemon's ``kind = "anomaly"``) by its batch form and by river's API, against river's
+HalfSpaceTrees on the newest 8 values (a shingle, min-max scaled), with ROC-AUC of the spike rows
+and our detector's memory and checkpoint size.
 """
 
 from __future__ import annotations
@@ -113,6 +119,53 @@ def run_bench(n: int, n_lof: int, seed: int = 0) -> dict:
     }
 
 
+def make_series(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A cycle of 96 rows plus N(0, 0.1^2) noise; every 500th row from 1000 on is raised by 0.6."""
+    rng = np.random.default_rng(seed)
+    x = np.sin(2 * np.pi * np.arange(n) / 96) + 0.1 * rng.normal(size=n)
+    y = np.zeros(n, dtype=int)
+    idx = np.arange(1000, n, 500)
+    x[idx] += 0.6
+    y[idx] = 1
+    return x, y
+
+
+def run_time_series(n: int, seed: int = 0) -> dict:
+    from river import anomaly, compose, preprocessing
+
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+    from ratiowatch.stream.detectors.state_file import write_state
+
+    x, y = make_series(n, seed)
+    TimeSeriesAnomalyDetector().score_series(x[:600])  # compile outside the timed region
+    batch = TimeSeriesAnomalyDetector(seed=seed)
+    t0 = time.perf_counter()
+    s_batch = batch.score_series(x)
+    t_batch = time.perf_counter() - t0
+    t_api, s_api = _replay(TimeSeriesAnomalyDetector(seed=seed), x.tolist())
+    shingles = [{f"lag{j}": float(x[max(t - j, 0)]) for j in range(8)} for t in range(n)]
+    hst = compose.Pipeline(preprocessing.MinMaxScaler(), anomaly.HalfSpaceTrees(seed=seed))
+    t_hst, s_hst = _replay(hst, shingles)
+    memory = sum(v.nbytes for det in (*batch._detectors, *batch._tails, batch._repeat_tail) if det is not None
+                 for v in vars(det).values() if isinstance(v, np.ndarray))
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "state.npz"
+        write_state(path, batch.to_state())
+        checkpoint = path.stat().st_size
+    us = lambda t: round(1e6 * t / n, 2)  # noqa: E731
+    return {
+        "points": n, "spikes": int(y.sum()),
+        "us_per_row": {"ours_batch": us(t_batch), "ours_river_api": us(t_api), "HalfSpaceTrees_shingle8": us(t_hst)},
+        "speedup_vs_HalfSpaceTrees": {"batch": round(t_hst / t_batch, 2), "river_api": round(t_hst / t_api, 2)},
+        "auc": {"ours": _auc(y, np.asarray(s_batch)), "ours_river_api": _auc(y, np.asarray(s_api)),
+                "HalfSpaceTrees_shingle8": _auc(y, np.asarray(s_hst))},
+        "ours_state_bytes": {"memory": int(memory), "checkpoint": int(checkpoint)},
+    }
+
+
 def run(args) -> int:
     n = args.points or (3000 if args.quick else 20000)
     n_lof = args.lof_points or (500 if args.quick else 2000)
@@ -121,13 +174,20 @@ def run(args) -> int:
         return 2
     from ratiowatch.stream.commands.progress import stages
 
-    with stages("bench novelty", 1) as phase:  # one run: ours, HalfSpaceTrees, LOF in turn
+    with stages("bench novelty", 2) as phase:  # one run: ours, HalfSpaceTrees, LOF in turn
         phase(f"{n} points")
         obj = run_bench(n, min(n_lof, n), args.seed)
+        phase(f"time series, {n} rows")
+        obj["time_series"] = run_time_series(n, args.seed)
     if args.json:
         print(json.dumps(obj, indent=2))
     else:
         for k, v in obj["us_per_point"].items():
             print(f"{k:>22s}: {v:9.2f} us/point")
         print(f"speedup: {obj['speedup']}  auc: {obj['auc']}  rss: {obj['rss_mb']}")
+        ts = obj["time_series"]
+        for k, v in ts["us_per_row"].items():
+            print(f"{k:>24s}: {v:9.2f} us/row (time series)")
+        print(f"time series: speedup {ts['speedup_vs_HalfSpaceTrees']}  auc: {ts['auc']}  "
+              f"state: {ts['ours_state_bytes']}")
     return 0

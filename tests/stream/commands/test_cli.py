@@ -41,6 +41,18 @@ def test_bench_estimators_quick_prints_the_issue_fields():
     assert set(result["batch"]) == {"ulsif", "rulsif", "kliep", "lsdd"}
 
 
+def test_bench_novelty_quick_measures_both_streams_in_one_run():
+    out = subprocess.run([sys.executable, "-m", "ratiowatch.stream.commands.cli", "bench", "novelty", "--quick", "--json"],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    result = json.loads(out)
+    assert set(result["speedup"]) == {"vs_HalfSpaceTrees", "vs_LocalOutlierFactor_same_prefix"}
+    ts = result["time_series"]
+    assert set(ts["us_per_row"]) == {"ours_batch", "ours_river_api", "HalfSpaceTrees_shingle8"}
+    assert ts["auc"]["ours"] == ts["auc"]["ours_river_api"]  # the two forms score alike
+    assert ts["auc"]["ours"] > 0.5 and ts["spikes"] == 4
+    assert 0 < ts["ours_state_bytes"]["checkpoint"] < 4 * 2 ** 20  # no kernel rows in a state
+
+
 def test_ratiowatch_detect_stays_the_function_after_every_module_is_imported():
     """No submodule may shadow a public name of the lazy ``ratiowatch`` namespace."""
     import importlib
