@@ -54,6 +54,8 @@ SCORE_UNITS = ("the split's score / the stop test's threshold (its critical valu
 STREAMING_KINDS = tuple(DETECTOR_KINDS)
 STREAMING_SCORE_UNITS = ("the detector's score / its threshold when the alarm was raised (above 1 = alarm); "
                          "delay = alarm row - change row")
+#: thresholds at which the anomaly replay also counts events, to help choose one
+EVENT_THRESHOLDS = (0.3, 0.5, 0.7, 0.9, 1.0)
 ANOMALY_SCORE_UNITS = ("the anomaly score in [0, 1] (-log10 of a tail probability under the column's own score "
                        "history, over 10 decades); an anomaly is the first row of an event whose score reaches "
                        "score_threshold (rows within the detector's debounce of the previous such row are the "
@@ -341,6 +343,7 @@ def _run_anomalies(args, table) -> int:
     from ratiowatch.stream.commands.progress import progress_bar
     from ratiowatch.stream.detectors.anomaly import DEFAULTS as ANOMALY_DEFAULTS
     from ratiowatch.stream.engine.config import ANOMALY_THRESHOLD
+    from ratiowatch.stream.engine.pipeline import event_starts
 
     x, names = table.values, table.names
     threshold = ANOMALY_THRESHOLD if args.score_threshold is None else args.score_threshold
@@ -358,6 +361,9 @@ def _run_anomalies(args, table) -> int:
     short_msg = None if any(scored.values()) else (
         f"no row was scored: the anomaly detector learns from each column's first {learn} values, and the "
         f"longest column has {int(valid.max(initial=0))}")
+    # what another threshold would report: events per column (the same event rule)
+    by_threshold = {n: {str(t): len(event_starts(col[np.isfinite(col)], t, int(ANOMALY_DEFAULTS["debounce"]))[0])
+                        for t in EVENT_THRESHOLDS} for n, col in zip(names, scores.T)}
     if args.json:
         out = {"file": table.source, "columns": names, "time_column": table.time_name,
                "n_samples": int(len(x)), "mode": "streaming", "detector": "anomaly",
@@ -365,7 +371,8 @@ def _run_anomalies(args, table) -> int:
                "anomalies": [{"row": a["row"], "column": names[a["column"]], "score": a["score"], **where(a["row"])}
                              for a in found],
                "index": INDEX_CONVENTION.replace("change points are", "rows are"), "score_units": ANOMALY_SCORE_UNITS,
-               "rows_scored": scored, **({"too_short": short_msg} if short_msg else {})}
+               "rows_scored": scored, "events_by_threshold": by_threshold,
+               **({"too_short": short_msg} if short_msg else {})}
         print(json.dumps(out, indent=2))
     else:
         print(_header(table, f"; streaming replay (anomaly detector, score threshold {threshold})"))
@@ -377,6 +384,9 @@ def _run_anomalies(args, table) -> int:
             w = where(a["row"])
             at = f", {table.time_name} {w['time']}" if "time" in w else ""
             print(f"anomaly at row {a['row']} (line {w['line']}{at}) in {names[a['column']]!r}, score {a['score']:.3f}")
+        if not short_msg:
+            for n, counts in by_threshold.items():
+                print(f"{n!r}: events at score thresholds " + ", ".join(f"{t}: {c}" for t, c in counts.items()))
     peak = np.where(np.isnan(scores), -np.inf, scores).max(axis=1)
     peak[~np.isfinite(peak)] = np.nan
     if short_msg:

@@ -207,9 +207,14 @@ def test_streaming_anomaly_replay_reports_each_event_once_in_its_column(tmp_path
                               for t, r in enumerate(rows) for j, c in ((1, "a"), (2, "b"))])
     assert {c: sorted(a.change_index for a in alerts if a.key == c) for c in ("a", "b")} == found
     stricter = json.loads(cli("detect", p, "--streaming", "--detector", "anomaly", "--json",
-                              "--score-threshold", "0.99").stdout)
+                              "--score-threshold", "0.9").stdout)
     assert 0 < len(stricter["anomalies"]) < len(res["anomalies"])
-    assert all(x["score"] >= 0.99 for x in stricter["anomalies"])
+    assert all(x["score"] >= 0.9 for x in stricter["anomalies"])
+    # the counts at other thresholds are what those thresholds report
+    for run, t in ((res, "0.5"), (stricter, "0.9")):
+        assert run["events_by_threshold"] == res["events_by_threshold"]
+        assert {c: n[t] for c, n in run["events_by_threshold"].items()} == \
+            {c: len([x for x in run["anomalies"] if x["column"] == c]) for c in ("a", "b")}
 
 
 def test_streaming_anomaly_replay_skips_missing_cells_instead_of_holding_the_last_value(tmp_path):
@@ -236,6 +241,7 @@ def test_streaming_anomaly_replay_in_words_and_a_plot(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "streaming replay (anomaly detector, score threshold 0.5)" in proc.stdout
     assert "anomaly at row 1200 (line 1202, time 1200) in 'a', score 1.000" in proc.stdout
+    assert "'a': events at score thresholds 0.3: " in proc.stdout
     assert (tmp_path / "a.png").stat().st_size > 0
 
 
