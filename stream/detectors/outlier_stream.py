@@ -32,29 +32,29 @@ from ratiowatch.stream.detectors.state_file import read_state, write_state
 # ============================================================================================
 # numba kernels of the streaming state
 # ============================================================================================
+@njit(cache=True, inline="always")
+def _rank_one(s_mat, s_vec, v, sign):
+    """(S, s) += sign (v v^T, v) for sign = +1 (a row joins) or -1 (a row leaves)."""
+    b = v.shape[0]
+    for i in range(b):
+        vi = sign * v[i]
+        s_vec[i] += vi
+        for j in range(b):
+            s_mat[i, j] += vi * v[j]
+
+
 @njit(cache=True)
 def _ring_push(buf, phi_buf, count, pos, x, phi, s_mat, s_vec):
     """Write (x, phi) at ``pos`` of a ring, removing the evicted row's rank-one term from (S, s)."""
     cap = buf.shape[0]
-    b = phi.shape[0]
     if count == cap:
-        for i in range(b):
-            oi = phi_buf[pos, i]
-            s_vec[i] -= oi
-            for j in range(b):
-                s_mat[i, j] -= oi * phi_buf[pos, j]
+        _rank_one(s_mat, s_vec, phi_buf[pos], -1.0)
     else:
         count += 1
-    for k in range(x.shape[0]):
-        buf[pos, k] = x[k]
-    for i in range(b):
-        pi = phi[i]
-        phi_buf[pos, i] = pi
-        s_vec[i] += pi
-        for j in range(b):
-            s_mat[i, j] += pi * phi[j]
-    pos = (pos + 1) % cap
-    return count, pos
+    buf[pos, :] = x
+    phi_buf[pos, :] = phi
+    _rank_one(s_mat, s_vec, phi, 1.0)
+    return count, (pos + 1) % cap
 
 
 @njit(cache=True)
@@ -64,25 +64,14 @@ def _ref_push(buf, count, pos, x, phi, s_mat, s_vec, centres, sigma, old):
     row of the ring was made (at the last refit or at its push), so it is bit for bit the row that
     was added. Keeping them would cost a (buffer x centres) matrix per detector (megabytes)."""
     cap = buf.shape[0]
-    b = phi.shape[0]
     if count == cap:
         gauss_row(buf[pos], centres, sigma, old)
-        for i in range(b):
-            oi = old[i]
-            s_vec[i] -= oi
-            for j in range(b):
-                s_mat[i, j] -= oi * old[j]
+        _rank_one(s_mat, s_vec, old, -1.0)
     else:
         count += 1
-    for k in range(x.shape[0]):
-        buf[pos, k] = x[k]
-    for i in range(b):
-        pi = phi[i]
-        s_vec[i] += pi
-        for j in range(b):
-            s_mat[i, j] += pi * phi[j]
-    pos = (pos + 1) % cap
-    return count, pos
+    buf[pos, :] = x
+    _rank_one(s_mat, s_vec, phi, 1.0)
+    return count, (pos + 1) % cap
 
 
 @njit(cache=True)
