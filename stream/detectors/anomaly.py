@@ -23,6 +23,10 @@ Pipeline, one value at a time (no access to future points or labels):
 4. **debouncing**: a mapped score is reported only when it beats every mapped score of the last
    ``debounce`` steps (one event, one alarm); otherwise the output is scaled down by ``quiet``.
 
+The daemon runs one per key with ``[detector] kind = "anomaly"``, and ``ratiowatch detect FILE
+--streaming --detector anomaly`` one per column; both alert once per event, at its first row whose
+score reaches a threshold (:func:`ratiowatch.stream.engine.pipeline.event_starts`).
+
 Examples
 --------
 >>> rng = np.random.default_rng(0)
