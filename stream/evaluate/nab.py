@@ -336,6 +336,45 @@ def leave_one_category_out(
     return out
 
 
+def alert_flags(scores: np.ndarray, threshold: float, debounce: int, events: bool) -> np.ndarray:
+    """1.0 on the rows the daemon's ``kind = "anomaly"`` would alert on at ``threshold`` (``events``:
+    only the first row of each event, as it does; else every row at or above it), 0.0 elsewhere.
+
+    >>> alert_flags(np.array([0.6, 0.7, 0.0, 0.9]), 0.5, debounce=1, events=True).tolist()
+    [1.0, 0.0, 0.0, 1.0]
+    """
+    from ratiowatch.stream.engine.pipeline import event_starts
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if not events:
+        return (scores >= threshold).astype(np.float64)
+    out = np.zeros_like(scores)
+    out[event_starts(scores, threshold, debounce)[0]] = 1.0
+    return out
+
+
+def flags_by_category(
+    names: list[str], items: list[tuple[ScoringRows, np.ndarray]], profiles: dict[str, dict[str, float]],
+) -> dict:
+    """Every category scored on fixed 0/1 flags (such as :func:`alert_flags`): nothing is chosen on
+    any file, so each category's score is a left-out score. Per profile, per category the score and
+    counts, ``mean`` over the categories with windows and ``pooled`` over all files."""
+    cats = sorted({n.split("/")[0] for n in names})
+    out: dict = {}
+    for pname, prof in profiles.items():
+        per_cat, raw, n_win = {}, 0.0, 0
+        for c in cats:
+            res = score_at_threshold([it for n, it in zip(names, items) if n.split("/")[0] == c], prof, 0.5)
+            per_cat[c] = res
+            raw += res["raw"]
+            n_win += res["windows"]
+        scored = [v["score"] for v in per_cat.values() if not math.isnan(v["score"])]
+        perfect, null = prof["tpWeight"] * n_win, -prof["fnWeight"] * n_win
+        out[pname] = {"categories": per_cat, "mean": float(np.mean(scored)) if scored else math.nan,
+                      "pooled": 100.0 * (raw - null) / (perfect - null) if n_win else math.nan}
+    return out
+
+
 def stored_detectors(root: Path) -> list[str]:
     """Names of the detectors under ``root/results`` (the published NAB results shipped with the data)."""
     res = Path(root) / "results"
@@ -407,11 +446,14 @@ def run_detector(values: np.ndarray, factory=None, params: dict | None = None) -
 
 
 def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | None = None, factory=None,
-             params: dict | None = None, leave_one_out: bool = False) -> dict:
+             params: dict | None = None, leave_one_out: bool = False, alerts: float | None = None) -> dict:
     """Run the detector on every file of ``root`` and score it; the JSON object of ``eval nab``.
 
     With ``leave_one_out`` the object also holds :func:`leave_one_category_out` for our detector
-    and for every stored detector under ``root/results``.
+    and for every stored detector under ``root/results``. With ``alerts`` (a score threshold) it
+    also holds the daemon's alerts at that fixed threshold, by category (:func:`alert_flags`,
+    :func:`flags_by_category`): every row at or above it (``rows``) and the first row of
+    each event only (``events``, what the daemon sends).
     """
     root = Path(root)
     corpus = load_corpus(root)
@@ -452,7 +494,21 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
             except ValueError:  # an incomplete stored result folder is skipped, not fatal
                 continue
         obj["leave_one_out"] = _rounded(loo)
+    if alerts is not None:
+        debounce = int((params or {}).get("debounce", _default_debounce()))
+        names = [f.name for f in corpus]
+        obj["alerts"] = _rounded({
+            "threshold": alerts, "debounce": debounce,
+            **{mode: flags_by_category(
+                names, [(rows, alert_flags(sc, alerts, debounce, mode == "events")) for rows, sc in items],
+                profiles) for mode in ("rows", "events")}})
     return obj
+
+
+def _default_debounce() -> int:
+    from ratiowatch.stream.detectors.anomaly import DEFAULTS
+
+    return int(DEFAULTS["debounce"])
 
 
 def _rounded(obj):
@@ -529,6 +585,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--leave-one-out", action="store_true",
                         help="also score each category with the threshold chosen on the other categories, "
                              "for ours and every stored detector (the left-out mean is the number that counts)")
+    parser.add_argument("--alerts", type=float, default=None, metavar="S",
+                        help="also score the daemon's anomaly alerts at the fixed score threshold S (its default: "
+                             "0.5), by category: no threshold is chosen on any file")
     parser.add_argument("--params", default=None, metavar="JSON",
                         help="detector parameters instead of the default, e.g. '{\"debounce\": 64}'")
 
@@ -549,7 +608,10 @@ def run(args) -> int:
                    "thresholds": {p: v["threshold"] for p, v in res.items()}}
         else:
             params = parse_params(args.params)
-            obj = evaluate(root, args.write_results, args.plot, params=params, leave_one_out=args.leave_one_out)
+            if args.alerts is not None and not 0.0 < args.alerts <= 1.0:
+                raise ValueError(f"--alerts is a score threshold in (0, 1], e.g. 0.5; got {args.alerts}")
+            obj = evaluate(root, args.write_results, args.plot, params=params, leave_one_out=args.leave_one_out,
+                           alerts=args.alerts)
     except (ValueError, TypeError) as exc:
         print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
         return 2
@@ -560,6 +622,15 @@ def run(args) -> int:
             print(f"{p:>20s}: {s:7.2f}  (threshold {obj['thresholds'][p]})")
         if "leave_one_out" in obj:
             print_leave_one_out(obj["leave_one_out"])
+        if "alerts" in obj:
+            al = obj["alerts"]
+            print(f"\nthe daemon's alerts at the fixed threshold {al['threshold']} (mean of categories / pooled):")
+            for mode in ("rows", "events"):
+                for pname in PROFILE_NAMES:
+                    r = al[mode][pname]
+                    cats = ", ".join(f"{c} {v['score'] if v['score'] is not None else '-'} ({v['false_positive_rows']} fp)"
+                                     for c, v in r["categories"].items())
+                    print(f"  {mode:>6s} {pname:>20s}: {r['mean']} / {r['pooled']}   {cats}")
     return 0
 
 

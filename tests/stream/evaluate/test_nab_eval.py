@@ -96,3 +96,22 @@ def test_eval_nab_leave_one_out_and_params(tmp_path, capsys):
     assert "--params is not valid JSON" in capsys.readouterr().err
     assert nab.run(parser.parse_args([str(tmp_path), "--params", '{"debounce": 7.5}'])) == 2
     assert "debounce must be an integer" in capsys.readouterr().err
+
+
+def test_eval_nab_alerts_scores_the_daemons_alerts_at_a_fixed_threshold(tmp_path, capsys):
+    write_corpus(tmp_path)
+    parser = argparse.ArgumentParser()
+    nab.add_arguments(parser)
+    assert nab.run(parser.parse_args([str(tmp_path), "--json", "--alerts", "0.5"])) == 0
+    al = json.loads(capsys.readouterr().out)["alerts"]
+    assert al["threshold"] == 0.5 and al["debounce"] == 75
+    for mode in ("rows", "events"):
+        cat = al[mode]["standard"]["categories"]["cat"]
+        assert cat["windows"] == 1 and cat["windows_detected"] == 1  # the spike of a.csv
+    # one event can hold several rows at or above the threshold, never the other way round
+    rows, events = (al[m]["standard"]["categories"]["cat"]["false_positive_rows"] for m in ("rows", "events"))
+    assert events <= rows
+    assert nab.run(parser.parse_args([str(tmp_path), "--alerts", "0.5"])) == 0
+    assert "the daemon's alerts at the fixed threshold 0.5" in capsys.readouterr().out
+    assert nab.run(parser.parse_args([str(tmp_path), "--alerts", "1.5"])) == 2
+    assert "--alerts is a score threshold in (0, 1]" in capsys.readouterr().err

@@ -167,3 +167,31 @@ def test_leave_one_out_of_the_stored_detectors_runs_on_the_bench():
     for c in ("artificialWithAnomaly", "realAdExchange", "realTraffic"):
         v = std["categories"][c]
         assert v["score"] <= v["own_threshold_score"] + 1e-9
+
+
+def test_alert_flags_are_the_daemons_alerts():
+    """rows: every row at or above the threshold; events: the first of each run of such rows with
+    gaps of at most `debounce` rows, as the daemon's kind = "anomaly" alerts."""
+    from ratiowatch.stream.engine.pipeline import event_starts
+    from ratiowatch.stream.evaluate.nab import alert_flags
+
+    s = np.random.default_rng(3).random(500)
+    rows = alert_flags(s, 0.9, debounce=5, events=False)
+    np.testing.assert_array_equal(rows, (s >= 0.9).astype(float))
+    events = alert_flags(s, 0.9, debounce=5, events=True)
+    assert np.flatnonzero(events).tolist() == event_starts(s, 0.9, 5)[0]
+    hits = np.flatnonzero(s >= 0.9)
+    assert np.flatnonzero(events).tolist() == hits[np.r_[True, np.diff(hits) > 5]].tolist()
+
+
+def test_flags_by_category_scores_each_category_on_its_own_flags():
+    from ratiowatch.stream.evaluate.nab import flags_by_category, score_at_threshold
+
+    items = [(rows, (s >= 0.8).astype(float)) for rows, s in _random_items(11, n_files=6)]
+    names = ["a/1", "a/2", "b/1", "b/2", "c/1", "c/2"]
+    res = flags_by_category(names, items, STANDARD)["standard"]
+    for k, cat in enumerate("abc"):
+        want = score_at_threshold(items[2 * k : 2 * k + 2], STANDARD["standard"], 0.5)
+        assert res["categories"][cat] == want
+    assert res["mean"] == pytest.approx(np.mean([res["categories"][c]["score"] for c in "abc"]))
+    assert res["pooled"] == pytest.approx(score_at_threshold(items, STANDARD["standard"], 0.5)["score"])
