@@ -122,7 +122,8 @@ class Daemon:
         self._dead_letter = dead_letter
         self.metrics = metrics
         self.stopping = False
-        self.stats = {"records": 0, "alerts": 0, "bad": 0, "batches": 0, "commits": 0, "commit_failures": 0}
+        self.stats = {"records": 0, "alerts": 0, "bad": 0, "batches": 0, "commits": 0, "commit_failures": 0,
+                      "evicted_over_max_keys": 0}
         self.metrics_port: int | None = None
         self.pipeline: Pipeline | None = None
         self.store: Any = None
@@ -528,6 +529,7 @@ class Daemon:
         assert pipe is not None
         every_n, every_s = cfg.checkpoint["every_records"], cfg.checkpoint["every_s"]
         idle_s = cfg.pipeline["idle_evict_s"]
+        max_keys = cfg.pipeline["max_keys"]
         last_idle_check = time.monotonic()
         if not self._started:
             self._started = True
@@ -541,6 +543,12 @@ class Daemon:
         while not self.stopping:
             self.step()
             self._finish_checkpoint(wait=False)
+            excess = pipe.excess_keys(max_keys)
+            if excess:
+                self._finish_checkpoint(wait=True)  # one writer of a key's checkpoint at a time
+                if self._caught_up():  # as for idle keys: a checkpoint is never ahead of the deliveries
+                    pipe.evict(excess)
+                    self.stats["evicted_over_max_keys"] += len(excess)
             now = time.monotonic()
             if self._inflight is None and (pipe.items_since_checkpoint >= every_n or (
                     pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s)):
@@ -553,6 +561,7 @@ class Daemon:
                 if idle and self._inflight is None and self._caught_up():
                     pipe.evict(idle)
                     log.info("evicted idle keys", extra={"keys": len(idle)})
+
             if self.metrics is not None:
                 self.metrics.active_keys.set(len(pipe.keys))
                 if hasattr(self.source, "lag") and self.stats["batches"] % 20 == 0:

@@ -413,6 +413,13 @@ class Pipeline:
             self.key_partition.pop(key, None)
         return len(keys)
 
+    def excess_keys(self, max_keys: int) -> list[str]:
+        """The least recently seen keys beyond the first ``max_keys`` (none when ``max_keys`` is 0)."""
+        if max_keys <= 0 or len(self.keys) <= max_keys:
+            return []
+        by_age = sorted(self.keys, key=lambda k: self.keys[k].last_seen)
+        return by_age[: len(self.keys) - max_keys]
+
     def idle_keys(self, idle_s: float, now: float | None = None) -> list[str]:
         now = time.monotonic() if now is None else now
         return [k for k, ks in self.keys.items() if now - ks.last_seen >= idle_s]

@@ -185,3 +185,61 @@ def test_a_poison_message_is_dead_lettered_and_the_run_goes_on_and_commits(tmp_p
     assert d.store.load_json("offsets-in.jsonl.json") == {"file:in.jsonl": len(rows) + 1}
     alerts = read_jsonl(tmp_path / "alerts.jsonl")
     assert sorted((a["key"], a["change_index"]) for a in alerts) == [("a", 60), ("b", 60)]
+
+
+def keys_joining_over_time(n=120, change=60):
+    """Rows of six keys that join over time (2, then up to 6 at once); even keys step up at ``change``."""
+    keys = [f"k{i}" for i in range(6)]
+    rows = []
+    for t, v in enumerate(step_series(n, change)):
+        for i, k in enumerate(keys[: 2 + t // 20]):
+            rows.append({"host": k, "ts": t, "v": v if i % 2 == 0 else 0.0})
+    return keys, rows
+
+
+def run_watching_keys(cfg, factory):
+    """Run a daemon; the number of keys in memory before each batch (after the previous loop)."""
+    d = Daemon(cfg, factory=factory)
+    seen, step = [], d.step
+
+    def watched_step():
+        if d.pipeline is not None:
+            seen.append(len(d.pipeline.keys))
+        return step()
+
+    d.step = watched_step
+    assert d.run() == 0
+    return d, seen
+
+
+def test_max_keys_bounds_the_keys_in_memory_between_batches(tmp_path):
+    keys, rows = keys_joining_over_time(change=10_000)  # no change: no alert ever waits in a sink
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, rows)
+    d, seen = run_watching_keys(make_cfg(tmp_path, data, pipeline={"max_keys": 2}), MeanShiftFactory())
+    assert len(seen) > 5 and max(seen) <= 2, seen
+    assert d.stats["evicted_over_max_keys"] > 0
+
+
+def test_keys_evicted_over_max_keys_come_back_and_alert_as_in_an_unbounded_run(tmp_path):
+    """Beyond the bound the least recently seen keys are checkpointed and leave memory; they come
+    back from their checkpoints, so every key's alerts and record count are those of a run without
+    the bound (the bound waits while a sink still holds alerts)."""
+    keys, rows = keys_joining_over_time()
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, rows)
+    free = tmp_path / "free"
+    free.mkdir()
+    assert Daemon(make_cfg(free, data), factory=MeanShiftFactory()).run() == 0
+    bounded = tmp_path / "bounded"
+    bounded.mkdir()
+    factory = MeanShiftFactory()
+    d, _ = run_watching_keys(make_cfg(bounded, data, pipeline={"max_keys": 2}), factory)
+    assert d.stats["evicted_over_max_keys"] > 0 and factory.restored > 0
+    got = sorted((a["key"], a["change_index"]) for a in read_jsonl(bounded / "alerts.jsonl"))
+    want = sorted((a["key"], a["change_index"]) for a in read_jsonl(free / "alerts.jsonl"))
+    assert got == want and ("k0", 60) in got
+    from ratiowatch.stream.engine.checkpoint import CheckpointStore
+
+    store = CheckpointStore(bounded / "state")
+    assert {k: store.load(k)[1]["count"] for k in keys} == {k: sum(r["host"] == k for r in rows) for k in keys}
