@@ -544,11 +544,11 @@ class Daemon:
             self.step()
             self._finish_checkpoint(wait=False)
             excess = pipe.excess_keys(max_keys)
-            if excess:
-                self._finish_checkpoint(wait=True)  # one writer of a key's checkpoint at a time
-                if self._caught_up():  # as for idle keys: a checkpoint is never ahead of the deliveries
-                    pipe.evict(excess)
-                    self.stats["evicted_over_max_keys"] += len(excess)
+            # as for idle keys: one writer of a key's checkpoint at a time, and a checkpoint never ahead
+            # of the deliveries; never waiting here, so that a slow sink stalls nothing
+            if excess and self._inflight is None and self._caught_up():
+                pipe.evict(excess)
+                self.stats["evicted_over_max_keys"] += len(excess)
             now = time.monotonic()
             if self._inflight is None and (pipe.items_since_checkpoint >= every_n or (
                     pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s)):

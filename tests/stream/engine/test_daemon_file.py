@@ -213,10 +213,13 @@ def run_watching_keys(cfg, factory):
 
 
 def test_max_keys_bounds_the_keys_in_memory_between_batches(tmp_path):
+    """Eviction waits for nothing, so it is skipped while a checkpoint is being written or a sink
+    holds alerts; here neither happens (no change, no periodic checkpoint), and the bound holds."""
     keys, rows = keys_joining_over_time(change=10_000)  # no change: no alert ever waits in a sink
     data = tmp_path / "in.jsonl"
     write_jsonl(data, rows)
-    d, seen = run_watching_keys(make_cfg(tmp_path, data, pipeline={"max_keys": 2}), MeanShiftFactory())
+    cfg = make_cfg(tmp_path, data, pipeline={"max_keys": 2}, checkpoint={"every_records": 10**6, "every_s": 1e6})
+    d, seen = run_watching_keys(cfg, MeanShiftFactory())
     assert len(seen) > 5 and max(seen) <= 2, seen
     assert d.stats["evicted_over_max_keys"] > 0
 
@@ -234,7 +237,8 @@ def test_keys_evicted_over_max_keys_come_back_and_alert_as_in_an_unbounded_run(t
     bounded = tmp_path / "bounded"
     bounded.mkdir()
     factory = MeanShiftFactory()
-    d, _ = run_watching_keys(make_cfg(bounded, data, pipeline={"max_keys": 2}), factory)
+    cfg = make_cfg(bounded, data, pipeline={"max_keys": 2}, checkpoint={"every_records": 10**6, "every_s": 1e6})
+    d, _ = run_watching_keys(cfg, factory)
     assert d.stats["evicted_over_max_keys"] > 0 and factory.restored > 0
     got = sorted((a["key"], a["change_index"]) for a in read_jsonl(bounded / "alerts.jsonl"))
     want = sorted((a["key"], a["change_index"]) for a in read_jsonl(free / "alerts.jsonl"))
