@@ -586,9 +586,7 @@ class AnomalyFactory:
         from ratiowatch.stream.engine.config import ANOMALY_THRESHOLD
 
         self._cls = TimeSeriesAnomalyDetector
-        self.kwargs = dict(kwargs)
-        if "views" in self.kwargs:  # TOML arrays -> the detector's tuples
-            self.kwargs["views"] = tuple(tuple(v) for v in self.kwargs["views"])
+        self.kwargs = dict(kwargs)  # TOML arrays of views are fine: the detector makes them tuples
         self.threshold = ANOMALY_THRESHOLD if score_threshold is None else float(score_threshold)
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"score_threshold must be in (0, 1] (anomaly scores lie in [0, 1]); got {self.threshold}")
