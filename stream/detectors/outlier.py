@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 from ratiowatch.core.kernels import median_distance, sq_dist
 from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
@@ -50,6 +51,40 @@ SIGMA_RULES = ("lcv", "local", "cv")
 # ============================================================================================
 # batch detector
 # ============================================================================================
+@njit(cache=True)
+def _kth_smallest_sq_dist(q, x, k):
+    """Order statistic ``k`` (0-based) of each query row's squared distances to every row of ``x``.
+
+    The same values as ``np.partition(sq_dist(q, x), k, axis=1)[:, k]`` (the distances are summed
+    in the same order), without the (queries x rows) matrix: a sorted list of the ``k + 1``
+    smallest so far, which a new distance rarely enters.
+    """
+    nq, d = q.shape
+    n = x.shape[0]
+    out = np.empty(nq)
+    best = np.empty(k + 1)
+    for i in range(nq):
+        filled = 0
+        for j in range(n):
+            s = 0.0
+            for c in range(d):
+                diff = q[i, c] - x[j, c]
+                s += diff * diff
+            if filled <= k:
+                p = filled
+                filled += 1
+            elif s < best[k]:
+                p = k
+            else:
+                continue
+            while p > 0 and best[p - 1] > s:  # insertion into the sorted list
+                best[p] = best[p - 1]
+                p -= 1
+            best[p] = s
+        out[i] = best[k]
+    return out
+
+
 def local_scale(x: np.ndarray, k: int = 10, max_query: int = 500, seed=0) -> float:
     """Median distance from a point of ``x`` to its ``k``-th nearest other point of ``x``.
 
@@ -70,9 +105,8 @@ def local_scale(x: np.ndarray, k: int = 10, max_query: int = 500, seed=0) -> flo
     k = min(int(k), n - 1)
     rng = make_rng(seed)
     q = np.sort(rng.choice(n, size=min(n, int(max_query)), replace=False))
-    d2 = sq_dist(np.ascontiguousarray(x[q]), x)
-    # column q[i] of row i is the point itself (distance 0): the k-th neighbour is order statistic k
-    kth = np.sqrt(np.partition(d2, k, axis=1)[:, k])
+    # the query point itself is among x (distance 0): its k-th neighbour is order statistic k
+    kth = np.sqrt(_kth_smallest_sq_dist(np.ascontiguousarray(x[q]), np.ascontiguousarray(x), k))
     med = float(np.median(kth))
     if med > 0:
         return med

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ratiowatch.stream.detectors.outlier import DensityRatioOutlierDetector, local_scale
+from ratiowatch.core.kernels import sq_dist
+from ratiowatch.stream.detectors.outlier import DensityRatioOutlierDetector, _kth_smallest_sq_dist, local_scale
 
 
 def toy(d: int, seed: int, n: int = 100):
@@ -72,6 +73,15 @@ def test_local_scale_is_neighbour_distance():
     x = np.arange(200.0)[:, None]
     assert local_scale(x, k=3) == 2.0
     assert local_scale(np.zeros((5, 2))) > 0  # duplicates fall back to a positive scale
+
+
+@pytest.mark.parametrize("k", [0, 1, 10, 39])
+def test_kth_neighbour_distances_equal_a_full_partition(k):
+    rng = np.random.default_rng(k)
+    x = np.vstack([rng.normal(size=(30, 3)), np.round(rng.normal(size=(10, 3)))])  # ties among rounded rows
+    q = x[rng.choice(40, size=12, replace=False)]
+    full = np.partition(sq_dist(q, x), k, axis=1)[:, k]
+    assert np.array_equal(_kth_smallest_sq_dist(q, x, k), full)
 
 
 def test_bad_input_raises_clear_errors():
