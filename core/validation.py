@@ -31,7 +31,7 @@ def as_samples(x, name: str, *, min_samples: int = 1, dim: int | None = None) ->
         raise ValueError(f"{name} has zero features; each sample needs at least one value")
     if dim is not None and arr.shape[1] != dim:
         raise ValueError(f"{name} has {arr.shape[1]} features but {dim} were expected")
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():  # the method: a fraction of np.all's call cost on one row
         bad = int(np.count_nonzero(~np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s); clean or impute them first")
     return np.ascontiguousarray(arr)

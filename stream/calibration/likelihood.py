@@ -173,7 +173,7 @@ class TailProbability:
     def transform(self, raw) -> np.ndarray:
         """Map a sequence causally, continuing from the current state (same as repeated :meth:`update`)."""
         raw = np.asarray(raw, dtype=np.float64).ravel()
-        if not np.all(np.isfinite(raw)):
+        if not np.isfinite(raw).all():
             raise ValueError("raw scores contain NaN or infinity; a detector must emit finite scores")
         out = np.empty(raw.shape[0])
         _tail_map(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i, out)

@@ -138,7 +138,7 @@ class RepeatRunTail:
     def transform(self, values) -> np.ndarray:
         """Score a sequence causally, continuing from the current state."""
         values = np.asarray(values, dtype=np.float64).ravel()
-        if not np.all(np.isfinite(values)):
+        if not np.isfinite(values).all():
             raise ValueError("values contain NaN or infinity; fill missing values first")
         out = np.empty(values.shape[0])
         _run_map(values, self.min_history, self.decades, self._ring, self._last, self._st, out)

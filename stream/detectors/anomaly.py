@@ -122,6 +122,25 @@ def _debounce(mapped, ring, st, quiet, out):
         st[0] += 1
 
 
+@njit(cache=True)
+def _block_means(full, k, w, out):
+    """Rows of :func:`block_embed` from ``full`` = the history's last ``k*w - 1`` values + the new
+    ones: block means as differences of one running sum, summed in ``np.cumsum``'s order."""
+    m = full.shape[0]
+    c = np.empty(m + 1)
+    c[0] = 0.0
+    acc = full[0]
+    c[1] = acc
+    for i in range(1, m):
+        acc += full[i]
+        c[i + 1] = acc
+    pad = k * w - 1
+    for t in range(out.shape[0]):
+        for j in range(k):
+            i = t + pad - (k - 1 - j) * w - (w - 1)  # the block full[i : i + w]
+            out[t, j] = (c[i + w] - c[i]) / w
+
+
 def block_embed(history: np.ndarray, values: np.ndarray, k: int, w: int) -> np.ndarray:
     """Causal block-mean embedding of ``values`` given the preceding ``history`` (>= k*w - 1 values).
 
@@ -135,11 +154,9 @@ def block_embed(history: np.ndarray, values: np.ndarray, k: int, w: int) -> np.n
     """
     pad = k * w - 1
     full = np.concatenate([history[history.shape[0] - pad:] if pad else history[:0], values])
-    c = np.concatenate([[0.0], np.cumsum(full)])
-    bm = (c[w:] - c[:-w]) / w  # bm[i] = mean of full[i : i + w]
-    n = values.shape[0]
-    idx = np.arange(n)[:, None] + pad - (k - 1 - np.arange(k))[None, :] * w - (w - 1)
-    return np.ascontiguousarray(bm[idx])
+    out = np.empty((values.shape[0], k))
+    _block_means(full, int(k), int(w), out)
+    return out
 
 
 class TimeSeriesAnomalyDetector(AnomalyDetector):

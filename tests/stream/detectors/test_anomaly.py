@@ -10,6 +10,7 @@ from statistics import NormalDist
 
 from ratiowatch.stream.detectors.anomaly import MIN_SPREAD, TimeSeriesAnomalyDetector, block_embed
 from ratiowatch.stream.calibration.likelihood import TailProbability
+import naive
 from naive import tail_score
 from state_util import written_before
 
@@ -121,6 +122,16 @@ def test_block_embedding():
     hist = np.arange(5.0)
     out = block_embed(hist, np.array([5.0, 6.0]), k=2, w=3)
     np.testing.assert_allclose(out, [[1.0, 4.0], [2.0, 5.0]])  # means of [0,1,2],[3,4,5] / [1,2,3],[4,5,6]
+
+
+@pytest.mark.parametrize("k, w", [(8, 1), (8, 8), (3, 5), (1, 1)])
+def test_block_embedding_matches_numpy_running_sums(k, w):
+    rng = np.random.default_rng(k * 10 + w)
+    hist, vals = 1e3 + rng.normal(size=k * w + 3), 1e3 + rng.normal(size=40)
+    cumsum_rows, plain_means = naive.block_embed(hist, vals, k, w)
+    out = block_embed(hist, vals, k, w)
+    assert np.array_equal(out, cumsum_rows)  # the same sums in the same order: scores do not move
+    np.testing.assert_allclose(out, plain_means, rtol=1e-12)
 
 
 def test_save_load_continues_identically(tmp_path):
