@@ -1,8 +1,9 @@
 """``ratiowatch bench daemon``: end-to-end daemon throughput through a real Kafka-compatible broker.
 
 N JSON records over K keys are produced to a topic (not timed), then consumed, parsed, scored by one
-ChangePointDetector per key, turned into alerts and delivered (JSONL sink), with checkpoints and
-offset commits, in one process. The timed part is a steady state: before it, every key sees
+detector per key (``--kind window``: the two-window ChangePointDetector; ``--kind anomaly``: a
+TimeSeriesAnomalyDetector behind the daemon's anomaly adapter), turned into alerts and delivered
+(JSONL sink), with checkpoints and offset commits, in one process. The timed part is a steady state: before it, every key sees
 ``--warmup-per-key`` records (default 500) through the same daemon, untimed, so its windows have
 reached their full size and its calibration settled (a key's first ~300 records are window
 warm-up, not what a daemon running for months does). Each key's series changes regime every
@@ -28,6 +29,8 @@ Examples
 --------
 ``ratiowatch bench daemon --json`` (50,000 timed records after 500 per key of warm-up)
 ``ratiowatch bench daemon --records 20000 --soak 1000000 --json``
+``ratiowatch bench daemon --kind anomaly --json`` (the anomaly kind: about a hundred times the
+window kind's cost per row)
 """
 
 from __future__ import annotations
@@ -61,7 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "warm-up)")
     parser.add_argument("--keys", type=int, default=100, help="distinct keys (default 100)")
     parser.add_argument("--partitions", type=int, default=4, help="topic partitions (default 4)")
-    parser.add_argument("--n", type=int, default=25, help="detector window size n (default 25)")
+    parser.add_argument("--n", type=int, default=25, help="detector window size n (default 25; kind window)")
+    parser.add_argument("--kind", choices=("window", "anomaly"), default="window",
+                        help="the daemon's [detector] kind (default window; anomaly: a TimeSeriesAnomalyDetector "
+                             "per key, alerting at its default score threshold)")
     parser.add_argument("--soak", type=int, default=0,
                         help="records of an RSS soak after the timed run (default 0: none; the issue's soak is "
                              "1000000)")
@@ -160,7 +166,8 @@ def _poll_size(timed: int) -> int:
 
 
 def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: int, group: str,
-                   max_poll: int = MAX_POLL_RECORDS, store: str = "directory", webhook: str | None = None):
+                   max_poll: int = MAX_POLL_RECORDS, store: str = "directory", webhook: str | None = None,
+                   kind: str = "window"):
     from ratiowatch.stream.engine.config import parse_config
 
     checkpoint: dict[str, Any] = {"dir": str(work / f"state-{group}"), "every_records": CHECKPOINT_EVERY,
@@ -174,13 +181,20 @@ def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: i
         "source": {"type": "kafka", "bootstrap_servers": [bootstrap], "topics": [topic], "group_id": group,
                    "partitions": list(range(partitions)), "max_poll_records": max_poll,
                    "check_crcs": False},
-        "detector": {"n": n, "seed": 0},
+        "detector": {"n": n, "seed": 0} if kind == "window" else {"kind": kind, "seed": 0},
         "checkpoint": checkpoint,
         "pipeline": {"idle_evict_s": 0.0},
         "sinks": sinks,
         "dead_letter": {"type": "file", "path": str(work / f"dead-{group}.jsonl")},
         "metrics": {"enabled": False},
     })
+
+
+def _factory(cfg):
+    """The factory the daemon builds from ``cfg``'s ``[detector]``."""
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    return build_factory(cfg.detector["kind"], cfg.detector_kwargs(), cfg.detector["score_threshold"])
 
 
 def _run_daemon(cfg, factory, warm: int, timed: int) -> tuple[float, float, Any]:
@@ -210,15 +224,39 @@ def _run_daemon(cfg, factory, warm: int, timed: int) -> tuple[float, float, Any]
 
 
 def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
-                   poll: int = MAX_POLL_RECORDS) -> tuple[float, float, int]:
+                   poll: int = MAX_POLL_RECORDS, kind: str = "window") -> tuple[float, float, int]:
     """Detectors alone: ``rows[:warm]`` untimed, then ``rows[warm:]`` timed;
     (wall seconds, CPU seconds, alarms).
 
-    Values go in arrival order to ``step``; if the detector has ``step_many``, the timed rows are
-    also fed per key in poll-sized blocks (as the daemon does) on fresh warmed-up detectors, and
-    the faster of the two counts.
+    Values go in arrival order one at a time (``step``, or for kind anomaly the daemon's adapter
+    with one row); if the detector takes blocks (``step_many``, or the anomaly adapter), the timed
+    rows are also fed per key in poll-sized blocks (as the daemon does) on fresh warmed-up
+    detectors, and the faster of the two counts.
     """
-    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+    if kind == "anomaly":
+        from ratiowatch.stream.engine.pipeline import build_factory
+
+        factory = build_factory(kind, {"seed": 0})  # what the daemon builds from {kind, seed = 0}
+
+        def new() -> Any:
+            return factory.create("", 1)
+
+        def one(det: Any, v: float) -> int:
+            return len(det.update_batch(np.array([[v]])))
+
+        def block(det: Any, vals: list[float]) -> None:
+            det.update_batch(np.asarray(vals, dtype=np.float64)[:, None])
+    else:
+        from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+
+        def new() -> Any:
+            return ChangePointDetector(n=n, seed=0)
+
+        def one(det: Any, v: float) -> int:
+            return int(det.step(v) is not None)
+
+        def block(det: Any, vals: list[float]) -> None:
+            det.step_many(np.asarray(vals, dtype=np.float64))
 
     def warmed() -> tuple[dict[str, Any], int]:
         dets: dict[str, Any] = {}
@@ -226,9 +264,8 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
         for r in rows[:warm]:
             det = dets.get(r["key"])
             if det is None:
-                det = dets[r["key"]] = ChangePointDetector(n=n, seed=0)
-            if det.step(r["value"]) is not None:
-                alarms += 1
+                det = dets[r["key"]] = new()
+            alarms += one(det, r["value"])
         return dets, alarms
 
     timed = rows[warm:]
@@ -237,11 +274,10 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
     for r in timed:
         det = dets.get(r["key"])
         if det is None:
-            det = dets[r["key"]] = ChangePointDetector(n=n, seed=0)
-        if det.step(r["value"]) is not None:
-            alarms += 1
+            det = dets[r["key"]] = new()
+        alarms += one(det, r["value"])
     best, best_cpu = time.perf_counter() - t0, time.process_time() - c0
-    if hasattr(ChangePointDetector, "step_many"):
+    if kind == "anomaly" or _has_step_many():
         dets, _ = warmed()
         blocks: list[tuple[str, list[float]]] = []
         for lo in range(0, len(timed), poll):
@@ -253,15 +289,13 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
         for key, vals in blocks:
             det = dets.get(key)
             if det is None:
-                det = dets[key] = ChangePointDetector(n=n, seed=0)
-            det.step_many(np.asarray(vals, dtype=np.float64))
+                det = dets[key] = new()
+            block(det, vals)
         best, best_cpu = min(best, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
     return best, best_cpu, alarms
 
 
 def run(args: argparse.Namespace) -> int:
-    from ratiowatch.stream.engine.pipeline import ChangePointFactory
-
     if args.records < args.keys:
         raise SystemExit("bench daemon: --records must be at least --keys")
     if args.warmup_per_key < 0:
@@ -287,13 +321,13 @@ def run(args: argparse.Namespace) -> int:
         produce_s = time.perf_counter() - t0
 
         # warm-up: numba compile and imports outside the timed runs
-        _detector_only(_records(400, 2, 1), args.n, 0)
+        _detector_only(_records(400, 2, 1), args.n, 0, kind=args.kind)
 
         # A shared machine's load drifts by 2x within a minute: detector-only runs before, between
         # and after the daemon runs, each daemon run ``--repeat`` times, and the best (fastest)
         # of each kind kept. That keeps the ratio conservative: the baseline gets as many tries.
         poll = _poll_size(args.records)
-        det_s, det_cpu, det_alarms = _detector_only(rows, args.n, warm, poll)
+        det_s, det_cpu, det_alarms = _detector_only(rows, args.n, warm, poll, args.kind)
         null_s = null_cpu = e2e_s = e2e_cpu = float("inf")
         alerts = None
         shares: list[float] = []
@@ -301,16 +335,18 @@ def run(args: argparse.Namespace) -> int:
             s_, c_, _ = _run_daemon(_daemon_config(bootstrap, topic, args.partitions, work, args.n, f"null{r}",
                                                    poll, args.store), _NullFactory(), warm, args.records)
             null_s, null_cpu = min(null_s, s_), min(null_cpu, c_)
-            cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, f"e2e{r}", poll, args.store)
-            s_, c_, d = _run_daemon(cfg, ChangePointFactory(cfg.detector_kwargs()), warm, args.records)
+            cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, f"e2e{r}", poll, args.store,
+                                 kind=args.kind)
+            s_, c_, d = _run_daemon(cfg, _factory(cfg), warm, args.records)
             e2e_s, e2e_cpu = min(e2e_s, s_), min(e2e_cpu, c_)
             shares.append(d.timed_detector_share)
             alerts = d.stats["alerts"]
-            s_, c_, _ = _detector_only(rows, args.n, warm, poll)
+            s_, c_, _ = _detector_only(rows, args.n, warm, poll, args.kind)
             det_s, det_cpu = min(det_s, s_), min(det_cpu, c_)
         result: dict[str, Any] = {
             "records": args.records, "warmup_records": warm, "warmup_per_key": args.warmup_per_key,
-            "keys": args.keys, "partitions": args.partitions, "detector_n": args.n, "repeat": args.repeat,
+            "keys": args.keys, "partitions": args.partitions, "kind": args.kind,
+            "detector_n": args.n if args.kind == "window" else None, "repeat": args.repeat,
             "end_to_end_msgs_per_s": round(args.records / e2e_s, 1),
             "detector_msgs_per_s": round(args.records / det_s, 1),
             "ratio_to_detector": round(det_s / e2e_s, 3),
@@ -326,11 +362,13 @@ def run(args: argparse.Namespace) -> int:
                          # hardly moves it: the ratio to detector on an otherwise idle machine
                          "ratio_to_detector_in_run": [round(x, 3) for x in shares]},
             "alerts_end_to_end": alerts, "alarms_detector_only": det_alarms,
-            "detector_has_step_many": _has_step_many(),
+            "detector_has_step_many": _has_step_many() if args.kind == "window" else None,
             "produce_msgs_per_s": round(len(rows) / produce_s, 1),
             "config": {"check_crcs": False, "max_poll_records": poll,
                        "checkpoint_every_records": CHECKPOINT_EVERY, "sink": "jsonl", "segment": SEGMENT},
-            "targets": {"end_to_end_msgs_per_s": 10000, "ratio_to_detector": 0.5, "rss_growth": 0.10},
+            # the rate target is the window kind's; the anomaly kind costs ~100x more per row
+            "targets": ({"end_to_end_msgs_per_s": 10000} if args.kind == "window" else {})
+            | {"ratio_to_detector": 0.5, "rss_growth": 0.10},
         }
         result["config"]["store"] = args.store
         if args.hanging_webhook:
@@ -379,8 +417,6 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
     from ratiowatch.connectors.metrics import Metrics
     from kafka.admin import KafkaAdminClient, NewTopic
     from ratiowatch.stream.engine.daemon import Daemon
-    from ratiowatch.stream.engine.pipeline import ChangePointFactory
-
     topic = f"soak-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, args.partitions, 1)])
@@ -388,8 +424,9 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
     samples_n = 20
     total = max(args.keys * samples_n, args.soak)
     per = -(-total // samples_n)
-    cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, "soak", _poll_size(per), args.store)
-    d = Daemon(cfg, factory=ChangePointFactory(cfg.detector_kwargs()), metrics=Metrics())
+    cfg = _daemon_config(bootstrap, topic, args.partitions, work, args.n, "soak", _poll_size(per), args.store,
+                         kind=args.kind)
+    d = Daemon(cfg, factory=_factory(cfg), metrics=Metrics())
     # chunks a multiple of the keys, so every producer chunk keeps each key's timestamps increasing
     chunk = max(args.keys, (50000 // args.keys) * args.keys)
     producer = multiprocessing.get_context("spawn").Process(
@@ -454,9 +491,7 @@ def _timed_without_final_checkpoint(cfg, warm: int, timed: int) -> tuple[float, 
     sink would hold the final checkpoint by design). (seconds, daemon)."""
     from ratiowatch.connectors.metrics import Metrics
     from ratiowatch.stream.engine.daemon import Daemon
-    from ratiowatch.stream.engine.pipeline import ChangePointFactory
-
-    d = Daemon(cfg, factory=ChangePointFactory(cfg.detector_kwargs()), metrics=Metrics())
+    d = Daemon(cfg, factory=_factory(cfg), metrics=Metrics())
     try:
         if warm:
             d.run_for(warm, timeout_s=1800)
@@ -482,10 +517,11 @@ def _hanging_webhook(bootstrap: str, topic: str, args: argparse.Namespace, work:
         d = None
         for r in range(args.repeat):
             s_, _ = _timed_without_final_checkpoint(_daemon_config(bootstrap, topic, args.partitions, work, args.n,
-                                                                   f"plain{r}", poll, args.store), warm, args.records)
+                                                                   f"plain{r}", poll, args.store, kind=args.kind),
+                                                    warm, args.records)
             normal = min(normal, s_)
             s_, d = _timed_without_final_checkpoint(_daemon_config(bootstrap, topic, args.partitions, work, args.n,
-                                                                   f"hang{r}", poll, args.store, server.url),
+                                                                   f"hang{r}", poll, args.store, server.url, args.kind),
                                                     warm, args.records)
             hanging = min(hanging, s_)
         return {"end_to_end_msgs_per_s": round(args.records / normal, 1),

@@ -64,3 +64,28 @@ def test_bench_rejects_bad_sizes():
         bench.run(parser.parse_args(["--records", "5", "--keys", "10"]))
     with pytest.raises(SystemExit, match="--repeat"):
         bench.run(parser.parse_args(["--repeat", "0"]))
+
+
+@pytest.mark.broker
+def test_tiny_bench_run_of_the_anomaly_kind_alerts_as_its_detectors_do_alone(kafka_broker, capsys, monkeypatch):
+    plain = bench._records
+
+    def with_spikes(n, keys, seed, t0=0):  # the regime changes are no anomalies once seen: add some
+        rows = plain(n, keys, seed, t0)
+        for r in rows:
+            if r["timestamp"] in (420, 640):
+                r["value"] += 40.0  # far out against both regimes (sd 1 and sd 3)
+        return rows
+
+    monkeypatch.setattr(bench, "_records", with_spikes)
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    # 300 warm-up + 500 timed records per key: the detector's warm-up (200 rows) and its score
+    # history's minimum (100 scores) are behind, and the spikes are timed
+    args = parser.parse_args(["--kind", "anomaly", "--records", "1000", "--keys", "2", "--warmup-per-key", "300",
+                              "--repeat", "1", "--bootstrap", kafka_broker.bootstrap, "--json"])
+    assert bench.run(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "anomaly" and out["detector_n"] is None
+    assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
+    assert out["end_to_end_msgs_per_s"] > 0 and "end_to_end_msgs_per_s" not in out["targets"]
