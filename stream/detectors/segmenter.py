@@ -58,9 +58,9 @@ There is no early phase with another null: nothing is reported before the first 
 ``min_window`` samples, and every test after it uses the same rule.
 
 Cost: one grid profile per test (up to about 5 ms at 5,000 samples: 100 grid splits, two 64 x 64
-solves each; the split is refined only on an alarm) and ``n_null`` per calibration, about 2,200
+solves each; the split is refined only on an alarm) and ``n_null`` per calibration, about 3,700
 samples per second (``ratiowatch bench cpd``); the two-window
-:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` is more than ten times faster
+:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` is about eight times faster
 and alarms within tens of samples, this one sees changes of shape and frequency inside a periodic
 signal and reports them hundreds of samples later.
 
