@@ -258,7 +258,7 @@ def _mean_shift(seed):
         "known gap: the streaming LSDD score misses a 4-sd mean shift on 2 of 3 seeds at n = 25. Its "
         "windows hold 12 subsequences at t = 300 (the growing-window rule), and there the L2 distance of "
         "two separated windows (0.05-0.07 at the selected widths) is of the size of its sampling noise; "
-        "RuLSIF's Pearson divergence is not bounded so"))),
+        "RuLSIF's Pearson divergence, which is not bounded, passes its threshold on the same windows"))),
 ])
 def test_every_streaming_method_finds_a_four_sd_mean_shift(method):
     for seed in range(3):
