@@ -212,14 +212,11 @@ def repeat_run_score(x, t, history=2000, min_history=100, decades=10.0):
     return min(1.0, -log_tail / decades)
 
 
+
 def block_embed(history, values, k, w):
-    """Block-mean embedding by numpy: running sum, differences, fancy indexing (the summation order
-    the compiled embedding must keep, so that scores do not move), and each block's plain mean."""
-    pad = k * w - 1
-    full = np.concatenate([history[history.shape[0] - pad:] if pad else history[:0], values])
-    c = np.concatenate([[0.0], np.cumsum(full)])
-    bm = (c[w:] - c[:-w]) / w
-    n = values.shape[0]
-    idx = np.arange(n)[:, None] + pad - (k - 1 - np.arange(k))[None, :] * w - (w - 1)
-    plain = np.array([[full[i:i + w].mean() for i in row] for row in idx])
-    return bm[idx], plain
+    """Block-mean embedding, one block at a time: row t holds the means of the k blocks of w
+    values ending at ``values[t]``."""
+    full = np.concatenate([history, values])
+    h = history.shape[0]
+    return np.array([[full[h + t - (k - 1 - j) * w - w + 1: h + t - (k - 1 - j) * w + 1].mean() for j in range(k)]
+                     for t in range(values.shape[0])])

@@ -125,20 +125,20 @@ def _debounce(mapped, ring, st, quiet, out):
 @njit(cache=True)
 def _block_means(full, k, w, out):
     """Rows of :func:`block_embed` from ``full`` = the history's last ``k*w - 1`` values + the new
-    ones: block means as differences of one running sum, summed in ``np.cumsum``'s order."""
-    m = full.shape[0]
-    c = np.empty(m + 1)
-    c[0] = 0.0
-    acc = full[0]
-    c[1] = acc
-    for i in range(1, m):
-        acc += full[i]
-        c[i + 1] = acc
+    ones. Each block's mean is summed from its own ``w`` values (w = 1: the value itself), not
+    taken as a difference of running sums, whose rounding grows with the series' level and the
+    batch's length (at a level of 1e12 that error exceeds a unit noise)."""
     pad = k * w - 1
     for t in range(out.shape[0]):
         for j in range(k):
             i = t + pad - (k - 1 - j) * w - (w - 1)  # the block full[i : i + w]
-            out[t, j] = (c[i + w] - c[i]) / w
+            if w == 1:
+                out[t, j] = full[i]
+            else:
+                s = 0.0
+                for u in range(w):
+                    s += full[i + u]
+                out[t, j] = s / w
 
 
 def block_embed(history: np.ndarray, values: np.ndarray, k: int, w: int) -> np.ndarray:
@@ -390,8 +390,12 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         # rows scored before the ratio detectors' first fit (their warm-up) are placeholders: they
         # get 0 and are kept out of the score history
         start = min(max(int(self.warmup) - self.n_seen, 0), values.shape[0])
-        for i, ((k, w, *_), det, tail) in enumerate(zip(self.views, self._detectors, self._tails)):
-            emb = block_embed(self._last, values, int(k), int(w))
+        # every view's rows first: a batch that cannot be embedded changes no view (all or nothing)
+        embs = [block_embed(self._last, values, int(k), int(w)) for k, w, *_ in self.views]
+        if not all(np.isfinite(e).all() for e in embs):
+            raise ValueError(f"values up to {float(np.abs(values).max()):.3g} in magnitude overflow the subsequence "
+                             "means (running sums beyond 1.8e308); rescale the series, e.g. to other units")
+        for i, (emb, det, tail) in enumerate(zip(embs, self._detectors, self._tails)):
             ratio = 1.0 - det.process(emb, learn=True)
             if start < values.shape[0]:
                 mapped[i, start:] = tail.transform(-np.log(np.maximum(ratio[start:], floor)))

@@ -125,13 +125,22 @@ def test_block_embedding():
 
 
 @pytest.mark.parametrize("k, w", [(8, 1), (8, 8), (3, 5), (1, 1)])
-def test_block_embedding_matches_numpy_running_sums(k, w):
+@pytest.mark.parametrize("level", [0.0, 1e12])
+def test_block_embedding_is_each_blocks_own_mean_at_any_level(k, w, level):
     rng = np.random.default_rng(k * 10 + w)
-    hist, vals = 1e3 + rng.normal(size=k * w + 3), 1e3 + rng.normal(size=40)
-    cumsum_rows, plain_means = naive.block_embed(hist, vals, k, w)
+    hist, vals = level + rng.normal(size=k * w + 3), level + rng.normal(size=3000)
     out = block_embed(hist, vals, k, w)
-    assert np.array_equal(out, cumsum_rows)  # the same sums in the same order: scores do not move
-    np.testing.assert_allclose(out, plain_means, rtol=1e-12)
+    np.testing.assert_allclose(out, naive.block_embed(hist, vals, k, w), rtol=1e-15, atol=4 * np.spacing(level + 10))
+    if w == 1:  # plain subsequences are the values themselves, bit for bit
+        assert np.array_equal(out[:, -1], vals)
+
+
+def test_a_series_far_from_zero_scores_the_same_in_one_batch_or_in_pieces():
+    y = 1e12 + seasonal(1500)
+    whole = TimeSeriesAnomalyDetector().score_series(y)
+    det = TimeSeriesAnomalyDetector()
+    pieces = np.concatenate([det.score_series(y[i:i + 7]) for i in range(0, y.shape[0], 7)])
+    assert np.array_equal(whole, pieces)
 
 
 def test_save_load_continues_identically(tmp_path):
