@@ -201,6 +201,28 @@ def test_anomaly_kind_alerts_on_the_rows_the_library_detector_scores_above_the_t
     assert p.keys["k"].detector.latest_score == lib[-1]
 
 
+def test_anomaly_kind_alerts_do_not_depend_on_how_polls_cut_a_large_valued_stream():
+    """A metric far from zero (a level of 1e12): any cut of the stream into batches gives the scores
+    of the whole series, bit for bit, so the alerts do not depend on the poll sizes."""
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+    from ratiowatch.stream.engine.pipeline import build_factory
+
+    y = 1e12 + spiky_sine(seed=3)
+    lib = TimeSeriesAnomalyDetector().score_series(y)
+    cuts = np.sort(np.random.default_rng(4).choice(np.arange(1, y.size), size=60, replace=False))
+    p = Pipeline(build_factory("anomaly", {}, 0.3))
+    alerts = []
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, y.size]):
+        a, bad = p.process(recs("k", y[lo:hi], start=int(lo)))
+        assert bad == []
+        alerts += a
+    hits = np.flatnonzero(lib >= 0.3)
+    rows = hits[np.r_[True, np.diff(hits) > 75]]
+    assert [a.change_index for a in alerts] == rows.tolist() and rows.size > 0
+    assert [a.score for a in alerts] == lib[rows].tolist()
+    assert p.keys["k"].detector.latest_score == lib[-1]
+
+
 def test_anomaly_kind_restored_from_a_checkpoint_alerts_like_uninterrupted(tmp_path):
     from ratiowatch.stream.engine.pipeline import build_factory
 
