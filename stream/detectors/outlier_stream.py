@@ -653,6 +653,9 @@ class StreamingOutlierDetector(AnomalyDetector):
     _ARRAYS = ("_ref_buf", "_ref_state", "_s_ref", "_v_ref", "_win_buf", "_win_state", "_s_win", "_v_win",
                "_centres", "_theta", "_params", "_held_buf", "_held_time", "_held_state")
     _HELD = ("_held_buf", "_held_time", "_held_state")
+    #: sums of outer products, symmetric bit for bit (BLAS's symmetric product at a refit, then
+    #: rank-one terms v_i v_j = v_j v_i): a state keeps their upper triangles, half their bytes
+    _SYMMETRIC = ("_s_ref", "_s_win")
     #: the window's kernel rows: not saved, rebuilt from the window, the centres and the width by the
     #: routine that made them (:func:`_kernel_rows`); the reference keeps none (:func:`_ref_push`)
     _REBUILT = ("_win_phi",)
@@ -672,6 +675,10 @@ class StreamingOutlierDetector(AnomalyDetector):
         out: dict = {"meta": json.dumps(meta)}
         if self._dim:
             out.update({k: getattr(self, k).copy() for k in self._ARRAYS})
+            upper = np.triu_indices(int(self.n_centres))
+            for k in self._SYMMETRIC:
+                if np.array_equal(out[k], out[k].T):  # always, by construction; else kept whole
+                    out[k + "_upper"] = out.pop(k)[upper]
         return out
 
     @classmethod
@@ -686,7 +693,13 @@ class StreamingOutlierDetector(AnomalyDetector):
             for k in cls._ARRAYS:
                 if k in cls._HELD and k not in state:
                     continue  # a state written before readmission existed: nothing is held
-                getattr(det, k)[...] = state[k]
+                if k in cls._SYMMETRIC and k + "_upper" in state:
+                    m = getattr(det, k)
+                    i, j = np.triu_indices(m.shape[0])
+                    m[i, j] = state[k + "_upper"]
+                    m[j, i] = state[k + "_upper"]
+                else:  # written whole (before the upper triangles were kept)
+                    getattr(det, k)[...] = state[k]
             det._rng.bit_generator.state = meta["rng"]
         det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
         if meta["dim"] and "_win_phi" in state:  # written when states held the kernel rows

@@ -148,7 +148,7 @@ _CHECKPOINT = [
                                     "one partition's restore", minimum=0.1),
     Opt("every_records", "int", 100000, "checkpoint changed keys and commit offsets every this many records "
         "(a crash replays at most this many; each checkpoint rewrites every changed key's state: "
-        "about 150 kB for kind = window, 1.4 MB for anomaly; see deploy/README.md)",
+        "about 150 kB for kind = window, 0.9 MB for anomaly; see deploy/README.md)",
         minimum=1),
     Opt("every_s", "float", 30.0, "... or at least this often (seconds)", minimum=0.01),
 ]

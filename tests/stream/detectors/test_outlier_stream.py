@@ -232,6 +232,34 @@ def test_a_state_written_with_the_kernel_rows_still_loads():
     np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
 
 
+def test_a_state_keeps_the_upper_triangles_of_the_sums_which_stay_symmetric_bit_for_bit():
+    x, _ = stream(1300)
+    det = StreamingOutlierDetector(**{**SMALL, "readmit_after": 150})
+    b = SMALL["n_centres"]
+    done = 0
+    for stop in (SMALL["warmup"] + 7, 333, 700, 1200):  # after refits, pushes, evictions, readmissions
+        det.process(x[done:stop])
+        done = stop
+        for k in ("_s_ref", "_s_win"):
+            m = getattr(det, k)
+            assert np.array_equal(m, m.T)  # what storing one triangle relies on
+        state = det.to_state()
+        assert "_s_ref" not in state and state["_s_ref_upper"].shape == (b * (b + 1) // 2,)
+        twin = StreamingOutlierDetector.from_state(state)
+        np.testing.assert_array_equal(twin._s_ref, det._s_ref)
+        np.testing.assert_array_equal(twin._s_win, det._s_win)
+
+
+def test_a_state_written_with_whole_sums_still_loads():
+    x, _ = stream(900)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x[:500])
+    old = {k: v for k, v in det.to_state().items() if not k.endswith("_upper")}
+    old.update({"_s_ref": det._s_ref.copy(), "_s_win": det._s_win.copy()})
+    twin = StreamingOutlierDetector.from_state(old)
+    np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
+
+
 def test_a_state_written_before_readmission_existed_still_loads():
     x, _ = stream(900)
     det = StreamingOutlierDetector(**SMALL)
