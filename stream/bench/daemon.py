@@ -417,6 +417,7 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
     from ratiowatch.connectors.metrics import Metrics
     from kafka.admin import KafkaAdminClient, NewTopic
     from ratiowatch.stream.engine.daemon import Daemon
+
     topic = f"soak-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, args.partitions, 1)])
@@ -491,6 +492,7 @@ def _timed_without_final_checkpoint(cfg, warm: int, timed: int) -> tuple[float, 
     sink would hold the final checkpoint by design). (seconds, daemon)."""
     from ratiowatch.connectors.metrics import Metrics
     from ratiowatch.stream.engine.daemon import Daemon
+
     d = Daemon(cfg, factory=_factory(cfg), metrics=Metrics())
     try:
         if warm:

@@ -394,7 +394,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         embs = [block_embed(self._last, values, int(k), int(w)) for k, w, *_ in self.views]
         if not all(np.isfinite(e).all() for e in embs):
             raise ValueError(f"values up to {float(np.abs(values).max()):.3g} in magnitude overflow the subsequence "
-                             "means (running sums beyond 1.8e308); rescale the series, e.g. to other units")
+                             "block means (sums beyond 1.8e308); rescale the series, e.g. to other units")
         for i, (emb, det, tail) in enumerate(zip(embs, self._detectors, self._tails)):
             ratio = 1.0 - det.process(emb, learn=True)
             if start < values.shape[0]:

@@ -135,6 +135,16 @@ def test_block_embedding_is_each_blocks_own_mean_at_any_level(k, w, level):
         assert np.array_equal(out[:, -1], vals)
 
 
+def test_values_whose_block_sums_overflow_are_refused_and_no_view_learns_them():
+    y = seasonal(700)
+    det, twin = TimeSeriesAnomalyDetector(), TimeSeriesAnomalyDetector()
+    det.score_series(y[:500])
+    twin.score_series(y[:500])
+    with pytest.raises(ValueError, match="rescale the series"):
+        det.score_series(np.r_[y[500:510], np.full(8, 1e308)])  # the plain views could embed these; the block view cannot
+    assert np.array_equal(det.score_series(y[500:]), twin.score_series(y[500:]))
+
+
 def test_a_series_far_from_zero_scores_the_same_in_one_batch_or_in_pieces():
     y = 1e12 + seasonal(1500)
     whole = TimeSeriesAnomalyDetector().score_series(y)
