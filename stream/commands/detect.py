@@ -291,6 +291,27 @@ def replay_anomalies(x: np.ndarray, score_threshold: float | None = None, progre
     return found, scores
 
 
+def periodic_columns(x: np.ndarray, names: list[str]) -> dict[str, int]:
+    """Columns with a clear period (:func:`~ratiowatch.stream.series.period.estimate_period` on their
+    present values) -> the period in rows.
+
+    Examples
+    --------
+    >>> t = np.arange(400.0)
+    >>> periodic_columns(np.c_[np.sin(2 * np.pi * t / 24), np.random.default_rng(0).normal(size=400)], ["a", "b"])
+    {'a': 24}
+    """
+    from ratiowatch.stream.series.period import estimate_period
+
+    out = {}
+    for j, name in enumerate(names):
+        v = x[:, j][np.isfinite(x[:, j])]
+        p = estimate_period(v)
+        if p:
+            out[name] = p
+    return out
+
+
 def _run_streaming(args, table) -> int:
     from ratiowatch.stream.commands.progress import progress_bar
 
@@ -304,6 +325,11 @@ def _run_streaming(args, table) -> int:
                                          progress=None if bar is None else bar.callback)
     cps = [a.change_index for a in alarms]
     tested = int(np.isfinite(ratio).sum())
+    # the window detector compares short subsequences: a cycle's shape or frequency is beyond it
+    periods = periodic_columns(x, names) if kind == "window" else {}
+    hint = (", ".join(f"{n!r} repeats every {p} rows" for n, p in periods.items())
+            + ": the window detector does not see a change of shape or frequency inside a cycle; "
+            "--detector split_profile (the daemon's kind = \"split_profile\") does") if periods else None
     short_msg = None if tested or alarms else (
         f"no row was tested: the {kind} detector calibrates its threshold on the first few dozen rows "
         f"and had none yet after {len(x)}")
@@ -321,7 +347,8 @@ def _run_streaming(args, table) -> int:
                            "score": _ratio(a.score, a.threshold), **where(a.change_index),
                            "alarm": where(a.alarm_index)} for a in alarms],
                "index": INDEX_CONVENTION, "score_units": STREAMING_SCORE_UNITS,
-               "rows_tested": tested, **({"too_short": short_msg} if short_msg else {})}
+               "rows_tested": tested, **({"too_short": short_msg} if short_msg else {}),
+               **({"periods": periods} if kind == "window" else {})}
         print(json.dumps(out, indent=2))
     else:
         print(_header(table, f"; streaming replay ({kind} detector)"))
@@ -336,6 +363,8 @@ def _run_streaming(args, table) -> int:
                   f"(line {c['line']}{at}), delay {a.delay}")
     if short_msg:
         print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
+    if hint:
+        print(f"ratiowatch detect: {hint}", file=sys.stderr)
     return _plot(args, table, ratio, np.ones(len(x)), cps, f" (streaming, {kind})", "score / threshold")
 
 

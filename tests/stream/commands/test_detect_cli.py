@@ -274,3 +274,17 @@ def test_streaming_replay_of_too_short_a_file_says_nothing_was_tested(tmp_path):
     res = json.loads(proc.stdout)
     assert res["alarms"] == [] and res["rows_tested"] == 0 and "no row was tested" in res["too_short"]
     assert "no row was tested" in proc.stderr
+
+
+def test_streaming_replay_of_a_periodic_column_points_to_the_split_profile_detector(tmp_path):
+    t = np.arange(1200)
+    rng = np.random.default_rng(5)
+    rows = [(i, round(float(np.sin(2 * np.pi * i / 48) + 0.1 * rng.normal()), 4),
+             round(float(rng.normal()), 4)) for i in t]
+    p = write(tmp_path / "x.csv", rows)
+    proc = cli("detect", p, "--streaming", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["periods"] == {"cpu": 48}  # the noise column has none
+    assert "'cpu' repeats every 48 rows" in proc.stderr and "--detector split_profile" in proc.stderr
+    quiet = cli("detect", p, "--streaming", "--detector", "split_profile", "--json")
+    assert quiet.returncode == 0 and "repeats every" not in quiet.stderr  # that detector sees cycles
