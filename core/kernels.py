@@ -15,19 +15,26 @@ from numba import njit
 FLUSH_EXPONENT = -230.0
 
 
+@njit(cache=True, inline="always")
+def row_sq_dist(x: np.ndarray, i: int, c: np.ndarray, j: int) -> float:
+    """``||x[i] - c[j]||^2``, summed over the columns in order (every kernel here sums this way, so
+    a distance made again is bit for bit the same)."""
+    s = 0.0
+    for k in range(x.shape[1]):
+        diff = x[i, k] - c[j, k]
+        s += diff * diff
+    return s
+
+
 @njit(cache=True, fastmath=False)
 def sq_dist(x: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Pairwise squared Euclidean distances, shape (len(x), len(c))."""
-    n, d = x.shape
+    n = x.shape[0]
     m = c.shape[0]
     out = np.empty((n, m))
     for i in range(n):
         for j in range(m):
-            s = 0.0
-            for k in range(d):
-                diff = x[i, k] - c[j, k]
-                s += diff * diff
-            out[i, j] = s
+            out[i, j] = row_sq_dist(x, i, c, j)
     return out
 
 

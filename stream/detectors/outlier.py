@@ -34,7 +34,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ratiowatch.core.kernels import median_distance, sq_dist
+from ratiowatch.core.kernels import median_distance, row_sq_dist, sq_dist
 from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import check_alpha, make_rng
 
@@ -59,17 +59,14 @@ def _kth_smallest_sq_dist(q, x, k):
     in the same order), without the (queries x rows) matrix: a sorted list of the ``k + 1``
     smallest so far, which a new distance rarely enters.
     """
-    nq, d = q.shape
+    nq = q.shape[0]
     n = x.shape[0]
     out = np.empty(nq)
     best = np.empty(k + 1)
     for i in range(nq):
         filled = 0
         for j in range(n):
-            s = 0.0
-            for c in range(d):
-                diff = q[i, c] - x[j, c]
-                s += diff * diff
+            s = row_sq_dist(q, i, x, j)
             if filled <= k:
                 p = filled
                 filled += 1

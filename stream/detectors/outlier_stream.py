@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 from river.base import AnomalyDetector
 
-from ratiowatch.core.kernels import gauss_row, median_distance
+from ratiowatch.core.kernels import gauss_row, median_distance, row_sq_dist
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples, check_alpha, make_rng
 from ratiowatch.stream.detectors.outlier import local_scale
@@ -225,7 +225,7 @@ def _run_chunk(xs, centres, sigma, theta, params, ref_buf, ref_state, s_ref, v_r
 @njit(cache=True)
 def _farthest_point(x, b, start):
     """Greedy farthest-point (k-centre) subset of ``b`` rows, starting from row ``start``."""
-    n, d = x.shape
+    n = x.shape[0]
     idx = np.empty(b, dtype=np.int64)
     dmin = np.full(n, np.inf)
     cur = start
@@ -234,10 +234,7 @@ def _farthest_point(x, b, start):
         best = -1.0
         nxt = 0
         for i in range(n):
-            s = 0.0
-            for j in range(d):
-                diff = x[i, j] - x[cur, j]
-                s += diff * diff
+            s = row_sq_dist(x, i, x, cur)
             if s < dmin[i]:
                 dmin[i] = s
             if dmin[i] > best:
