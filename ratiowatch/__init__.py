@@ -37,6 +37,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 _EXPORTS = {
     "ChangePointDetector": "ratiowatch.stream.detectors.changepoint",
     "SplitProfileDetector": "ratiowatch.stream.detectors.segmenter",
+    "PeriodRoutedDetector": "ratiowatch.stream.detectors.routed",
     "detect": "ratiowatch.stream.detectors.offline",
     "DensityRatioOutlierDetector": "ratiowatch.stream.detectors.outlier",
     "StreamingOutlierDetector": "ratiowatch.stream.detectors.outlier_stream",

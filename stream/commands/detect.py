@@ -8,7 +8,9 @@ it was raised and the delay between them, and ``--false-alarm-rate`` is then ala
 change-free data. ``--detector window`` (default) is the two-window
 :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` (``[detector] kind =
 "window"``), ``--detector split_profile`` the
-:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector` (``kind = "split_profile"``).
+:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector` (``kind = "split_profile"``),
+``--detector auto`` the :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector` (``kind =
+"auto"``: the first, handed to the second once the current segment shows a period).
 ``--detector anomaly`` replays the daemon's ``kind = "anomaly"`` instead: each column is scored on
 its own by a :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector` (as the daemon
 scores each key), and each event whose score reaches ``--score-threshold`` is reported once, at
@@ -96,7 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detector", choices=STREAMING_KINDS, default=None,
                         help="with --streaming: the two-window detector (window, the daemon's default), "
                              "the split-profile detector (split_profile: sees changes of shape and "
-                             "frequency, alarms later) or the anomaly detector (anomaly: rows that do not "
+                             "frequency, alarms later), the first handed to the second once the data show a "
+                             "period (auto) or the anomaly detector (anomaly: rows that do not "
                              "belong, each column on its own)")
     parser.add_argument("--score-threshold", type=float, default=None, metavar="S",
                         help="with --detector anomaly: report rows whose anomaly score (in [0, 1]) reaches S "
@@ -212,9 +215,9 @@ def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: floa
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
-    ``kind`` is ``"window"`` (:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`)
-    or ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`),
-    each with its defaults (the daemon's), and ``false_alarm_rate`` if given. Rows with NaN are
+    ``kind`` is ``"window"`` (:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`),
+    ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`) or
+    ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`), each with its defaults (the daemon's), and ``false_alarm_rate`` if given. Rows with NaN are
     missing values (carried forward by the detector). ``progress(done, total)`` is called now and
     then.
 
@@ -243,7 +246,9 @@ def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: floa
         if alarm is not None:
             alarms.append(alarm)
         if math.isfinite(det.threshold):
-            ratio[t] = _ratio(det.score, det.threshold) if kind == "split_profile" else det.score_one(row)
+            holder = det.detector if kind == "auto" else det  # auto: whichever detector holds the stream
+            ratio[t] = (holder.score_one(row) if hasattr(holder, "score_one")
+                        else _ratio(det.score, det.threshold))
         if progress is not None and (t + 1) % every == 0:
             progress(t + 1, x.shape[0])
     if progress is not None:
@@ -329,7 +334,7 @@ def _run_streaming(args, table) -> int:
     periods = periodic_columns(x, names) if kind == "window" else {}
     hint = (", ".join(f"{n!r} repeats every {p} rows" for n, p in periods.items())
             + ": the window detector does not see a change of shape or frequency inside a cycle; "
-            "--detector split_profile (the daemon's kind = \"split_profile\") does") if periods else None
+            "--detector split_profile or auto (the daemon's kind = \"split_profile\" or \"auto\") does") if periods else None
     short_msg = None if tested or alarms else (
         f"no row was tested: the {kind} detector calibrates its threshold on the first few dozen rows "
         f"and had none yet after {len(x)}")

@@ -222,6 +222,23 @@ class SplitProfileDetector:
             v = np.where(np.isnan(v), self._last, v)
         return v
 
+    def skip_to(self, index: int) -> None:
+        """Number the next sample ``index``: a fresh detector taking over a stream at that sample
+        reports change and alarm indices in the stream's numbering.
+
+        Examples
+        --------
+        >>> det = SplitProfileDetector()
+        >>> det.skip_to(500)
+        >>> det.step(1.0) is None, det.n_seen
+        (True, 501)
+        """
+        if self.n_seen:
+            raise ValueError(f"skip_to is for a fresh detector; this one has seen {self.n_seen} samples")
+        if index < 0:
+            raise ValueError(f"index must be >= 0; got {index}")
+        self.n_seen = self._start = int(index)
+
     def update(self, x) -> "SplitProfileDetector":
         """river drift-detector protocol: feed one sample; read :attr:`drift_detected` afterwards."""
         self.step(x)

@@ -79,6 +79,7 @@ _FIELDS = [
 #: detector kinds of the daemon: module and class of each
 DETECTOR_KINDS = {"window": ("ratiowatch.stream.detectors.changepoint", "ChangePointDetector"),
                   "split_profile": ("ratiowatch.stream.detectors.segmenter", "SplitProfileDetector"),
+                  "auto": ("ratiowatch.stream.detectors.routed", "PeriodRoutedDetector"),
                   "anomaly": ("ratiowatch.stream.detectors.anomaly", "TimeSeriesAnomalyDetector")}
 #: the alert threshold of kind = "anomaly" when [detector] sets none: a score of 0.5 is a tail
 #: probability of 1e-5 under the series' own score history (TimeSeriesAnomalyDetector's mapping)
@@ -89,7 +90,9 @@ _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 _DETECTOR = [
     Opt("kind", "str", "window", "`window`: the two-window ChangePointDetector (fast, the default); "
         "`split_profile`: the SplitProfileDetector, a calibrated split profile over a sliding window (about "
-        "eight times slower; also finds changes of shape and frequency inside a periodic signal); `anomaly`: "
+        "eight times slower; also finds changes of shape and frequency inside a periodic signal); `auto`: the "
+        "PeriodRoutedDetector, each key on the window detector until its current segment shows a period, then "
+        "on the split profile (options: `window = {...}` and `profile = {...}` in detector.options); `anomaly`: "
         "the TimeSeriesAnomalyDetector, which flags single rows that do not belong (one value per key)",
         tuple(DETECTOR_KINDS)),
     Opt("score_threshold", "float", None, "kind = anomaly: alert on a row whose anomaly score (in [0, 1]) "
@@ -349,8 +352,9 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     kind = det["kind"] if det.get("kind") in DETECTOR_KINDS else "window"
     raw_det = doc.get("detector") if isinstance(doc.get("detector"), dict) else {}
     if kind != "window":
-        what = ("the split_profile detector chooses its subsequence width from the data" if kind == "split_profile"
-                else "the anomaly detector has its own subsequence views")
+        what = {"split_profile": "the split_profile detector chooses its subsequence width from the data",
+                "auto": "kind = 'auto' passes them to its window detector as detector.options.window = {...}",
+                }.get(kind, "the anomaly detector has its own subsequence views")
         for name in _WINDOW_ONLY:
             if name in raw_det:
                 errors.append(f"detector.{name}: an option of kind = 'window'; {what} (its options go in "
@@ -370,6 +374,20 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     elif "score_threshold" in raw_det:
         errors.append(f"detector.score_threshold: an option of kind = 'anomaly'; kind = {kind!r} takes its "
                       "sensitivity from detector.options.false_alarm_rate")
+    if kind == "auto" and isinstance(det["options"], dict):
+        for part, sub in (("window", "window"), ("profile", "split_profile")):
+            opts = det["options"].get(part)
+            if opts is None:
+                continue
+            if not isinstance(opts, dict):
+                errors.append(f"detector.options.{part}: a table of {DETECTOR_KINDS[sub][1]} options, e.g. "
+                              f"{part} = {{ seed = 1 }}; got {opts!r}")
+                continue
+            known = set(detector_parameters(sub)) - {"false_alarm_rate", "seed"}
+            for name in opts:
+                if name not in known:
+                    errors.append(f"detector.options.{part}.{name}: unknown option; {DETECTOR_KINDS[sub][1]} takes "
+                                  f"{sorted(known)} (false_alarm_rate and seed are set once, for both detectors)")
     if isinstance(det["options"], dict) and det["options"]:
         params = set(detector_parameters(kind))
         # options set directly in [detector], so not listed as options

@@ -503,8 +503,8 @@ def _score_of(det: Any) -> float | None:
 
 
 class ChangePointFactory:
-    """Builds ChangePointDetectors (or, with ``kind="split_profile"``, SplitProfileDetectors) from
-    config keyword arguments (one per key)."""
+    """Builds ChangePointDetectors (or, with ``kind="split_profile"``, SplitProfileDetectors, and with
+    ``kind="auto"``, PeriodRoutedDetectors) from config keyword arguments (one per key)."""
 
     def __init__(self, kwargs: dict[str, Any], kind: str = "window"):
         import importlib
@@ -516,7 +516,7 @@ class ChangePointFactory:
         module, cls = DETECTOR_KINDS[kind]
         self._cls = getattr(importlib.import_module(module), cls)  # the numba-heavy import, only here
         self.kwargs = dict(kwargs)
-        self.name = "changepoint/split_profile" if kind == "split_profile" else (
+        self.name = f"changepoint/{kind}" if kind in ("split_profile", "auto") else (
             f"changepoint/{self.kwargs.get('method', 'default')}")
 
     def create(self, key: str, dim: int) -> ChangePointAdapter:

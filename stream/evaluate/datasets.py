@@ -60,6 +60,10 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--split-profile", action="store_true",
                         help="also score the streaming SplitProfileDetector (a calibrated split profile over a "
                              "sliding window), causal, as --streaming")
+    parser.add_argument("--auto", action="store_true",
+                        help="also score the streaming PeriodRoutedDetector (the daemon's kind = 'auto': the "
+                             "ChangePointDetector, handed to the SplitProfileDetector once the data show a period), "
+                             "causal, as --streaming")
     parser.add_argument("--cycle-permutation", action="store_true",
                         help="with --split-profile: turn on the SplitProfileDetector's null of a periodic window's "
                              "own cycles (SplitProfileDetector(cycle_permutation=True); off by default)")
@@ -139,7 +143,8 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     try:
         names = select(series_names(Path(root)), args.half)
         out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
-                       peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile)
+                       peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile,
+                       auto=getattr(args, "auto", False))
     except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
         print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
         return 2
@@ -148,11 +153,12 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         out["split_profile_options"] = split_profile
     if args.seeds > 1:
         runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
-                                 split_profile=split_profile)
+                                 split_profile=split_profile, auto=getattr(args, "auto", False))
                         for s in range(1, args.seeds)]
         out["seed_spread"] = seed_spread([r["mean"] for r in runs])
         methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (
-            ["ours_streaming_profile"] if getattr(args, "split_profile", False) else [])
+            ["ours_streaming_profile"] if getattr(args, "split_profile", False) else []) + (
+            ["ours_streaming_auto"] if getattr(args, "auto", False) else [])
         out["seed_spread"]["by_half"] = seed_spread_by_half([r["by_half"] for r in runs], methods)["by_half"]
     lines = summary(out)
     if "seed_spread" in out:

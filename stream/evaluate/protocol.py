@@ -6,7 +6,8 @@ every report shows both halves and all series (see ``docs/evaluation.md``).
 
 Each evaluated series is a row ``{"half", <our offline metrics>, "change_points", "streaming": {...},
 "peers": {peer: {...}}, "stored": {method: {...}}}``; a *method* names where its metrics sit in
-the row: ``"ours"`` (the row itself), ``"ours_streaming"``, ``"ours_streaming_profile"``, ``"peer:<name>"``, ``"stored:<name>"``.
+the row: ``"ours"`` (the row itself), ``"ours_streaming"``, ``"ours_streaming_profile"``,
+``"ours_streaming_auto"``, ``"peer:<name>"``, ``"stored:<name>"``.
 
 Examples
 --------
@@ -50,6 +51,8 @@ def method_entry(row: Mapping, method: str) -> Mapping | None:
         return row.get("streaming")
     if method == "ours_streaming_profile":
         return row.get("streaming_profile")
+    if method == "ours_streaming_auto":
+        return row.get("streaming_auto")
     kind, _, name = method.partition(":")
     if kind == "peer":
         return (row.get("peers") or {}).get(name)
@@ -65,6 +68,8 @@ def methods_present(rows: Mapping[str, Mapping]) -> list[str]:
         out.append("ours_streaming")
     if any(r.get("streaming_profile") for r in rows.values()):
         out.append("ours_streaming_profile")
+    if any(r.get("streaming_auto") for r in rows.values()):
+        out.append("ours_streaming_auto")
     for key, prefix in (("peers", "peer"), ("stored", "stored")):
         names = dict.fromkeys(n for r in rows.values() for n in (r.get(key) or {}))
         out += [f"{prefix}:{n}" for n in names]

@@ -37,6 +37,7 @@ def _zero(score: Callable, name: str, t_len: int) -> dict:
 
 def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[int], int], dict],
                     halves: Mapping[str, str], *, streaming: bool = False, split_profile: bool | Mapping = False,
+                    auto: bool = False,
                     peers: Sequence[str] = (),
                     detect: Callable[[np.ndarray], list[int]] | None = None,
                     plot: Callable[[str, np.ndarray, object], None] | None = None,
@@ -47,11 +48,12 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
     ``params`` go to ``replay`` (e.g. ``seed``); the streaming detectors get ``seed`` only (the
     daemon runs its defaults): ``streaming`` adds the ``ChangePointDetector`` under the row's
     ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``
-    (True: its defaults; a mapping: its options, e.g. ``{"cycle_permutation": True}``).
+    (True: its defaults; a mapping: its options, e.g. ``{"cycle_permutation": True}``), ``auto`` the
+    ``PeriodRoutedDetector`` (the daemon's ``kind = "auto"``) under ``"streaming_auto"``.
     ``detect`` replaces the offline detector (tests). ``peers`` names peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
     shows a progress bar labelled ``desc``; ``progress(line)`` receives one line per series.
     """
-    from ratiowatch.stream.evaluate.streaming import default_factory, profile_factory, streaming_result
+    from ratiowatch.stream.evaluate.streaming import default_factory, profile_factory, routed_factory, streaming_result
 
     from ratiowatch.stream.commands.progress import track
 
@@ -77,7 +79,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
         res["seconds"] = round(time.perf_counter() - t0, 3)
         res["half"] = halves.get(name)
         for key, factory, wanted in (("streaming", default_factory, streaming),
-                                     ("streaming_profile", profile_options_factory, split_profile)):
+                                     ("streaming_profile", profile_options_factory, split_profile),
+                                     ("streaming_auto", routed_factory, auto)):
             if not wanted:
                 continue
             t0 = time.perf_counter()

@@ -46,6 +46,13 @@ def profile_factory(seed: int = 0, **options) -> Callable[[], object]:
     return lambda: SplitProfileDetector(seed=seed, **options)
 
 
+def routed_factory(seed: int = 0, **options) -> Callable[[], object]:
+    """A factory of the streaming ``PeriodRoutedDetector`` (the daemon's ``kind = "auto"``)."""
+    from ratiowatch.stream.detectors.routed import PeriodRoutedDetector
+
+    return lambda: PeriodRoutedDetector(seed=seed, **options)
+
+
 def stream_alarms(detector, x) -> list[tuple[int, int]]:
     """Feed ``x`` (shape (T,) or (T, m); NaN = missing) one sample at a time; ``[(change, alarm), ...]``.
 

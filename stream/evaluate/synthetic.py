@@ -324,9 +324,10 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
 
 
 #: streaming detectors the suites can run by name (their defaults): the two-window
-#: ``ChangePointDetector``, the ``SplitProfileDetector``, and the latter with its opt-in null of a
-#: periodic window's own cycles (``cycle_permutation=True``)
-STREAMING_DETECTORS = ("window", "profile", "profile_cycles")
+#: ``ChangePointDetector``, the ``SplitProfileDetector``, the latter with its opt-in null of a
+#: periodic window's own cycles (``cycle_permutation=True``), and the ``PeriodRoutedDetector``
+#: (the daemon's ``kind = "auto"``: the first, handed to the second once the stream shows a period)
+STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto")
 
 
 def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
@@ -337,6 +338,10 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
         raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
     if name == "window":
         return default_detector_factory(seed)
+    if name == "auto":
+        from ratiowatch.stream.evaluate.streaming import routed_factory
+
+        return routed_factory(seed)
     return profile_factory(seed, cycle_permutation=name == "profile_cycles")
 
 
@@ -617,8 +622,9 @@ def add_arguments(parser) -> None:
                              "instead of the offline detect()")
     parser.add_argument("--detector", choices=STREAMING_DETECTORS, default="window",
                         help="with --streaming: the two-window ChangePointDetector (default, the daemon's), "
-                             "the SplitProfileDetector, or the SplitProfileDetector with its opt-in cycle null "
-                             "(profile_cycles: cycle_permutation=True)")
+                             "the SplitProfileDetector, the SplitProfileDetector with its opt-in cycle null "
+                             "(profile_cycles: cycle_permutation=True), or the PeriodRoutedDetector (auto: the "
+                             "first, handed to the second once the stream shows a period)")
     parser.add_argument("--jobs", type=int, default=1, metavar="J",
                         help="processes for the streaming null and stress suites (default 1)")
     parser.add_argument("--seeds", type=int, default=5, metavar="N",

@@ -64,7 +64,7 @@ def series_names(root: Path) -> list[str]:
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
-             peers=(), progress=None, split_profile: bool | dict = False, **params) -> dict:
+             peers=(), progress=None, split_profile: bool | dict = False, auto: bool = False, **params) -> dict:
     """Score ours (offline, and streaming if asked) and the ``peers`` on the series ``names`` (default all).
 
     Means: ``mean`` over the selected series (univariate default set: ``f1``, ``cover``;
@@ -86,7 +86,8 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
         return sorted({c for v in ann[name].values() for c in v})
 
     notes: list[str] = []
-    results = evaluate_series(data, score, halves, streaming=streaming, split_profile=split_profile, peers=peers,
+    results = evaluate_series(data, score, halves, streaming=streaming, split_profile=split_profile, auto=auto,
+                              peers=peers,
                               desc="tcpd", plot=plotter(plot_dir, truth, "TCPD"), progress=progress, notes=notes, **params)
     uni = [r for n, r in results.items() if is_univariate_default(n, data[n])]
     multi = [r for n, r in results.items() if data[n].shape[1] > 1]

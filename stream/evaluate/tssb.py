@@ -83,7 +83,7 @@ def load_stored(root: Path, names=None) -> dict[str, dict[str, dict]]:
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
-             peers=(), progress=None, split_profile: bool | dict = False, **params) -> dict:
+             peers=(), progress=None, split_profile: bool | dict = False, auto: bool = False, **params) -> dict:
     """Score ours (offline, and streaming if asked), the ``peers`` and the stored streaming results
     on the series ``names`` (default all): ``mean`` (ours, offline) and ``by_half`` (every method)."""
     from ratiowatch.stream.evaluate.metrics import covering, tssb_f1
@@ -99,7 +99,8 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
         return {"cover": covering([truth[name]], cps, t_len), "f1": tssb_f1(truth[name], cps, t_len)}
 
     notes: list[str] = []
-    results = evaluate_series(data, score, halves, streaming=streaming, split_profile=split_profile, peers=peers,
+    results = evaluate_series(data, score, halves, streaming=streaming, split_profile=split_profile, auto=auto,
+                              peers=peers,
                               desc=Path(root).name, plot=plotter(plot_dir, lambda n: truth[n], root.name.upper()), progress=progress,
                               notes=notes, **params)
     for method, per in load_stored(root, set(data)).items():

@@ -137,6 +137,27 @@ def test_split_profile_kind_takes_its_own_options_and_refuses_the_window_ones():
     assert set(inspect.signature(SplitProfileDetector).parameters) == set(detector_parameters("split_profile"))
 
 
+def test_auto_kind_passes_each_detector_its_own_options_and_refuses_unknown_ones():
+    cfg = parse_config({"source": {"type": "stdin"},
+                        "detector": {"kind": "auto", "seed": 2, "options": {
+                            "false_alarm_rate": 1e-5, "window": {"n": 40}, "profile": {"max_window": 2000}}}})
+    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "window": {"n": 40},
+                                     "profile": {"max_window": 2000}}
+    with pytest.raises(ValueError) as err:
+        parse_config({"source": {"type": "stdin"},
+                      "detector": {"kind": "auto", "k": 5, "options": {
+                          "window": {"max_window": 10}, "profile": {"seed": 1, "n": 3}, "grid": 5}}})
+    assert [x.split(":")[0] for x in str(err.value).splitlines()] == [
+        "detector.k", "detector.options.window.max_window", "detector.options.profile.seed",
+        "detector.options.profile.n", "detector.options.grid"]
+    assert "window = {...}" in str(err.value)
+    from ratiowatch.stream.detectors.routed import PeriodRoutedDetector
+    from ratiowatch.stream.engine.config import detector_parameters
+    import inspect
+
+    assert set(inspect.signature(PeriodRoutedDetector).parameters) == set(detector_parameters("auto"))
+
+
 def test_kafka_checkpoint_store_needs_a_kafka_source_and_names_its_topic():
     with pytest.raises(ValueError, match="checkpoint.store"):
         parse_config({"source": {"type": "stdin"}, "checkpoint": {"store": "kafka"}})

@@ -140,7 +140,7 @@ def test_a_plot_that_cannot_be_written_still_prints_the_result(tmp_path):
 
 
 # ------------------------------------------------------------------ detect --streaming: the daemon's detector on a file
-@pytest.mark.parametrize("detector", [None, "window", "split_profile"])
+@pytest.mark.parametrize("detector", [None, "window", "split_profile", "auto"])
 def test_streaming_replay_reports_change_row_alarm_row_and_delay(tmp_path, detector):
     # the two-window detector's windows grow with the rows seen (5 %): at row 600 they are full-size
     p = write(tmp_path / "x.csv", jump_rows(t=1200, at=600))

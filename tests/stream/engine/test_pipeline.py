@@ -170,6 +170,36 @@ def test_split_profile_detector_restored_from_checkpoint_alerts_like_uninterrupt
     assert [abs(a.change_index - 300) <= 10 for a in full] == [True]
 
 
+def test_auto_kind_hands_a_periodic_key_to_the_split_profile_and_restores_exactly(tmp_path):
+    """kind = "auto": a periodic key moves to the split profile, which finds the cycle's change of
+    shape (the window detector alone does not), and a restart on either side of the hand-over alerts
+    as without it."""
+    from ratiowatch.stream.evaluate.synthetic import change_series
+
+    x = change_series("shape", 0).x[:1400]  # sine <-> square wave, period 24, a change at 500
+    stream_ = recs("k", x)
+
+    def alerts_of(pipeline, records):
+        out = []
+        for r in records:
+            out += pipeline.process([r])[0]
+        return out
+
+    full_pipe = Pipeline(ChangePointFactory({"seed": 0}, "auto"))
+    full = alerts_of(full_pipe, stream_)
+    assert full_pipe.factory.name == "changepoint/auto"
+    assert [abs(a.change_index - 500) <= 25 for a in full][:1] == [True]
+    assert alerts_of(Pipeline(ChangePointFactory({"seed": 0}, "window")), stream_) == []
+    for cut in (300, 700):
+        store = CheckpointStore(tmp_path / str(cut))
+        p1 = Pipeline(ChangePointFactory({"seed": 0}, "auto"), store=store)
+        al1 = alerts_of(p1, stream_[:cut])
+        p1.checkpoint()
+        p2 = Pipeline(ChangePointFactory({"seed": 0}, "auto"), store=store)
+        al2 = alerts_of(p2, stream_[cut:])
+        assert [a.alert_id for a in al1 + al2] == [a.alert_id for a in full]
+
+
 def spiky_sine(n=3000, at=2500, seed=0):
     """A sine of period 100 with a little noise and one burst of +3 over 10 rows at ``at``."""
     rng = np.random.default_rng(seed)

@@ -120,6 +120,20 @@ def test_eval_split_profile_adds_its_own_streaming_row(tmp_path, capsys):
     assert out["points_per_s"]["ours_streaming_profile"] > 0
 
 
+def test_eval_auto_adds_the_routed_detectors_row_with_its_seed_spread(tmp_path, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--auto", "--half", "tune", "--seeds", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = out["datasets"]["aa"]["streaming_auto"]
+    assert "streaming" not in out["datasets"]["aa"] and "streaming_profile" not in out["datasets"]["aa"]
+    # no period in 300 samples of noise: the window detector holds the stream and finds the shift
+    assert [abs(c - 150) <= 5 for c in s["change_points"]] == [True] and s["alarms"][0][1] > 150
+    assert out["by_half"]["tune"]["ours_streaming_auto"]["n"] == 2
+    assert "ours_streaming_auto" in out["seed_spread"]["by_half"]["tune"]
+
+
 def test_eval_cycle_permutation_reaches_the_split_profile_detector(tmp_path, capsys, monkeypatch):
     import ratiowatch.stream.evaluate.streaming as streaming
     from ratiowatch.stream.commands.cli import main

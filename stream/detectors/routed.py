@@ -1,0 +1,306 @@
+"""Streaming change points by the detector that suits the stream: a period hands it to the split profile.
+
+The two streaming detectors see different changes. The two-window
+:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` compares two short windows
+of subsequences: it alarms within tens of samples on a change of level, spread or correlation,
+but its windows hold a fraction of a cycle of a periodic signal, and a change of shape or
+frequency inside the cycle passes unseen (synthetic change suite: 0 of 20 shape changes found
+within two windows). The :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`
+scores every split of a window of several cycles with subsequences a quarter cycle wide: it finds
+those changes (20 of 20 shape changes before the next change), later and at about an eighth of
+the speed.
+
+:class:`PeriodRoutedDetector` starts every stream on the two-window detector and keeps the newest
+samples of the current segment (those since its last reported change). When the segment reaches
+``2 x min_window`` samples, and then each time it doubles up to the split profile's
+``max_window``, it asks the split profile's own width rule whether the segment has a period
+(:func:`~ratiowatch.stream.series.width.significant_period`: an autocorrelation peak above its
+Bartlett band, Bonferroni over the lags, any channel). The first time it has, the stream is handed
+to a split-profile detector, which is first fed the segment's samples and then every later one;
+the stream stays with it. Each sub-detector is calibrated on its own
+(``false_alarm_rate`` alarms per step on change-free data); the decision reads the data, never the
+change scores, so it moves no threshold. A segment without a period after ``max_window`` samples
+stays with the two-window detector until that detector reports a change, when the new segment is
+asked again.
+
+Alarms the split profile raises while it is fed the segment's samples are changes the two-window
+detector did not report; they are passed on one per step from the hand-over, each with the step
+at which it is reported as its alarm index (an alarm is never dated before it was known).
+
+Examples
+--------
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> t = np.arange(3000)
+>>> y = np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.2, 3000)
+>>> det = PeriodRoutedDetector(seed=0)
+>>> for v in y[:600]:
+...     _ = det.step(float(v))
+>>> det.kind, det.handed_over_at
+('split_profile', 480)
+>>> det = PeriodRoutedDetector(seed=0)
+>>> for v in rng.normal(size=500):
+...     _ = det.step(float(v))
+>>> det.kind, det.handed_over_at
+('window', None)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+
+from ratiowatch.stream.calibration.peaks import Alarm
+from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+from ratiowatch.stream.series.width import significant_period
+
+#: checkpoint format of :meth:`PeriodRoutedDetector.to_state`
+STATE_VERSION = 1
+
+
+def period_checks(min_window: int, max_window: int) -> list[int]:
+    """Segment lengths at which the period is asked for: ``2 min_window``, doubling, up to ``max_window``.
+
+    Twice the split profile's first window, because its width rule needs three cycles in view
+    (periods up to ``2 min_window / 3`` are seen at the first check); doubling, so a segment of
+    length L has been asked O(log L) times.
+
+    Examples
+    --------
+    >>> period_checks(30, 5000)
+    [60, 120, 240, 480, 960, 1920, 3840]
+    """
+    out, n = [], 2 * int(min_window)
+    while n <= max_window:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def _filled(rows: np.ndarray) -> np.ndarray:
+    """``rows`` (T, m) with each missing value replaced by its channel's previous one; rows before a
+    channel's first value are dropped."""
+    out = rows.copy()
+    for c in range(out.shape[1]):
+        col = out[:, c]
+        ok = np.isfinite(col)
+        if not ok.all():
+            idx = np.where(ok, np.arange(col.size), -1)
+            np.maximum.accumulate(idx, out=idx)
+            col[:] = np.where(idx >= 0, col[np.maximum(idx, 0)], np.nan)
+    return out[np.isfinite(out).all(axis=1)]
+
+
+def segment_period(rows: np.ndarray) -> int:
+    """The largest period any channel of ``rows`` (T, m; NaN = missing) has by the split profile's
+    width rule, or 0.
+
+    Examples
+    --------
+    >>> t = np.arange(240.0)
+    >>> segment_period(np.c_[np.random.default_rng(1).normal(size=240), np.sin(2 * np.pi * t / 12)])
+    12
+    """
+    x = _filled(np.asarray(rows, dtype=np.float64).reshape(len(rows), -1))
+    return max((significant_period(x[:, c]) for c in range(x.shape[1])), default=0) if len(x) else 0
+
+
+class PeriodRoutedDetector:
+    """Streaming change points: the two-window detector, handed to the split profile once the stream
+    shows a period (module docstring).
+
+    ``step(x)`` returns the :class:`~ratiowatch.stream.calibration.peaks.Alarm` a sample raised
+    (or None); the river drift-detector API is ``update(x)`` then ``drift_detected`` and
+    ``last_alarm``. ``to_state`` / ``from_state`` checkpoint it exactly (arrays and JSON, no pickle).
+
+    Parameters
+    ----------
+    false_alarm_rate : float
+        Alarms per step allowed on change-free data, for whichever detector holds the stream.
+    window : mapping, optional
+        Options of the :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`.
+    profile : mapping, optional
+        Options of the :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`; its
+        ``min_window`` and ``max_window`` also set when the period is asked for
+        (:func:`period_checks`).
+    seed : int
+        Seed of both detectors (alarms are deterministic given it).
+
+    Examples
+    --------
+    >>> det = PeriodRoutedDetector()
+    >>> det.step(1.0) is None, det.kind, det.n_seen
+    (True, 'window', 1)
+    """
+
+    def __init__(self, false_alarm_rate: float = 1e-4, window: Mapping | None = None,
+                 profile: Mapping | None = None, seed: int = 0):
+        for name, opts in (("window", window), ("profile", profile)):
+            if opts is not None and not isinstance(opts, Mapping):
+                raise ValueError(f"{name} must be a mapping of detector options; got {opts!r}")
+            clash = sorted({"false_alarm_rate", "seed"} & set(opts or ()))
+            if clash:
+                raise ValueError(f"set {clash} on PeriodRoutedDetector itself, not in {name}=: both "
+                                 "detectors share them")
+        self.false_alarm_rate = float(false_alarm_rate)
+        self.seed = int(seed)
+        self.window_options = dict(window or {})
+        self.profile_options = dict(profile or {})
+        # built now so that bad options fail here, not at the hand-over
+        SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
+        self._inner = ChangePointDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed,
+                                          **self.window_options)
+        probe = SplitProfileDetector(**self.profile_options)
+        self._checks = period_checks(probe.min_window, probe.max_window)
+        self._cap = self._checks[-1] if self._checks else 0
+        self._ring: np.ndarray | None = None  # (cap, m): the newest samples, row t at t % cap
+        self._seg_start = 0  # global index of the current segment's first sample
+        self._next_check = 0  # index into _checks of the next segment length to ask at
+        self._pending: list[Alarm] = []  # alarms of the hand-over still to pass on
+        self.handed_over_at: int | None = None
+        self.n_seen = 0
+        self.drift_detected = False
+        self.last_alarm: Alarm | None = None
+
+    # -- the detector in charge ----------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """``"window"`` or ``"split_profile"``: the detector that holds the stream."""
+        return "window" if self.handed_over_at is None else "split_profile"
+
+    @property
+    def detector(self):
+        """The detector that holds the stream."""
+        return self._inner
+
+    @property
+    def score(self) -> float:
+        """The holding detector's latest change score (NaN before its first test)."""
+        return float(self._inner.score)
+
+    @property
+    def threshold(self) -> float:
+        """The holding detector's threshold in force (NaN before its first calibration)."""
+        return float(self._inner.threshold)
+
+    # -- input ---------------------------------------------------------------------------------
+    def _row(self, x) -> np.ndarray:
+        if isinstance(x, Mapping):
+            raise ValueError("PeriodRoutedDetector takes a number or an array of channel values per sample, "
+                             "not a dict; pass the values in a fixed order")
+        try:
+            v = np.asarray(x, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"a sample is a number or a 1-d array of channel values; got {x!r}") from None
+        return v
+
+    def update(self, x) -> "PeriodRoutedDetector":
+        """river drift-detector protocol: feed one sample; read :attr:`drift_detected` afterwards."""
+        self.step(x)
+        return self
+
+    def step(self, x) -> Alarm | None:
+        """Feed one sample (a number, or one value per channel; NaN = missing); the alarm reported now."""
+        t = self.n_seen
+        if self.handed_over_at is not None:
+            alarm = self._inner.step(x)
+            self.n_seen += 1
+            return self._report(alarm, t)
+        v = self._row(x) if self._cap else None
+        alarm = self._inner.step(x)  # validates the sample first: a bad one changes nothing here
+        self.n_seen += 1
+        if self._cap:
+            if self._ring is None:
+                self._ring = np.full((self._cap, v.size), np.nan)
+            self._ring[t % self._cap] = v
+        if alarm is not None:  # a new segment starts at the change and is asked again
+            self._seg_start = max(self._seg_start, min(int(alarm.change_index), t))
+            self._next_check = 0
+        seg, asked = self.n_seen - self._seg_start, self._next_check
+        while self._next_check < len(self._checks) and seg >= self._checks[self._next_check]:
+            self._next_check += 1
+        if self._next_check > asked:  # the segment reached the next length to ask at
+            rows = self._segment()
+            if segment_period(rows) > 0:
+                self._hand_over(rows)
+        return self._report(alarm, t)
+
+    def _segment(self) -> np.ndarray:
+        lo = max(self._seg_start, self.n_seen - self._cap)
+        idx = np.arange(lo, self.n_seen) % self._cap
+        return self._ring[idx]
+
+    def _hand_over(self, rows: np.ndarray) -> None:
+        """The split profile takes the stream: fed the segment, its alarms queued to be passed on."""
+        start = self.n_seen - len(rows)
+        prof = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
+        prof.skip_to(start)  # its indices are the stream's
+        for r in rows:
+            a = prof.step(r if r.size > 1 else float(r[0]))
+            if a is not None:
+                self._pending.append(a)
+        prof.drift_detected = False
+        self._inner = prof
+        self.handed_over_at = self.n_seen
+        self._ring = None
+
+    def _report(self, alarm: Alarm | None, t: int) -> Alarm | None:
+        if alarm is None and self._pending:
+            alarm = self._pending.pop(0)
+        elif alarm is not None and self._pending:  # keep order: the older change goes first
+            self._pending.append(alarm)
+            alarm = self._pending.pop(0)
+        if alarm is not None and alarm.alarm_index != t:
+            alarm = Alarm(change_index=alarm.change_index, alarm_index=t, score=alarm.score,
+                          threshold=alarm.threshold)
+        self.drift_detected = alarm is not None
+        if alarm is not None:
+            self.last_alarm = alarm
+        return alarm
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def to_state(self) -> dict:
+        """The detector as ``{"meta": JSON, "ring": array, "inner.*": the holding detector's state}``."""
+        meta = {"version": STATE_VERSION,
+                "params": {"false_alarm_rate": self.false_alarm_rate, "seed": self.seed,
+                           "window": self.window_options, "profile": self.profile_options},
+                "kind": self.kind, "handed_over_at": self.handed_over_at, "n_seen": self.n_seen,
+                "seg_start": self._seg_start, "next_check": self._next_check, "drift": self.drift_detected,
+                "pending": [a.to_dict() for a in self._pending],
+                "last_alarm": None if self.last_alarm is None else self.last_alarm.to_dict()}
+        out = {"meta": json.dumps(meta),
+               "ring": np.zeros((0, 0)) if self._ring is None else self._ring.copy()}
+        for key, val in self._inner.to_state().items():
+            out[f"inner.{key}"] = val
+        return out
+
+    @classmethod
+    def from_state(cls, state: Mapping) -> "PeriodRoutedDetector":
+        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
+        meta = json.loads(str(state["meta"]))
+        if int(meta.get("version", -1)) != STATE_VERSION:
+            raise ValueError(f"unsupported PeriodRoutedDetector state version {meta.get('version')}")
+        p = meta["params"]
+        obj = cls(false_alarm_rate=p["false_alarm_rate"], window=p["window"], profile=p["profile"], seed=p["seed"])
+        inner = {k[len("inner."):]: v for k, v in state.items() if k.startswith("inner.")}
+        holder = SplitProfileDetector if meta["kind"] == "split_profile" else ChangePointDetector
+        obj._inner = holder.from_state(inner)
+        obj.handed_over_at = None if meta["handed_over_at"] is None else int(meta["handed_over_at"])
+        obj.n_seen, obj._seg_start = int(meta["n_seen"]), int(meta["seg_start"])
+        obj._next_check, obj.drift_detected = int(meta["next_check"]), bool(meta["drift"])
+        obj._pending = [_alarm(d) for d in meta["pending"]]
+        obj.last_alarm = None if meta["last_alarm"] is None else _alarm(meta["last_alarm"])
+        ring = np.asarray(state["ring"], dtype=np.float64)
+        obj._ring = ring.copy() if ring.size else None
+        return obj
+
+
+def _alarm(d: Mapping) -> Alarm:
+    d = dict(d)
+    d.pop("delay", None)
+    return Alarm(**d)
+
+

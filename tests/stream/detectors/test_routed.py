@@ -1,0 +1,173 @@
+"""PeriodRoutedDetector: the two-window detector, handed to the split profile once the stream's
+current segment shows a period by the split profile's own width rule."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ratiowatch.connectors.checkpoint_format import decode_bytes, encode
+from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.routed import PeriodRoutedDetector, period_checks, segment_period
+from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+from ratiowatch.stream.evaluate.streaming import stream_alarms
+from ratiowatch.stream.evaluate.synthetic import change_series, null_series
+from ratiowatch.stream.series.width import significant_period
+
+
+def feed(det, x):
+    return [det.step(v) for v in (x.tolist() if np.ndim(x) == 1 else list(x))]
+
+
+def sine(n, period=24, noise=0.2, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.sin(2 * np.pi * np.arange(n) / period) + rng.normal(0, noise, n)
+
+
+class TestRouting:
+    def test_a_stream_without_a_period_is_the_window_detector_exactly(self):
+        rng = np.random.default_rng(5)
+        x = np.r_[rng.normal(0, 1, 1500), rng.normal(2, 1, 1500)]
+        det = PeriodRoutedDetector(seed=3)
+        got = feed(det, x)
+        assert det.kind == "window" and det.handed_over_at is None
+        assert got == feed(ChangePointDetector(seed=3), x)
+        assert any(a is not None and abs(a.change_index - 1500) <= 10 for a in got)
+
+    def test_the_period_is_asked_at_doubling_segment_lengths(self):
+        assert period_checks(30, 5000) == [60, 120, 240, 480, 960, 1920, 3840]
+        assert period_checks(100, 300) == [200]
+        x = sine(3000)
+        first = next(n for n in period_checks(30, 5000) if significant_period(x[:n]) > 0)
+        det = PeriodRoutedDetector(seed=0)
+        feed(det, x[:first - 1])
+        assert det.kind == "window"
+        det.step(float(x[first - 1]))
+        assert det.kind == "split_profile" and det.handed_over_at == first
+
+    def test_after_the_hand_over_the_split_profile_holds_the_stream_from_its_segment_start(self):
+        x = change_series("shape", 1).x
+        det = PeriodRoutedDetector(seed=1)
+        got = feed(det, x)
+        at = det.handed_over_at
+        assert at is not None and det.kind == "split_profile"
+        # the same as a split-profile detector that took over the stream at the segment's start
+        # (this segment starts at sample 0: the window detector reported no change before `at`)
+        assert all(a is None for a in got[:at])
+        ref = SplitProfileDetector(seed=1)
+        expected = feed(ref, x)
+        assert [a for a in got[at:] if a is not None] == [a for a in expected[at:] if a is not None]
+
+    def test_shape_changes_the_window_detector_misses_are_found(self):
+        found = {"window": 0, "auto": 0}
+        for seed in range(3):
+            case = change_series("shape", seed)
+            for name, det in (("window", ChangePointDetector(seed=seed)), ("auto", PeriodRoutedDetector(seed=seed))):
+                alarms = stream_alarms(det, case.x)
+                for c in case.change_points:
+                    found[name] += any(c <= a < c + 500 and abs(ci - c) <= 25 for ci, a in alarms)
+        assert found["window"] == 0
+        assert found["auto"] == 6
+
+    def test_a_change_the_window_detector_reports_starts_a_segment_that_is_asked_again(self):
+        rng = np.random.default_rng(2)
+        x = np.r_[rng.normal(0, 1, 800), 6 + sine(2400, noise=0.3, seed=2)]
+        det = PeriodRoutedDetector(seed=0)
+        got = feed(det, x)
+        first = next(a for a in got if a is not None)
+        assert abs(first.change_index - 800) <= 5
+        assert det.kind == "split_profile"
+        # asked at the doubling lengths of the segment that starts at the change
+        assert det.handed_over_at - first.change_index in period_checks(30, 5000)
+
+    def test_any_periodic_channel_hands_the_stream_over(self):
+        rng = np.random.default_rng(4)
+        x = np.c_[rng.normal(size=1500), sine(1500, seed=4)]
+        det = PeriodRoutedDetector(seed=0)
+        feed(det, x)
+        assert det.kind == "split_profile"
+        assert segment_period(x[:960]) == 24 and segment_period(x[:960, :1]) == 0
+
+    def test_missing_values_are_carried_for_the_period(self):
+        x = sine(960)
+        x[::7] = np.nan
+        assert segment_period(x[:, None]) == 24
+        assert segment_period(np.full((10, 1), np.nan)) == 0
+
+    def test_change_free_series_stay_within_the_rate(self):
+        # 200,000 samples over periodic and aperiodic kinds: at most 1 alarm per 10,000 expected
+        alarms = 0
+        for kind in ("ar05", "seasonal24", "sine12", "t3"):
+            for seed in range(5):
+                alarms += sum(a is not None for a in feed(PeriodRoutedDetector(seed=seed),
+                                                           null_series(kind, 10_000, seed)))
+        assert alarms <= 20
+
+
+class TestHandOverAlarms:
+    def test_alarms_found_on_the_segment_are_passed_on_one_per_step_at_the_steps_they_are_reported(self):
+        # a level change inside the cycle at 300, before the hand-over at 480: the window detector,
+        # its windows a fraction of a cycle, does not report it; the split profile, fed the segment,
+        # finds it at sample 470, and it is reported at the hand-over's step
+        x = sine(3000, noise=0.1)
+        x[300:] += 0.8
+        det = PeriodRoutedDetector(seed=0)
+        got = feed(det, x)
+        at = det.handed_over_at
+        ref = SplitProfileDetector(seed=0)
+        replayed = [a for a in feed(ref, x[:at]) if a is not None]
+        assert at == 480 and [a.change_index for a in replayed] == [300]
+        passed = got[at - 1: at - 1 + len(replayed)]
+        assert [(a.change_index, a.score, a.threshold) for a in passed] == [
+            (a.change_index, a.score, a.threshold) for a in replayed]
+        assert [a.alarm_index for a in passed] == list(range(at - 1, at - 1 + len(replayed)))
+        assert all(a.alarm_index >= a.change_index for a in got if a is not None)
+
+
+class TestInput:
+    def test_bad_input_says_what_to_do(self):
+        det = PeriodRoutedDetector()
+        with pytest.raises(ValueError, match="not a dict"):
+            det.step({"a": 1.0})
+        with pytest.raises(ValueError, match="number or a 1-d array"):
+            det.step("x")
+        det.step([1.0, 2.0])
+        with pytest.raises(ValueError):
+            det.step([1.0, 2.0, 3.0])
+        assert det.n_seen == 1  # a refused sample changes nothing
+
+    @pytest.mark.parametrize("kw, msg", [({"window": {"seed": 1}}, "PeriodRoutedDetector itself"),
+                                         ({"profile": {"false_alarm_rate": 0.1}}, "PeriodRoutedDetector itself"),
+                                         ({"profile": {"min_window": 3}}, "min_window"),
+                                         ({"window": [1]}, "mapping"),
+                                         ({"window": {"nope": 1}}, "nope")])
+    def test_bad_parameters(self, kw, msg):
+        with pytest.raises((ValueError, TypeError), match=msg):
+            PeriodRoutedDetector(**kw)
+
+
+class TestCheckpoint:
+    @pytest.mark.parametrize("cut", [10, 500, 959, 961, 1500, 2300])
+    def test_restored_detector_continues_exactly(self, cut):
+        rng = np.random.default_rng(0)
+        x = sine(3000, noise=0.1)
+        x[700:] += 0.8
+        x[2000:] = rng.normal(0, 1, 1000)
+        whole = PeriodRoutedDetector(seed=0)
+        expected = feed(whole, x)
+        first = PeriodRoutedDetector(seed=0)
+        got = feed(first, x[:cut])
+        state = first.to_state()
+        json.loads(state["meta"])  # JSON and arrays only
+        arrays, _ = decode_bytes(encode(state, {}, "k"), "test")  # the daemon's checkpoint bytes
+        again = PeriodRoutedDetector.from_state(arrays)
+        assert again.kind == first.kind
+        got += feed(again, x[cut:])
+        assert got == expected
+
+    def test_unknown_state_version_is_refused(self):
+        state = PeriodRoutedDetector().to_state()
+        meta = json.loads(state["meta"])
+        meta["version"] = 99
+        with pytest.raises(ValueError, match="state version"):
+            PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
