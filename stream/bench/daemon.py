@@ -1,8 +1,9 @@
 """``ratiowatch bench daemon``: end-to-end daemon throughput through a real Kafka-compatible broker.
 
 N JSON records over K keys are produced to a topic (not timed), then consumed, parsed, scored by one
-detector per key (``--kind window``: the two-window ChangePointDetector; ``--kind anomaly``: a
-TimeSeriesAnomalyDetector behind the daemon's anomaly adapter), turned into alerts and delivered
+detector per key (``--kind window``: the two-window ChangePointDetector; ``--kind auto``: the
+PeriodRoutedDetector, which holds these aperiodic keys on that detector and asks each segment for a
+period; ``--kind anomaly``: a TimeSeriesAnomalyDetector behind the daemon's anomaly adapter), turned into alerts and delivered
 (JSONL sink), with checkpoints and offset commits, in one process. The timed part is a steady state: before it, every key sees
 ``--warmup-per-key`` records (default 500) through the same daemon, untimed, so its windows have
 reached their full size and its calibration settled (a key's first ~300 records are window
@@ -64,10 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "warm-up)")
     parser.add_argument("--keys", type=int, default=100, help="distinct keys (default 100)")
     parser.add_argument("--partitions", type=int, default=4, help="topic partitions (default 4)")
-    parser.add_argument("--n", type=int, default=25, help="detector window size n (default 25; kind window)")
-    parser.add_argument("--kind", choices=("window", "anomaly"), default="window",
-                        help="the daemon's [detector] kind (default window; anomaly: a TimeSeriesAnomalyDetector "
-                             "per key, alerting at its default score threshold)")
+    parser.add_argument("--n", type=int, default=25,
+                        help="detector window size n (default 25; kinds window and auto)")
+    parser.add_argument("--kind", choices=("window", "auto", "anomaly"), default="window",
+                        help="the daemon's [detector] kind (default window; auto: the PeriodRoutedDetector, on "
+                             "these aperiodic series the window detector plus its period checks; anomaly: a "
+                             "TimeSeriesAnomalyDetector per key, alerting at its default score threshold)")
     parser.add_argument("--soak", type=int, default=0,
                         help="records of an RSS soak after the timed run (default 0: none; the issue's soak is "
                              "1000000)")
@@ -181,7 +184,9 @@ def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: i
         "source": {"type": "kafka", "bootstrap_servers": [bootstrap], "topics": [topic], "group_id": group,
                    "partitions": list(range(partitions)), "max_poll_records": max_poll,
                    "check_crcs": False},
-        "detector": {"n": n, "seed": 0} if kind == "window" else {"kind": kind, "seed": 0},
+        "detector": {"window": {"n": n, "seed": 0},
+                     "auto": {"kind": "auto", "seed": 0, "options": {"window": {"n": n}}}}.get(
+                         kind, {"kind": kind, "seed": 0}),
         "checkpoint": checkpoint,
         "pipeline": {"idle_evict_s": 0.0},
         "sinks": sinks,
@@ -246,6 +251,14 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
 
         def block(det: Any, vals: list[float]) -> None:
             det.update_batch(np.asarray(vals, dtype=np.float64)[:, None])
+    elif kind == "auto":
+        from ratiowatch.stream.detectors.routed import PeriodRoutedDetector
+
+        def new() -> Any:
+            return PeriodRoutedDetector(window={"n": n}, seed=0)
+
+        def one(det: Any, v: float) -> int:
+            return int(det.step(v) is not None)
     else:
         from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
@@ -277,7 +290,7 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
             det = dets[r["key"]] = new()
         alarms += one(det, r["value"])
     best, best_cpu = time.perf_counter() - t0, time.process_time() - c0
-    if kind == "anomaly" or _has_step_many():
+    if kind == "anomaly" or (kind == "window" and _has_step_many()):
         dets, _ = warmed()
         blocks: list[tuple[str, list[float]]] = []
         for lo in range(0, len(timed), poll):
@@ -346,7 +359,7 @@ def run(args: argparse.Namespace) -> int:
         result: dict[str, Any] = {
             "records": args.records, "warmup_records": warm, "warmup_per_key": args.warmup_per_key,
             "keys": args.keys, "partitions": args.partitions, "kind": args.kind,
-            "detector_n": args.n if args.kind == "window" else None, "repeat": args.repeat,
+            "detector_n": args.n if args.kind in ("window", "auto") else None, "repeat": args.repeat,
             "end_to_end_msgs_per_s": round(args.records / e2e_s, 1),
             "detector_msgs_per_s": round(args.records / det_s, 1),
             "ratio_to_detector": round(det_s / e2e_s, 3),

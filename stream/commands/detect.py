@@ -5,12 +5,11 @@ ahead, and ``--false-alarm-rate`` is the chance that a change-free file gets any
 ``--streaming`` replays a streaming detector instead, the one the daemon runs, causally, one row at
 a time: each alarm is reported with the row where the detector places the change, the row at which
 it was raised and the delay between them, and ``--false-alarm-rate`` is then alarms per row on
-change-free data. ``--detector window`` (default) is the two-window
-:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` (``[detector] kind =
-"window"``), ``--detector split_profile`` the
-:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector` (``kind = "split_profile"``),
-``--detector auto`` the :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector` (``kind =
-"auto"``: the first, handed to the second once the current segment shows a period).
+change-free data. ``--detector auto`` (default, the daemon's default ``[detector] kind = "auto"``)
+is the :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`: the two-window
+:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` (``--detector window``),
+handed to the :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`
+(``--detector split_profile``) once the rows since its last change show a period.
 ``--detector anomaly`` replays the daemon's ``kind = "anomaly"`` instead: each column is scored on
 its own by a :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector` (as the daemon
 scores each key), and each event whose score reaches ``--score-threshold`` is reported once, at
@@ -48,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from ratiowatch.stream.commands.table import BAD_CELLS, TableError, read_table
-from ratiowatch.stream.engine.config import DETECTOR_KINDS
+from ratiowatch.stream.engine.config import DEFAULT_KIND, DETECTOR_KINDS
 
 PROGRESS_MIN_SAMPLES = 5000
 SCORE_UNITS = ("the split's score / the stop test's threshold (its critical value; above 1 = significant), for "
@@ -96,11 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay the daemon's streaming detector causally, one row at a time, and "
                              "report each alarm's change row, alarm row and delay")
     parser.add_argument("--detector", choices=STREAMING_KINDS, default=None,
-                        help="with --streaming: the two-window detector (window, the daemon's default), "
-                             "the split-profile detector (split_profile: sees changes of shape and "
-                             "frequency, alarms later), the first handed to the second once the data show a "
-                             "period (auto) or the anomaly detector (anomaly: rows that do not "
-                             "belong, each column on its own)")
+                        help="with --streaming: the two-window detector handed to the split-profile detector "
+                             "once the data show a period (auto, the daemon's default), the two-window detector "
+                             "alone (window: alarms within tens of rows, blind to changes of shape or frequency "
+                             "inside a cycle), the split-profile detector alone (split_profile: sees them, alarms "
+                             "later) or the anomaly detector (anomaly: rows that do not belong, each column on "
+                             "its own)")
     parser.add_argument("--score-threshold", type=float, default=None, metavar="S",
                         help="with --detector anomaly: report rows whose anomaly score (in [0, 1]) reaches S "
                              "(default 0.5, a tail probability of 1e-5; larger reports fewer)")
@@ -210,7 +210,7 @@ def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_lab
     return 0
 
 
-def replay_streaming(x: np.ndarray, kind: str = "window", false_alarm_rate: float | None = None,
+def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: float | None = None,
                      progress=None) -> tuple[list, np.ndarray]:
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
@@ -321,7 +321,7 @@ def _run_streaming(args, table) -> int:
     from ratiowatch.stream.commands.progress import progress_bar
 
     x, names = table.values, table.names
-    kind = args.detector or "window"
+    kind = args.detector or DEFAULT_KIND
     if kind == "anomaly":
         return _run_anomalies(args, table)
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
@@ -334,7 +334,7 @@ def _run_streaming(args, table) -> int:
     periods = periodic_columns(x, names) if kind == "window" else {}
     hint = (", ".join(f"{n!r} repeats every {p} rows" for n, p in periods.items())
             + ": the window detector does not see a change of shape or frequency inside a cycle; "
-            "--detector split_profile or auto (the daemon's kind = \"split_profile\" or \"auto\") does") if periods else None
+            "--detector auto (the default, the daemon's kind = \"auto\") or split_profile does") if periods else None
     short_msg = None if tested or alarms else (
         f"no row was tested: the {kind} detector calibrates its threshold on the first few dozen rows "
         f"and had none yet after {len(x)}")

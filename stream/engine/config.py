@@ -81,6 +81,9 @@ DETECTOR_KINDS = {"window": ("ratiowatch.stream.detectors.changepoint", "ChangeP
                   "split_profile": ("ratiowatch.stream.detectors.segmenter", "SplitProfileDetector"),
                   "auto": ("ratiowatch.stream.detectors.routed", "PeriodRoutedDetector"),
                   "anomaly": ("ratiowatch.stream.detectors.anomaly", "TimeSeriesAnomalyDetector")}
+#: the kind a config without ``[detector] kind`` runs: the two-window detector, handed to the split
+#: profile once a key's segment shows a period (docs/experiments.md, S17)
+DEFAULT_KIND = "auto"
 #: the alert threshold of kind = "anomaly" when [detector] sets none: a score of 0.5 is a tail
 #: probability of 1e-5 under the series' own score history (TimeSeriesAnomalyDetector's mapping)
 ANOMALY_THRESHOLD = 0.5
@@ -88,11 +91,13 @@ ANOMALY_THRESHOLD = 0.5
 _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 
 _DETECTOR = [
-    Opt("kind", "str", "window", "`window`: the two-window ChangePointDetector (fast, the default); "
+    Opt("kind", "str", DEFAULT_KIND, "`auto` (the default): the PeriodRoutedDetector, each key on the window "
+        "detector until its current segment shows a period, then on the split profile (the window detector's "
+        "options are set in [detector] as for kind = window, or in detector.options.window; the split profile's "
+        "in detector.options.profile); `window`: the two-window ChangePointDetector (fast; it does not see a "
+        "change of shape or frequency inside a cycle); "
         "`split_profile`: the SplitProfileDetector, a calibrated split profile over a sliding window (about "
-        "eight times slower; also finds changes of shape and frequency inside a periodic signal); `auto`: the "
-        "PeriodRoutedDetector, each key on the window detector until its current segment shows a period, then "
-        "on the split profile (options: `window = {...}` and `profile = {...}` in detector.options); `anomaly`: "
+        "eight times slower; also finds changes of shape and frequency inside a periodic signal); `anomaly`: "
         "the TimeSeriesAnomalyDetector, which flags single rows that do not belong (one value per key)",
         tuple(DETECTOR_KINDS)),
     Opt("score_threshold", "float", None, "kind = anomaly: alert on a row whose anomaly score (in [0, 1]) "
@@ -234,9 +239,13 @@ class Config:
     def detector_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the detector ``kind`` (unset options left to the detector's defaults)."""
         d = self.detector
-        names = (*_WINDOW_ONLY, "seed") if d.get("kind", "window") == "window" else ("seed",)
+        kind = d.get("kind", DEFAULT_KIND)
+        names = (*_WINDOW_ONLY, "seed") if kind == "window" else ("seed",)
         kw = {name: d[name] for name in names if d.get(name) is not None}
         kw.update(d.get("options") or {})
+        window = {name: d[name] for name in _WINDOW_ONLY if d.get(name) is not None}
+        if kind == "auto" and window:  # [detector] n, k, ...: the options of its window detector
+            kw["window"] = {**window, **(kw.get("window") or {})}
         return kw
 
 
@@ -349,12 +358,16 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     det = out["detector"]
     if isinstance(det["alpha"], float) and not (0.0 <= det["alpha"] < 1.0):
         errors.append(f"detector.alpha: must be in [0, 1); got {det['alpha']}")
-    kind = det["kind"] if det.get("kind") in DETECTOR_KINDS else "window"
+    kind = det["kind"] if det.get("kind") in DETECTOR_KINDS else DEFAULT_KIND
     raw_det = doc.get("detector") if isinstance(doc.get("detector"), dict) else {}
-    if kind != "window":
-        what = {"split_profile": "the split_profile detector chooses its subsequence width from the data",
-                "auto": "kind = 'auto' passes them to its window detector as detector.options.window = {...}",
-                }.get(kind, "the anomaly detector has its own subsequence views")
+    if kind == "auto":  # [detector] n, k, ... configure its window detector, once
+        sub = det["options"].get("window") if isinstance(det["options"], dict) else None
+        for name in _WINDOW_ONLY:
+            if name in raw_det and isinstance(sub, dict) and name in sub:
+                errors.append(f"detector.{name}: also set in detector.options.window; set it in one place")
+    elif kind != "window":
+        what = ("the split_profile detector chooses its subsequence width from the data" if kind == "split_profile"
+                else "the anomaly detector has its own subsequence views")
         for name in _WINDOW_ONLY:
             if name in raw_det:
                 errors.append(f"detector.{name}: an option of kind = 'window'; {what} (its options go in "

@@ -51,8 +51,20 @@ MIN_ROWS = 10
 CYCLE_PARTS = 4
 
 
-def significant_period(x: np.ndarray) -> int:
-    """The period of the detrended ``x`` (T,) in samples, or 0 (see the module docstring)."""
+def significant_period(x: np.ndarray, min_acf: float = 0.0) -> int:
+    """The period of the detrended ``x`` (T,) in samples, or 0 (see the module docstring).
+
+    ``min_acf`` > 0 also asks the autocorrelation at the period to reach it: 0.5 accepts only a
+    cycle that carries at least half the series' variance (the routing of
+    :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`).
+
+    Examples
+    --------
+    >>> t = np.arange(600)
+    >>> noisy = np.sin(2 * np.pi * t / 30) + np.random.default_rng(0).normal(0, 1.0, 600)
+    >>> significant_period(noisy), significant_period(noisy, min_acf=0.5)  # the cycle: 1/3 of the variance
+    (29, 0)
+    """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     t_len = x.size
     max_lag = t_len // 3  # at least three cycles in view
@@ -69,7 +81,7 @@ def significant_period(x: np.ndarray) -> int:
     if p <= 0 or p >= max_lag or r[p] < r[p - 1] or r[p] < r[p + 1]:
         return 0
     se = math.sqrt((1.0 + 2.0 * float(np.sum(r[1:p] ** 2))) / t_len)
-    return p if r[p] > norm.isf(0.05 / max_lag) * se else 0
+    return p if r[p] > norm.isf(0.05 / max_lag) * se and r[p] >= min_acf else 0
 
 
 def subsequence_width(x, default: int = DEFAULT_WIDTH, min_rows: int = MIN_ROWS) -> tuple[int, int]:

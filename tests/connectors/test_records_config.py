@@ -137,20 +137,23 @@ def test_split_profile_kind_takes_its_own_options_and_refuses_the_window_ones():
     assert set(inspect.signature(SplitProfileDetector).parameters) == set(detector_parameters("split_profile"))
 
 
-def test_auto_kind_passes_each_detector_its_own_options_and_refuses_unknown_ones():
+def test_auto_is_the_default_kind_and_passes_each_detector_its_own_options():
+    cfg = parse_config({"source": {"type": "stdin"}})
+    assert cfg.detector["kind"] == "auto" and cfg.detector_kwargs() == {"seed": 0}
     cfg = parse_config({"source": {"type": "stdin"},
-                        "detector": {"kind": "auto", "seed": 2, "options": {
-                            "false_alarm_rate": 1e-5, "window": {"n": 40}, "profile": {"max_window": 2000}}}})
-    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "window": {"n": 40},
+                        "detector": {"seed": 2, "n": 30, "method": "ulsif", "options": {
+                            "false_alarm_rate": 1e-5, "window": {"k": 4}, "profile": {"max_window": 2000}}}})
+    # [detector] n, method, ... configure the window detector, as they do for kind = "window"
+    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "window": {"n": 30, "method": "ulsif", "k": 4},
                                      "profile": {"max_window": 2000}}
     with pytest.raises(ValueError) as err:
         parse_config({"source": {"type": "stdin"},
                       "detector": {"kind": "auto", "k": 5, "options": {
-                          "window": {"max_window": 10}, "profile": {"seed": 1, "n": 3}, "grid": 5}}})
+                          "window": {"k": 3, "max_window": 10}, "profile": {"seed": 1, "n": 3}, "grid": 5}}})
     assert [x.split(":")[0] for x in str(err.value).splitlines()] == [
         "detector.k", "detector.options.window.max_window", "detector.options.profile.seed",
         "detector.options.profile.n", "detector.options.grid"]
-    assert "window = {...}" in str(err.value)
+    assert "set it in one place" in str(err.value) and "set once, for both detectors" in str(err.value)
     from ratiowatch.stream.detectors.routed import PeriodRoutedDetector
     from ratiowatch.stream.engine.config import detector_parameters
     import inspect

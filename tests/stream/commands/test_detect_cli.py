@@ -147,7 +147,7 @@ def test_streaming_replay_reports_change_row_alarm_row_and_delay(tmp_path, detec
     proc = cli("detect", p, "--streaming", "--json", *(("--detector", detector) if detector else ()))
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
-    assert res["mode"] == "streaming" and res["detector"] == (detector or "window")
+    assert res["mode"] == "streaming" and res["detector"] == (detector or "auto")
     assert near(res["change_points"], 600), res["alarms"]
     for a in res["alarms"]:
         # causal: raised at or after the row where it places the change, in the file's own lines and times
@@ -161,7 +161,7 @@ def test_streaming_replay_in_words_and_a_plot(tmp_path):
     p = write(tmp_path / "x.csv", jump_rows(t=1200, at=600))
     proc = cli("detect", p, "--streaming", "--plot", tmp_path / "s.png")
     assert proc.returncode == 0, proc.stderr
-    assert "streaming replay (window detector)" in proc.stdout
+    assert "streaming replay (auto detector)" in proc.stdout
     assert "alarm at row" in proc.stdout and "delay" in proc.stdout
     assert (tmp_path / "s.png").stat().st_size > 0
 
@@ -282,9 +282,11 @@ def test_streaming_replay_of_a_periodic_column_points_to_the_split_profile_detec
     rows = [(i, round(float(np.sin(2 * np.pi * i / 48) + 0.1 * rng.normal()), 4),
              round(float(rng.normal()), 4)) for i in t]
     p = write(tmp_path / "x.csv", rows)
-    proc = cli("detect", p, "--streaming", "--json")
+    proc = cli("detect", p, "--streaming", "--detector", "window", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["periods"] == {"cpu": 48}  # the noise column has none
-    assert "'cpu' repeats every 48 rows" in proc.stderr and "--detector split_profile" in proc.stderr
-    quiet = cli("detect", p, "--streaming", "--detector", "split_profile", "--json")
-    assert quiet.returncode == 0 and "repeats every" not in quiet.stderr  # that detector sees cycles
+    assert "'cpu' repeats every 48 rows" in proc.stderr and "--detector auto" in proc.stderr
+    for detector in ("split_profile", "auto"):  # these detectors see changes inside a cycle
+        quiet = cli("detect", p, "--streaming", "--detector", detector, "--json")
+        assert quiet.returncode == 0 and "repeats every" not in quiet.stderr
+    assert json.loads(cli("detect", p, "--streaming", "--json").stdout)["detector"] == "auto"

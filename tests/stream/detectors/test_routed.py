@@ -88,6 +88,24 @@ class TestRouting:
         assert det.kind == "split_profile"
         assert segment_period(x[:960]) == 24 and segment_period(x[:960, :1]) == 0
 
+    def test_a_cycle_that_does_not_dominate_the_series_stays_with_the_window_detector(self):
+        # a sine under noise of sd 1: the cycle is a third of the variance, significant but weak
+        x = sine(4000, period=30, noise=1.0, seed=3)
+        assert significant_period(x[:960]) > 0 and segment_period(x[:960, None]) == 0
+        det = PeriodRoutedDetector(seed=0)
+        feed(det, x)
+        assert det.kind == "window"
+
+    def test_chance_autocorrelation_peaks_of_aperiodic_streams_hand_nothing_over(self):
+        # noise whose level and spread switch every 250 samples (the daemon benchmark's keys):
+        # the Bartlett band alone handed 22 of 100 such keys over
+        from ratiowatch.stream.bench.daemon import _records
+
+        rows = _records(60_000, 20, 0)
+        for k in range(20):
+            v = np.array([r["value"] for r in rows if r["key"] == f"key-{k:04d}"])
+            assert all(segment_period(v[:n, None]) == 0 for n in period_checks(30, 5000)), k
+
     def test_missing_values_are_carried_for_the_period(self):
         x = sine(960)
         x[::7] = np.nan
@@ -164,6 +182,23 @@ class TestCheckpoint:
         assert again.kind == first.kind
         got += feed(again, x[cut:])
         assert got == expected
+
+    def test_a_window_detectors_checkpoint_continues_as_the_routed_detectors_window_detector(self):
+        # a key checkpointed by kind = "window" (the daemon's default before "auto") keeps its state
+        rng = np.random.default_rng(6)
+        x = np.r_[rng.normal(0, 1, 1000), rng.normal(3, 1, 500), sine(2000, seed=6)]
+        whole = ChangePointDetector(seed=4)
+        expected = feed(whole, x[:1500])
+        first = ChangePointDetector(seed=4)
+        feed(first, x[:700])
+        arrays, _ = decode_bytes(encode(first.to_state(), {}, "k"), "test")
+        again = PeriodRoutedDetector.from_state(arrays)
+        assert again.kind == "window" and again.n_seen == 700 and again.seed == 4
+        assert feed(again, x[700:1500]) == expected[700:]
+        assert any(a is not None and abs(a.change_index - 1000) <= 5 for a in expected[700:])
+        feed(again, x[1500:])
+        # the segments asked for a period start at the restore, then at each reported change
+        assert again.kind == "split_profile"
 
     def test_unknown_state_version_is_refused(self):
         state = PeriodRoutedDetector().to_state()

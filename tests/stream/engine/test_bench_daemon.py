@@ -89,3 +89,16 @@ def test_tiny_bench_run_of_the_anomaly_kind_alerts_as_its_detectors_do_alone(kaf
     assert out["kind"] == "anomaly" and out["detector_n"] is None
     assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
     assert out["end_to_end_msgs_per_s"] > 0 and "end_to_end_msgs_per_s" not in out["targets"]
+
+
+@pytest.mark.broker
+def test_tiny_bench_run_of_the_auto_kind_alerts_as_its_detectors_do_alone(kafka_broker, capsys):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args(["--kind", "auto", "--records", "2000", "--keys", "2", "--warmup-per-key", "300",
+                              "--repeat", "1", "--bootstrap", kafka_broker.bootstrap, "--json"])
+    assert bench.run(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "auto" and out["detector_n"] == 25
+    # the regime changes of these aperiodic keys are found by the window detector the keys stay on
+    assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
