@@ -13,24 +13,26 @@ the speed.
 :class:`PeriodRoutedDetector` starts every stream on the two-window detector and keeps the newest
 samples of the current segment (those since its last reported change). When the segment reaches
 ``2 x min_window`` samples, and then each time it doubles up to the split profile's
-``max_window``, it asks whether the segment has a cycle that dominates it: a period by the split
-profile's own width rule (:func:`~ratiowatch.stream.series.width.significant_period`: an
-autocorrelation peak above its Bartlett band, Bonferroni over the lags), whose autocorrelation
-also reaches 0.5 (:data:`~ratiowatch.stream.series.period.MIN_ACF`), in any channel. Such a cycle
-carries at least half the variance, so the two-window detector's short subsequences mostly see
-its phase; a weaker one leaves them the noise and its changes, which they do see. The band alone
-is a test at 5 % per question, and a segment is asked up to seven times: 1-3 of 20 change-free
-aperiodic series of 10,000 samples (AR, t(3), trend, counts) were handed over on a chance peak,
-and 22 of the 100 keys of ``ratiowatch bench daemon`` (noise whose level and spread switch every
-250 samples), which then ran at a ninth of the speed; with the 0.5 none were, and every seasonal
-kind of the null suite was handed over at the same length (docs/experiments.md, S18). The first
-time the answer is yes, the stream is handed
-to a split-profile detector, which is first fed the segment's samples and then every later one;
-the stream stays with it. Each sub-detector is calibrated on its own
-(``false_alarm_rate`` alarms per step on change-free data); the decision reads the data, never the
-change scores, so it moves no threshold. A segment without a period after ``max_window`` samples
-stays with the two-window detector until that detector reports a change, when the new segment is
-asked again.
+``max_window``, it asks the split profile's own width rule whether the segment has a period
+(:func:`~ratiowatch.stream.series.width.significant_period`: an autocorrelation peak above its
+Bartlett band, Bonferroni over the lags, in any channel). The first time it has, the stream is
+handed to a split-profile detector, which is first fed the segment's samples and then every later
+one; the stream stays with it. Each sub-detector is calibrated on its own (``false_alarm_rate``
+alarms per step on change-free data), and the decision reads the data, never the change scores,
+so it moves no threshold. A segment without a period after ``max_window`` samples stays with the
+two-window detector until that detector reports a change, when the new segment is asked again.
+
+What the hand-over costs is speed and delay, not false alarms. The band is a test at 5 % per
+question and a segment is asked up to seven times, so some aperiodic streams are handed over on
+a chance peak: 1-3 of 20 change-free AR, t(3), trend and count series of 10,000 samples, and 22 of
+the 100 keys of ``ratiowatch bench daemon`` (noise whose level and spread switch every 250
+samples), which then ran at a ninth of the speed. ``min_acf=0.5``
+(:data:`~ratiowatch.stream.series.period.MIN_ACF`) hands over only a cycle that carries at least
+half the variance: none of those streams were handed over, every seasonal kind of the null suite
+still was at the same length, but on real series it gave back most of the gain, because weaker
+cycles hide shape changes from the two-window detector too (UTSA's check half: 0.605 with the
+band alone, 0.572 with 0.5, 0.564 for the two-window detector; docs/experiments.md, S17 and S18).
+So the band alone is the default, and ``min_acf`` is the knob for throughput.
 
 Alarms the split profile raises while it is fed the segment's samples are changes the two-window
 detector did not report; they are passed on one per step from the hand-over, each with the step
@@ -64,7 +66,6 @@ import numpy as np
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
-from ratiowatch.stream.series.period import MIN_ACF
 from ratiowatch.stream.series.width import significant_period
 
 #: checkpoint format of :meth:`PeriodRoutedDetector.to_state`
@@ -104,7 +105,7 @@ def _filled(rows: np.ndarray) -> np.ndarray:
     return out[np.isfinite(out).all(axis=1)]
 
 
-def segment_period(rows: np.ndarray, min_acf: float = MIN_ACF) -> int:
+def segment_period(rows: np.ndarray, min_acf: float = 0.0) -> int:
     """The largest period any channel of ``rows`` (T, m; NaN = missing) has by the split profile's
     width rule whose autocorrelation at the period reaches ``min_acf``, or 0 (module docstring).
 
@@ -136,6 +137,10 @@ class PeriodRoutedDetector:
         Options of the :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`; its
         ``min_window`` and ``max_window`` also set when the period is asked for
         (:func:`period_checks`).
+    min_acf : float
+        Autocorrelation at the period that a hand-over also needs (0: the width rule's band alone;
+        0.5: only a cycle that carries half the variance, fewer aperiodic streams on the slower
+        detector; module docstring).
     seed : int
         Seed of both detectors (alarms are deterministic given it).
 
@@ -147,7 +152,7 @@ class PeriodRoutedDetector:
     """
 
     def __init__(self, false_alarm_rate: float = 1e-4, window: Mapping | None = None,
-                 profile: Mapping | None = None, seed: int = 0):
+                 profile: Mapping | None = None, min_acf: float = 0.0, seed: int = 0):
         for name, opts in (("window", window), ("profile", profile)):
             if opts is not None and not isinstance(opts, Mapping):
                 raise ValueError(f"{name} must be a mapping of detector options; got {opts!r}")
@@ -157,6 +162,9 @@ class PeriodRoutedDetector:
                                  "detectors share them")
         self.false_alarm_rate = float(false_alarm_rate)
         self.seed = int(seed)
+        if not 0.0 <= min_acf < 1.0:
+            raise ValueError(f"min_acf must be in [0, 1), e.g. 0.5; got {min_acf}")
+        self.min_acf = float(min_acf)
         self.window_options = dict(window or {})
         self.profile_options = dict(profile or {})
         # built now so that bad options fail here, not at the hand-over
@@ -234,7 +242,7 @@ class PeriodRoutedDetector:
             self._next_check += 1
         if self._next_check > asked:  # the segment reached the next length to ask at
             rows = self._segment()
-            if segment_period(rows) > 0:
+            if segment_period(rows, self.min_acf) > 0:
                 self._hand_over(rows)
         return self._report(alarm, t)
 
@@ -275,7 +283,7 @@ class PeriodRoutedDetector:
     def to_state(self) -> dict:
         """The detector as ``{"meta": JSON, "ring": array, "inner.*": the holding detector's state}``."""
         meta = {"version": STATE_VERSION,
-                "params": {"false_alarm_rate": self.false_alarm_rate, "seed": self.seed,
+                "params": {"false_alarm_rate": self.false_alarm_rate, "seed": self.seed, "min_acf": self.min_acf,
                            "window": self.window_options, "profile": self.profile_options},
                 "kind": self.kind, "handed_over_at": self.handed_over_at, "n_seen": self.n_seen,
                 "seg_start": self._seg_start, "next_check": self._next_check, "drift": self.drift_detected,
@@ -296,7 +304,8 @@ class PeriodRoutedDetector:
         if int(meta.get("version", -1)) != STATE_VERSION:
             raise ValueError(f"unsupported PeriodRoutedDetector state version {meta.get('version')}")
         p = meta["params"]
-        obj = cls(false_alarm_rate=p["false_alarm_rate"], window=p["window"], profile=p["profile"], seed=p["seed"])
+        obj = cls(false_alarm_rate=p["false_alarm_rate"], window=p["window"], profile=p["profile"],
+                  min_acf=p["min_acf"], seed=p["seed"])
         inner = {k[len("inner."):]: v for k, v in state.items() if k.startswith("inner.")}
         holder = SplitProfileDetector if meta["kind"] == "split_profile" else ChangePointDetector
         obj._inner = holder.from_state(inner)

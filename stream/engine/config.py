@@ -117,6 +117,8 @@ _DETECTOR = [
     Opt("options", "table", {}, "further keyword arguments of the detector `kind`, passed through"),
 ]
 
+_DETECTOR_DEFAULTS = {o.name: o.default for o in _DETECTOR}
+
 _PIPELINE = [
     Opt("max_record_bytes", "int", 65536, "larger messages go to the dead-letter sink as `oversized`",
         minimum=16),
@@ -243,8 +245,11 @@ class Config:
         names = (*_WINDOW_ONLY, "seed") if kind == "window" else ("seed",)
         kw = {name: d[name] for name in names if d.get(name) is not None}
         kw.update(d.get("options") or {})
-        window = {name: d[name] for name in _WINDOW_ONLY if d.get(name) is not None}
-        if kind == "auto" and window:  # [detector] n, k, ...: the options of its window detector
+        # [detector] n, k, ... configure kind = "auto"'s window detector (those left at their
+        # defaults are the detector's own defaults too)
+        window = {name: d[name] for name in _WINDOW_ONLY
+                  if d.get(name) is not None and d[name] != _DETECTOR_DEFAULTS.get(name)}
+        if kind == "auto" and window:
             kw["window"] = {**window, **(kw.get("window") or {})}
         return kw
 

@@ -55,8 +55,8 @@ def significant_period(x: np.ndarray, min_acf: float = 0.0) -> int:
     """The period of the detrended ``x`` (T,) in samples, or 0 (see the module docstring).
 
     ``min_acf`` > 0 also asks the autocorrelation at the period to reach it: 0.5 accepts only a
-    cycle that carries at least half the series' variance (the routing of
-    :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`).
+    cycle that carries at least half the series' variance (an option of
+    :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`'s hand-over).
 
     Examples
     --------

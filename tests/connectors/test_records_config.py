@@ -54,6 +54,10 @@ def test_config_defaults_and_detector_kwargs():
     cfg = parse_config({"source": {"type": "stdin"}, "detector": {"n": 30, "options": {"false_alarm_rate": 0.01}}})
     assert cfg.sinks == [dict(cfg.sinks[0])] and cfg.sinks[0]["type"] == "stdout"
     assert cfg.metrics["host"] == "127.0.0.1" and cfg.metrics["port"] == 9108
+    # kind = "auto" by default: [detector] n configures its window detector
+    assert cfg.detector_kwargs() == {"seed": 0, "false_alarm_rate": 0.01, "window": {"n": 30}}
+    cfg = parse_config({"source": {"type": "stdin"},
+                        "detector": {"kind": "window", "n": 30, "options": {"false_alarm_rate": 0.01}}})
     assert cfg.detector_kwargs() == {"method": "rulsif", "n": 30, "seed": 0, "false_alarm_rate": 0.01}
 
 
@@ -108,6 +112,10 @@ def test_config_reports_every_error_at_once_each_naming_its_key():
 
 def test_unknown_detector_option_is_a_config_error_and_known_ones_pass():
     with pytest.raises(ValueError, match=r"detector.options.window: unknown detector option.*false_alarm_rate"):
+        parse_config({"source": {"type": "stdin"}, "detector": {"kind": "window", "options": {"window": 3}}})
+    with pytest.raises(ValueError, match=r"detector.options.windw: unknown detector option.*'profile'"):
+        parse_config({"source": {"type": "stdin"}, "detector": {"options": {"windw": {}}}})
+    with pytest.raises(ValueError, match=r"detector.options.window: a table of ChangePointDetector options"):
         parse_config({"source": {"type": "stdin"}, "detector": {"options": {"window": 3}}})
     from ratiowatch.stream.detectors.changepoint import ChangePointDetector
     import inspect
@@ -143,8 +151,9 @@ def test_auto_is_the_default_kind_and_passes_each_detector_its_own_options():
     cfg = parse_config({"source": {"type": "stdin"},
                         "detector": {"seed": 2, "n": 30, "method": "ulsif", "options": {
                             "false_alarm_rate": 1e-5, "window": {"k": 4}, "profile": {"max_window": 2000}}}})
+    assert cfg.detector["kind"] == "auto"
     # [detector] n, method, ... configure the window detector, as they do for kind = "window"
-    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "window": {"n": 30, "method": "ulsif", "k": 4},
+    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "window": {"method": "ulsif", "n": 30, "k": 4},
                                      "profile": {"max_window": 2000}}
     with pytest.raises(ValueError) as err:
         parse_config({"source": {"type": "stdin"},

@@ -88,23 +88,26 @@ class TestRouting:
         assert det.kind == "split_profile"
         assert segment_period(x[:960]) == 24 and segment_period(x[:960, :1]) == 0
 
-    def test_a_cycle_that_does_not_dominate_the_series_stays_with_the_window_detector(self):
-        # a sine under noise of sd 1: the cycle is a third of the variance, significant but weak
-        x = sine(4000, period=30, noise=1.0, seed=3)
-        assert significant_period(x[:960]) > 0 and segment_period(x[:960, None]) == 0
-        det = PeriodRoutedDetector(seed=0)
-        feed(det, x)
-        assert det.kind == "window"
+    def test_min_acf_keeps_a_cycle_that_does_not_dominate_the_series_on_the_window_detector(self):
+        # a sine under noise of sd 0.8: the cycle is under half the variance, significant but weak
+        x = sine(4000, noise=0.8, seed=1)
+        assert segment_period(x[:480, None]) == 24 and segment_period(x[:480, None], min_acf=0.5) == 0
+        for min_acf, kind in ((0.0, "split_profile"), (0.5, "window")):
+            det = PeriodRoutedDetector(min_acf=min_acf, seed=0)
+            feed(det, x)
+            assert det.kind == kind
 
-    def test_chance_autocorrelation_peaks_of_aperiodic_streams_hand_nothing_over(self):
-        # noise whose level and spread switch every 250 samples (the daemon benchmark's keys):
-        # the Bartlett band alone handed 22 of 100 such keys over
+    def test_chance_autocorrelation_peaks_hand_some_aperiodic_streams_over_unless_min_acf(self):
+        # noise whose level and spread switch every 250 samples (the daemon benchmark's keys)
         from ratiowatch.stream.bench.daemon import _records
 
         rows = _records(60_000, 20, 0)
+        by_band = by_half_variance = 0
         for k in range(20):
-            v = np.array([r["value"] for r in rows if r["key"] == f"key-{k:04d}"])
-            assert all(segment_period(v[:n, None]) == 0 for n in period_checks(30, 5000)), k
+            v = np.array([r["value"] for r in rows if r["key"] == f"key-{k:04d}"])[:, None]
+            by_band += any(segment_period(v[:n]) > 0 for n in period_checks(30, 5000))
+            by_half_variance += any(segment_period(v[:n], min_acf=0.5) > 0 for n in period_checks(30, 5000))
+        assert 1 <= by_band <= 10 and by_half_variance == 0
 
     def test_missing_values_are_carried_for_the_period(self):
         x = sine(960)
@@ -158,7 +161,8 @@ class TestInput:
                                          ({"profile": {"false_alarm_rate": 0.1}}, "PeriodRoutedDetector itself"),
                                          ({"profile": {"min_window": 3}}, "min_window"),
                                          ({"window": [1]}, "mapping"),
-                                         ({"window": {"nope": 1}}, "nope")])
+                                         ({"window": {"nope": 1}}, "nope"),
+                                         ({"min_acf": 1.0}, "min_acf")])
     def test_bad_parameters(self, kw, msg):
         with pytest.raises((ValueError, TypeError), match=msg):
             PeriodRoutedDetector(**kw)
