@@ -184,7 +184,7 @@ def _daemon_config(bootstrap: str, topic: str, partitions: int, work: Path, n: i
         "source": {"type": "kafka", "bootstrap_servers": [bootstrap], "topics": [topic], "group_id": group,
                    "partitions": list(range(partitions)), "max_poll_records": max_poll,
                    "check_crcs": False},
-        "detector": {"window": {"n": n, "seed": 0},
+        "detector": {"window": {"kind": "window", "n": n, "seed": 0},
                      "auto": {"kind": "auto", "seed": 0, "options": {"window": {"n": n}}}}.get(
                          kind, {"kind": kind, "seed": 0}),
         "checkpoint": checkpoint,

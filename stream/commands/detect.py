@@ -217,7 +217,8 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
 
     ``kind`` is ``"window"`` (:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`),
     ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`) or
-    ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`), each with its defaults (the daemon's), and ``false_alarm_rate`` if given. Rows with NaN are
+    ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`, the default),
+    each with its defaults (the daemon's), and ``false_alarm_rate`` if given. Rows with NaN are
     missing values (carried forward by the detector). ``progress(done, total)`` is called now and
     then.
 

@@ -123,9 +123,10 @@ class PeriodRoutedDetector:
     """Streaming change points: the two-window detector, handed to the split profile once the stream
     shows a period (module docstring).
 
-    ``step(x)`` returns the :class:`~ratiowatch.stream.calibration.peaks.Alarm` a sample raised
-    (or None); the river drift-detector API is ``update(x)`` then ``drift_detected`` and
-    ``last_alarm``. ``to_state`` / ``from_state`` checkpoint it exactly (arrays and JSON, no pickle).
+    The same interface as the two detectors: ``step(x)`` returns the alarm reported at that sample
+    (a :class:`~ratiowatch.stream.calibration.peaks.Alarm`, or None), river's ``update(x)`` sets
+    ``drift_detected`` and ``last_alarm``, and ``to_state`` / ``from_state`` restore it exactly.
+    :attr:`kind` says which detector holds the stream, :attr:`handed_over_at` since when.
 
     Parameters
     ----------

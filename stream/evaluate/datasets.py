@@ -55,13 +55,13 @@ def add_eval_arguments(parser, name: str) -> None:
                         help="series sorted by name, even positions 'tune', odd 'check' (docs/evaluation.md); "
                              "default both: every series, reported per half and overall")
     parser.add_argument("--streaming", action="store_true",
-                        help="also score the streaming ChangePointDetector (the daemon's), causal: change "
-                             "index and alarm index of each alarm")
+                        help="also score the two-window streaming ChangePointDetector (the daemon's kind = "
+                             "'window'), causal: change index and alarm index of each alarm")
     parser.add_argument("--split-profile", action="store_true",
                         help="also score the streaming SplitProfileDetector (a calibrated split profile over a "
                              "sliding window), causal, as --streaming")
     parser.add_argument("--auto", action="store_true",
-                        help="also score the streaming PeriodRoutedDetector (the daemon's kind = 'auto': the "
+                        help="also score the streaming PeriodRoutedDetector (the daemon's default kind = 'auto': the "
                              "ChangePointDetector, handed to the SplitProfileDetector once the data show a period), "
                              "causal, as --streaming")
     parser.add_argument("--cycle-permutation", action="store_true",

@@ -1,7 +1,9 @@
 """The streaming detector on a finite series: causal alarms, their change and alarm indices.
 
-``ratiowatch eval ... --streaming`` scores what the daemon runs: a
-:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` with its defaults, fed one
+``ratiowatch eval ... --streaming`` scores the daemon's ``kind = "window"``, a
+:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` with its defaults, and
+``--auto`` its default ``kind = "auto"``, a
+:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`; each is fed one
 sample at a time through the river drift-detector API (``update(x)`` then ``drift_detected``),
 never told the series' length and never flushed at its end. Each alarm contributes its *change
 index* (``last_alarm.change_index``: where the detector places the change) to the change points
@@ -32,7 +34,7 @@ import numpy as np
 
 
 def default_factory(seed: int = 0) -> Callable[[], object]:
-    """A factory of the streaming ``ChangePointDetector`` with its defaults (the daemon's detector)."""
+    """A factory of the streaming ``ChangePointDetector`` with its defaults (the daemon's ``kind = "window"``)."""
     from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     return lambda: ChangePointDetector(seed=seed)

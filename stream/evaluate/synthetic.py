@@ -317,7 +317,7 @@ def default_detect() -> Callable[[np.ndarray], list[int]]:
 
 
 def default_detector_factory(seed: int = 0) -> Callable[[], object]:
-    """A factory of the streaming ``ChangePointDetector`` with its defaults (what the daemon runs)."""
+    """A factory of the streaming ``ChangePointDetector`` with its defaults (the daemon's ``kind = "window"``)."""
     from ratiowatch.stream.evaluate.streaming import default_factory
 
     return default_factory(seed)
@@ -618,10 +618,11 @@ def format_change(res: dict) -> list[str]:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--streaming", action="store_true",
-                        help="score the streaming ChangePointDetector (false alarms per 10,000 samples) "
+                        help="score a streaming detector (false alarms per 10,000 samples; --detector) "
                              "instead of the offline detect()")
     parser.add_argument("--detector", choices=STREAMING_DETECTORS, default="window",
-                        help="with --streaming: the two-window ChangePointDetector (default, the daemon's), "
+                        help="with --streaming: the two-window ChangePointDetector (default; the daemon's kind = "
+                             "'window'), "
                              "the SplitProfileDetector, the SplitProfileDetector with its opt-in cycle null "
                              "(profile_cycles: cycle_permutation=True), or the PeriodRoutedDetector (auto: the "
                              "first, handed to the second once the stream shows a period)")

@@ -66,6 +66,16 @@ def test_bench_rejects_bad_sizes():
         bench.run(parser.parse_args(["--repeat", "0"]))
 
 
+def tiny_run(kind: str, records: int, broker, capsys) -> dict:
+    """The JSON of a bench run of ``kind`` with 2 keys, 300 warm-up records per key and one repeat."""
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args(["--kind", kind, "--records", str(records), "--keys", "2", "--warmup-per-key", "300",
+                              "--repeat", "1", "--bootstrap", broker.bootstrap, "--json"])
+    assert bench.run(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 @pytest.mark.broker
 def test_tiny_bench_run_of_the_anomaly_kind_alerts_as_its_detectors_do_alone(kafka_broker, capsys, monkeypatch):
     plain = bench._records
@@ -78,14 +88,9 @@ def test_tiny_bench_run_of_the_anomaly_kind_alerts_as_its_detectors_do_alone(kaf
         return rows
 
     monkeypatch.setattr(bench, "_records", with_spikes)
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
     # 300 warm-up + 500 timed records per key: the detector's warm-up (200 rows) and its score
     # history's minimum (100 scores) are behind, and the spikes are timed
-    args = parser.parse_args(["--kind", "anomaly", "--records", "1000", "--keys", "2", "--warmup-per-key", "300",
-                              "--repeat", "1", "--bootstrap", kafka_broker.bootstrap, "--json"])
-    assert bench.run(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = tiny_run("anomaly", 1000, kafka_broker, capsys)
     assert out["kind"] == "anomaly" and out["detector_n"] is None
     assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0
     assert out["end_to_end_msgs_per_s"] > 0 and "end_to_end_msgs_per_s" not in out["targets"]
@@ -93,12 +98,7 @@ def test_tiny_bench_run_of_the_anomaly_kind_alerts_as_its_detectors_do_alone(kaf
 
 @pytest.mark.broker
 def test_tiny_bench_run_of_the_auto_kind_alerts_as_its_detectors_do_alone(kafka_broker, capsys):
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    args = parser.parse_args(["--kind", "auto", "--records", "2000", "--keys", "2", "--warmup-per-key", "300",
-                              "--repeat", "1", "--bootstrap", kafka_broker.bootstrap, "--json"])
-    assert bench.run(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = tiny_run("auto", 2000, kafka_broker, capsys)
     assert out["kind"] == "auto" and out["detector_n"] == 25
     # the regime changes of these aperiodic keys are found by the window detector the keys stay on
     assert out["alerts_end_to_end"] == out["alarms_detector_only"] > 0

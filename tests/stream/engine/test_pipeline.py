@@ -15,6 +15,14 @@ def recs(key: str, values, start: int = 0, part: str = "p0", ts0: float = 0.0):
     return [Record(key, ts0 + start + i, np.array([float(v)]), (part, start + i)) for i, v in enumerate(values)]
 
 
+def alerts_of(pipeline, records):
+    """The alerts of ``records`` fed to ``pipeline`` one at a time."""
+    out = []
+    for r in records:
+        out += pipeline.process([r])[0]
+    return out
+
+
 def interleave(*lists):
     out = []
     for group in zip(*lists):
@@ -153,12 +161,6 @@ def test_split_profile_detector_restored_from_checkpoint_alerts_like_uninterrupt
     x = np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)]
     stream_ = recs("k", x)
 
-    def alerts_of(pipeline, records):
-        out = []
-        for r in records:
-            out += pipeline.process([r])[0]
-        return out
-
     full = alerts_of(Pipeline(ChangePointFactory({"seed": 1}, "split_profile")), stream_)
     store = CheckpointStore(tmp_path)
     p1 = Pipeline(ChangePointFactory({"seed": 1}, "split_profile"), store=store)
@@ -178,12 +180,6 @@ def test_auto_kind_hands_a_periodic_key_to_the_split_profile_and_restores_exactl
 
     x = change_series("shape", 0).x[:1400]  # sine <-> square wave, period 24, a change at 500
     stream_ = recs("k", x)
-
-    def alerts_of(pipeline, records):
-        out = []
-        for r in records:
-            out += pipeline.process([r])[0]
-        return out
 
     full_pipe = Pipeline(ChangePointFactory({"seed": 0}, "auto"))
     full = alerts_of(full_pipe, stream_)
