@@ -26,7 +26,7 @@ What the hand-over costs is speed and delay, not false alarms. The band is a tes
 question and a segment is asked up to seven times, so some aperiodic streams are handed over on
 a chance peak: 1-3 of 20 change-free AR, t(3), trend and count series of 10,000 samples, and 22 of
 the 100 keys of ``ratiowatch bench daemon`` (noise whose level and spread switch every 250
-samples), which then ran at a ninth of the speed. ``min_acf=0.5``
+samples): the daemon then ran at 2,046 records per second instead of 26,578. ``min_acf=0.5``
 (:data:`~ratiowatch.stream.series.period.MIN_ACF`) hands over only a cycle that carries at least
 half the variance: none of those streams were handed over, every seasonal kind of the null suite
 still was at the same length, but on real series it gave back most of the gain, because weaker
@@ -168,11 +168,10 @@ class PeriodRoutedDetector:
         self.min_acf = float(min_acf)
         self.window_options = dict(window or {})
         self.profile_options = dict(profile or {})
-        # built now so that bad options fail here, not at the hand-over
-        SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
         self._inner = ChangePointDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed,
                                           **self.window_options)
-        probe = SplitProfileDetector(**self.profile_options)
+        # built now so that bad options fail here, not at the hand-over
+        probe = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
         self._checks = period_checks(probe.min_window, probe.max_window)
         self._cap = self._checks[-1] if self._checks else 0
         self._ring: np.ndarray | None = None  # (cap, m): the newest samples, row t at t % cap
