@@ -45,6 +45,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -53,6 +54,8 @@ import numpy as np
 
 from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.connectors.records import Alert, BadRecord, Record, RecordBatch
+
+log = logging.getLogger("ratiowatch.daemon")
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,7 @@ class Pipeline:
               alerts: list[Alert], bad: list[BadRecord]) -> None:
         """Feed one key's admitted rows to its detector; ``records()`` gives them as Records (errors only)."""
         c0 = time.thread_time()
+        held_by = getattr(ks.detector, "routed_kind", None)
         try:
             events = ks.detector.update_batch(block)
         except Exception as exc:  # noqa: BLE001 - a detector failure must not kill the daemon
@@ -287,6 +291,10 @@ class Pipeline:
         ks.count += m
         ks.dirty = True
         self.records_since_checkpoint += m
+        if held_by == "window" and ks.detector.routed_kind == "split_profile":
+            # kind = "auto": said once per key, so an operator can tell which keys run the slower detector
+            log.info("key handed to the split-profile detector: its data since the last change have a period",
+                     extra={"key": key, "record": int(ks.detector.det.handed_over_at)})
         name = self.factory.name
         for ev in events:
             alerts.append(Alert.from_alarm(key=key, detector=name, change_index=ev.change_index,
@@ -492,6 +500,11 @@ class ChangePointAdapter:
 
     def to_state(self) -> dict[str, Any]:
         return self.det.to_state()
+
+    @property
+    def routed_kind(self) -> str | None:
+        """``kind = "auto"``: which detector holds the key (``"window"`` or ``"split_profile"``)."""
+        return getattr(self.det, "kind", None)
 
 
 def _score_of(det: Any) -> float | None:

@@ -115,6 +115,16 @@ class TestRouting:
         assert segment_period(x[:, None]) == 24
         assert segment_period(np.full((10, 1), np.nan)) == 0
 
+    def test_missing_values_before_and_after_the_hand_over_are_carried(self):
+        x = sine(3000, noise=0.1)
+        x[:50] = np.nan  # nothing seen yet
+        x[700:720] = np.nan  # a gap after the hand-over
+        x[1000:] += 0.8  # a level shift inside the cycle
+        det = PeriodRoutedDetector(seed=0)
+        alarms = [a for a in feed(det, x) if a is not None]
+        assert det.kind == "split_profile" and det.handed_over_at == 480
+        assert [a.change_index for a in alarms] == [1000]
+
     def test_change_free_series_stay_within_the_rate(self):
         # 200,000 samples over periodic and aperiodic kinds: at most 1 alarm per 10,000 expected
         alarms = 0

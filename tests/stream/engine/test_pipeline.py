@@ -172,7 +172,7 @@ def test_split_profile_detector_restored_from_checkpoint_alerts_like_uninterrupt
     assert [abs(a.change_index - 300) <= 10 for a in full] == [True]
 
 
-def test_auto_kind_hands_a_periodic_key_to_the_split_profile_and_restores_exactly(tmp_path):
+def test_auto_kind_hands_a_periodic_key_to_the_split_profile_and_restores_exactly(tmp_path, caplog):
     """kind = "auto": a periodic key moves to the split profile, which finds the cycle's change of
     shape (the window detector alone does not), and a restart on either side of the hand-over alerts
     as without it."""
@@ -182,8 +182,11 @@ def test_auto_kind_hands_a_periodic_key_to_the_split_profile_and_restores_exactl
     stream_ = recs("k", x)
 
     full_pipe = Pipeline(ChangePointFactory({"seed": 0}, "auto"))
-    full = alerts_of(full_pipe, stream_)
+    with caplog.at_level("INFO", logger="ratiowatch.daemon"):
+        full = alerts_of(full_pipe, stream_)
     assert full_pipe.factory.name == "changepoint/auto"
+    said = [r for r in caplog.records if "handed to the split-profile detector" in r.getMessage()]
+    assert [(r.key, r.record) for r in said] == [("k", 480)]  # once, when it happened
     assert [abs(a.change_index - 500) <= 25 for a in full][:1] == [True]
     assert alerts_of(Pipeline(ChangePointFactory({"seed": 0}, "window")), stream_) == []
     for cut in (300, 700):
