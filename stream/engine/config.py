@@ -92,7 +92,8 @@ _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 
 _DETECTOR = [
     Opt("kind", "str", DEFAULT_KIND, "`auto` (the default): the PeriodRoutedDetector, each key on the window "
-        "detector until its current segment shows a period, then on the split profile (the window detector's "
+        "detector until its current segment shows a period, then on the split profile; keys with several values "
+        "stay on the window detector (the window detector's "
         "options are set in [detector] as for kind = window, or in detector.options.window; the split profile's "
         "in detector.options.profile); `window`: the two-window ChangePointDetector (fast; it does not see a "
         "change of shape or frequency inside a cycle); "
