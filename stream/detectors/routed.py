@@ -21,6 +21,8 @@ one; the stream stays with it. Each sub-detector is calibrated on its own (``fal
 alarms per step on change-free data), and the decision reads the data, never the change scores,
 so it moves no threshold. A segment without a period after ``max_window`` samples stays with the
 two-window detector until that detector reports a change, when the new segment is asked again.
+Long cycles are not recognised: the band needs some 15-20 cycles in view, and a sine of period 200
+under noise was handed over at 3,840 samples, one of period 250 or more not at all.
 
 Only a univariate stream is asked: a stream of several channels stays with the two-window
 detector, whose channel and correlation views hold the specification there. The split profile's
