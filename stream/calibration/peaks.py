@@ -49,6 +49,11 @@ class Alarm:
         d["delay"] = self.delay
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Alarm":
+        """The alarm :meth:`to_dict` wrote (its derived ``delay`` is recomputed, not read)."""
+        return cls(**{k: v for k, v in d.items() if k != "delay"})
+
 class PeakPicker:
     """Causal run / peak logic turning (score, threshold) pairs into :class:`Alarm` s.
 

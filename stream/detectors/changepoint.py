@@ -948,9 +948,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         obj._channel_on = bool(meta.get("channel_on", False))
         obj._channel_ratio = float(meta.get("channel_ratio", math.nan))
         if meta["last_alarm"] is not None:
-            la = dict(meta["last_alarm"])
-            la.pop("delay", None)
-            obj._last_alarm = Alarm(**la)
+            obj._last_alarm = Alarm.from_dict(meta["last_alarm"])
 
         def part(prefix):
             return {k[len(prefix) + 1:]: (v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v)

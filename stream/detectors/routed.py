@@ -74,6 +74,7 @@ import numpy as np
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+from ratiowatch.stream.series.preprocess import fill_missing
 from ratiowatch.stream.series.width import significant_period
 
 #: checkpoint format of :meth:`PeriodRoutedDetector.to_state`
@@ -99,20 +100,6 @@ def period_checks(min_window: int, max_window: int) -> list[int]:
     return out
 
 
-def _filled(rows: np.ndarray) -> np.ndarray:
-    """``rows`` (T, m) with each missing value replaced by its channel's previous one; rows before a
-    channel's first value are dropped."""
-    out = rows.copy()
-    for c in range(out.shape[1]):
-        col = out[:, c]
-        ok = np.isfinite(col)
-        if not ok.all():
-            idx = np.where(ok, np.arange(col.size), -1)
-            np.maximum.accumulate(idx, out=idx)
-            col[:] = np.where(idx >= 0, col[np.maximum(idx, 0)], np.nan)
-    return out[np.isfinite(out).all(axis=1)]
-
-
 def segment_period(rows: np.ndarray, min_acf: float = 0.0) -> int:
     """The largest period any channel of ``rows`` (T, m; NaN = missing) has by the split profile's
     width rule whose autocorrelation at the period reaches ``min_acf``, or 0 (module docstring).
@@ -123,8 +110,12 @@ def segment_period(rows: np.ndarray, min_acf: float = 0.0) -> int:
     >>> segment_period(np.c_[np.random.default_rng(1).normal(size=240), np.sin(2 * np.pi * t / 12)])
     12
     """
-    x = _filled(np.asarray(rows, dtype=np.float64).reshape(len(rows), -1))
-    return max((significant_period(x[:, c], min_acf) for c in range(x.shape[1])), default=0) if len(x) else 0
+    x = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+    seen = ~np.isnan(x)
+    if not seen.any(axis=0).all():  # a channel without any value yet
+        return 0
+    x = fill_missing(x)[int(seen.argmax(axis=0).max()):]  # carried forward, from the row all have begun at
+    return max(significant_period(x[:, c], min_acf) for c in range(x.shape[1]))
 
 
 class PeriodRoutedDetector:
@@ -235,15 +226,16 @@ class PeriodRoutedDetector:
         if isinstance(x, Mapping):  # the split profile it may hand over to takes no dicts
             raise ValueError("PeriodRoutedDetector takes a number or an array of channel values per sample, "
                              "not a dict; pass the values in a fixed order")
-        v = self._row(x) if self._cap else None
+        # a float, the common sample, goes into the ring as it is; anything else is read once here
+        v = self._row(x) if self._cap and type(x) is not float else x
         alarm = self._inner.step(x)  # validates the sample first: a bad one changes nothing here
         self.n_seen += 1
         if self._cap:
             if self._ring is None:
-                if v.size > 1:  # several channels stay with the window detector (module docstring)
+                if np.size(v) > 1:  # several channels stay with the window detector (module docstring)
                     self._cap, self._checks = 0, []
                     return self._report(alarm, t)
-                self._ring = np.full((self._cap, v.size), np.nan)
+                self._ring = np.full((self._cap, np.size(v)), np.nan)
             self._ring[t % self._cap] = v
         if alarm is not None:  # a new segment starts at the change and is asked again
             self._seg_start = max(self._seg_start, min(int(alarm.change_index), t))
@@ -323,8 +315,8 @@ class PeriodRoutedDetector:
         obj.handed_over_at = None if meta["handed_over_at"] is None else int(meta["handed_over_at"])
         obj.n_seen, obj._seg_start = int(meta["n_seen"]), int(meta["seg_start"])
         obj._next_check, obj.drift_detected = int(meta["next_check"]), bool(meta["drift"])
-        obj._pending = [_alarm(d) for d in meta["pending"]]
-        obj.last_alarm = None if meta["last_alarm"] is None else _alarm(meta["last_alarm"])
+        obj._pending = [Alarm.from_dict(d) for d in meta["pending"]]
+        obj.last_alarm = None if meta["last_alarm"] is None else Alarm.from_dict(meta["last_alarm"])
         ring = np.asarray(state["ring"], dtype=np.float64)
         obj._ring = ring.copy() if ring.size else None
         return obj
@@ -345,10 +337,5 @@ class PeriodRoutedDetector:
         obj.last_alarm = inner.last_alarm
         return obj
 
-
-def _alarm(d: Mapping) -> Alarm:
-    d = dict(d)
-    d.pop("delay", None)
-    return Alarm(**d)
 
 

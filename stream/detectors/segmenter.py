@@ -433,9 +433,7 @@ class SplitProfileDetector:
         obj.drift_detected = bool(meta["drift"])
         obj.score, obj.threshold = float(meta["score"]), float(meta["threshold"])
         if meta["last_alarm"] is not None:
-            la = dict(meta["last_alarm"])
-            la.pop("delay", None)
-            obj.last_alarm = Alarm(**la)
+            obj.last_alarm = Alarm.from_dict(meta["last_alarm"])
         c = meta["calibration"]
         if c is not None:  # the profile is a function of (length served, width, period)
             serves, period = int(c["serves"]), int(c["period"])
