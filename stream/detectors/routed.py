@@ -30,11 +30,18 @@ null does not: on five channels sharing a seasonal cycle of period 24 (``ratiowa
 --streaming --detector profile --suite channels``) it raised 38 false alarms per 10,000 samples,
 where the two-window detector raised none.
 
-What the hand-over costs is speed and delay, not false alarms. The band is a test at 5 % per
-question and a segment is asked up to seven times, so some aperiodic streams are handed over on
-a chance peak: 1-3 of 20 change-free AR, t(3), trend and count series of 10,000 samples, and 22 of
-the 100 keys of ``ratiowatch bench daemon`` (noise whose level and spread switch every 250
-samples): the daemon then ran at 2,046 records per second instead of 26,578. ``min_acf=0.5``
+What the hand-over costs is speed and delay, not false alarms. A stream is asked again at every
+segment, for as long as it runs, so a test at a fixed level would, sooner or later, hand every
+aperiodic stream over on a chance peak: at 5 % per question, 7 of 10 streams of noise whose
+level and spread change at random every 150-600 samples were handed over within 20,000 samples
+(about 150 questions each). ``period_level=0.05`` spends one level over the stream's life
+instead: the q-th question is asked at ``period_level / (q (q + 1))`` (:func:`question_level`),
+and the chance that a stream without a period is ever handed over is at most ``period_level``
+(1 of the same 10 streams). It is not the default, because it is paid for with the weaker and
+the longer cycles: a stream that is periodic from its start is asked at 2.5 %, 0.8 %, 0.4 %, ...,
+a sine of period 100 under noise was handed over at 3,840 samples instead of 1,920, one of
+period 200 not at all, and on real series with weak cycles covering fell (TSSB's check half
+0.707 -> 0.673, UTSA's 0.605 -> 0.565; docs/experiments.md, S19). ``min_acf=0.5``
 (:data:`~ratiowatch.stream.series.period.MIN_ACF`) hands over only a cycle that carries at least
 half the variance: none of those streams were handed over, every seasonal kind of the null suite
 still was at the same length, but on real series it gave back most of the gain, because weaker
@@ -75,10 +82,11 @@ from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 from ratiowatch.stream.series.preprocess import fill_missing
-from ratiowatch.stream.series.width import significant_period
+from ratiowatch.stream.series.width import PERIOD_LEVEL, significant_period
 
-#: checkpoint format of :meth:`PeriodRoutedDetector.to_state`
-STATE_VERSION = 1
+#: checkpoint format of :meth:`PeriodRoutedDetector.to_state` (version 1, before the questions were
+#: counted, is still read)
+STATE_VERSION = 2
 
 
 def period_checks(min_window: int, max_window: int) -> list[int]:
@@ -100,9 +108,27 @@ def period_checks(min_window: int, max_window: int) -> list[int]:
     return out
 
 
-def segment_period(rows: np.ndarray, min_acf: float = 0.0) -> int:
+def question_level(level: float, question: int) -> float:
+    """The level of a stream's ``question``-th period question (1, 2, ...): ``level / (q (q + 1))``.
+
+    The levels of all the questions a stream is ever asked sum to ``level`` (the series telescopes),
+    so the chance that a stream without a period is ever handed over is at most ``level``, however
+    long it runs and however many segments it has (module docstring).
+
+    Examples
+    --------
+    >>> [round(question_level(0.05, q), 4) for q in (1, 2, 3, 10)]
+    [0.025, 0.0083, 0.0042, 0.0005]
+    """
+    if question < 1:
+        raise ValueError(f"questions are counted from 1; got {question}")
+    return float(level) / (question * (question + 1.0))
+
+
+def segment_period(rows: np.ndarray, min_acf: float = 0.0, level: float = PERIOD_LEVEL) -> int:
     """The largest period any channel of ``rows`` (T, m; NaN = missing) has by the split profile's
-    width rule whose autocorrelation at the period reaches ``min_acf``, or 0 (module docstring).
+    width rule at ``level`` whose autocorrelation at the period reaches ``min_acf``, or 0 (module
+    docstring).
 
     Examples
     --------
@@ -115,7 +141,7 @@ def segment_period(rows: np.ndarray, min_acf: float = 0.0) -> int:
     if not seen.any(axis=0).all():  # a channel without any value yet
         return 0
     x = fill_missing(x)[int(seen.argmax(axis=0).max()):]  # carried forward, from the row all have begun at
-    return max(significant_period(x[:, c], min_acf) for c in range(x.shape[1]))
+    return max(significant_period(x[:, c], min_acf, level) for c in range(x.shape[1]))
 
 
 class PeriodRoutedDetector:
@@ -141,6 +167,10 @@ class PeriodRoutedDetector:
         Autocorrelation at the period that a hand-over also needs (0: the width rule's band alone;
         0.5: only a cycle that carries half the variance, fewer aperiodic streams on the slower
         detector; module docstring).
+    period_level : float, optional
+        None (default): every question at the width rule's 5 %. A float: the chance, over the
+        stream's whole life, that a stream without a period is handed over; its q-th question is
+        asked at ``period_level / (q (q + 1))`` (:func:`question_level`; module docstring).
     seed : int
         Seed of both detectors (alarms are deterministic given it).
 
@@ -152,7 +182,8 @@ class PeriodRoutedDetector:
     """
 
     def __init__(self, false_alarm_rate: float = 1e-4, window: Mapping | None = None,
-                 profile: Mapping | None = None, min_acf: float = 0.0, seed: int = 0):
+                 profile: Mapping | None = None, min_acf: float = 0.0, period_level: float | None = None,
+                 seed: int = 0):
         for name, opts in (("window", window), ("profile", profile)):
             if opts is not None and not isinstance(opts, Mapping):
                 raise ValueError(f"{name} must be a mapping of detector options; got {opts!r}")
@@ -165,6 +196,10 @@ class PeriodRoutedDetector:
         if not 0.0 <= min_acf < 1.0:
             raise ValueError(f"min_acf must be in [0, 1), e.g. 0.5; got {min_acf}")
         self.min_acf = float(min_acf)
+        if period_level is not None and not 0.0 < period_level < 1.0:
+            raise ValueError(f"period_level must be None or in (0, 1), e.g. 0.05; got {period_level}")
+        self.period_level = None if period_level is None else float(period_level)
+        self.questions = 0  # period questions asked over the stream's life
         self.window_options = dict(window or {})
         self.profile_options = dict(profile or {})
         self._inner = ChangePointDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed,
@@ -245,7 +280,9 @@ class PeriodRoutedDetector:
             self._next_check += 1
         if self._next_check > asked:  # the segment reached the next length to ask at
             rows = self._segment()
-            if segment_period(rows, self.min_acf) > 0:
+            self.questions += 1
+            level = PERIOD_LEVEL if self.period_level is None else question_level(self.period_level, self.questions)
+            if segment_period(rows, self.min_acf, level) > 0:
                 self._hand_over(rows)
         return self._report(alarm, t)
 
@@ -287,7 +324,9 @@ class PeriodRoutedDetector:
         """The detector as ``{"meta": JSON, "ring": array, "inner.*": the holding detector's state}``."""
         meta = {"version": STATE_VERSION,
                 "params": {"false_alarm_rate": self.false_alarm_rate, "seed": self.seed, "min_acf": self.min_acf,
-                           "window": self.window_options, "profile": self.profile_options},
+                           "period_level": self.period_level, "window": self.window_options,
+                           "profile": self.profile_options},
+                "questions": self.questions,
                 "kind": self.kind, "handed_over_at": self.handed_over_at, "n_seen": self.n_seen,
                 "seg_start": self._seg_start, "next_check": self._next_check, "drift": self.drift_detected,
                 "pending": [a.to_dict() for a in self._pending],
@@ -304,11 +343,12 @@ class PeriodRoutedDetector:
         meta = json.loads(str(state["meta"]))
         if "kind" not in meta and "method" in meta.get("params", {}):
             return cls._from_window_state(state, meta)
-        if int(meta.get("version", -1)) != STATE_VERSION:
+        if int(meta.get("version", -1)) not in (1, STATE_VERSION):
             raise ValueError(f"unsupported PeriodRoutedDetector state version {meta.get('version')}")
         p = meta["params"]
         obj = cls(false_alarm_rate=p["false_alarm_rate"], window=p["window"], profile=p["profile"],
-                  min_acf=p["min_acf"], seed=p["seed"])
+                  min_acf=p["min_acf"], period_level=p.get("period_level"), seed=p["seed"])
+        obj.questions = int(meta.get("questions", 0))  # version 1 did not count them
         inner = {k[len("inner."):]: v for k, v in state.items() if k.startswith("inner.")}
         holder = SplitProfileDetector if meta["kind"] == "split_profile" else ChangePointDetector
         obj._inner = holder.from_state(inner)

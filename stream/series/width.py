@@ -49,12 +49,16 @@ DEFAULT_WIDTH = 3
 MIN_ROWS = 10
 #: a periodic series' width is its period / CYCLE_PARTS (module docstring)
 CYCLE_PARTS = 4
+#: chance that a series without a period is taken for periodic by :func:`significant_period`
+PERIOD_LEVEL = 0.05
 
 
-def significant_period(x: np.ndarray, min_acf: float = 0.0) -> int:
+def significant_period(x: np.ndarray, min_acf: float = 0.0, level: float = PERIOD_LEVEL) -> int:
     """The period of the detrended ``x`` (T,) in samples, or 0 (see the module docstring).
 
-    ``min_acf`` > 0 also asks the autocorrelation at the period to reach it: 0.5 accepts only a
+    ``level``: the chance that a series without a period passes (Bonferroni over the lags: each
+    lag's peak is held to the normal quantile at ``level / max_lag``). ``min_acf`` > 0 also asks
+    the autocorrelation at the period to reach it: 0.5 accepts only a
     cycle that carries at least half the series' variance (an option of
     :class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`'s hand-over).
 
@@ -81,7 +85,7 @@ def significant_period(x: np.ndarray, min_acf: float = 0.0) -> int:
     if p <= 0 or p >= max_lag or r[p] < r[p - 1] or r[p] < r[p + 1]:
         return 0
     se = math.sqrt((1.0 + 2.0 * float(np.sum(r[1:p] ** 2))) / t_len)
-    return p if r[p] > norm.isf(0.05 / max_lag) * se and r[p] >= min_acf else 0
+    return p if r[p] > norm.isf(level / max_lag) * se and r[p] >= min_acf else 0
 
 
 def subsequence_width(x, default: int = DEFAULT_WIDTH, min_rows: int = MIN_ROWS) -> tuple[int, int]:

@@ -150,11 +150,12 @@ def test_auto_is_the_default_kind_and_passes_each_detector_its_own_options():
     assert cfg.detector["kind"] == "auto" and cfg.detector_kwargs() == {"seed": 0}
     cfg = parse_config({"source": {"type": "stdin"},
                         "detector": {"seed": 2, "n": 30, "method": "ulsif", "options": {
-                            "false_alarm_rate": 1e-5, "window": {"k": 4}, "profile": {"max_window": 2000}}}})
+                            "false_alarm_rate": 1e-5, "period_level": 0.05, "window": {"k": 4},
+                            "profile": {"max_window": 2000}}}})
     assert cfg.detector["kind"] == "auto"
     # [detector] n, method, ... configure the window detector, as they do for kind = "window"
-    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "window": {"method": "ulsif", "n": 30, "k": 4},
-                                     "profile": {"max_window": 2000}}
+    assert cfg.detector_kwargs() == {"seed": 2, "false_alarm_rate": 1e-5, "period_level": 0.05,
+                                     "window": {"method": "ulsif", "n": 30, "k": 4}, "profile": {"max_window": 2000}}
     with pytest.raises(ValueError) as err:
         parse_config({"source": {"type": "stdin"},
                       "detector": {"kind": "auto", "k": 5, "options": {

@@ -8,7 +8,8 @@ import pytest
 
 from ratiowatch.connectors.checkpoint_format import decode_bytes, encode
 from ratiowatch.stream.detectors.changepoint import ChangePointDetector
-from ratiowatch.stream.detectors.routed import PeriodRoutedDetector, period_checks, segment_period
+from ratiowatch.stream.detectors.routed import (PeriodRoutedDetector, period_checks, question_level,
+                                               segment_period)
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 from ratiowatch.stream.evaluate.streaming import stream_alarms
 from ratiowatch.stream.evaluate.synthetic import change_series, null_series
@@ -113,6 +114,63 @@ class TestRouting:
             by_half_variance += any(segment_period(v[:n], min_acf=0.5) > 0 for n in period_checks(30, 5000))
         assert 1 <= by_band <= 10 and by_half_variance == 0
 
+    def test_the_question_levels_of_a_streams_life_sum_to_the_period_level(self):
+        levels = [question_level(0.05, q) for q in range(1, 10_001)]
+        assert levels[:3] == pytest.approx([0.025, 0.05 / 6, 0.05 / 12])
+        assert sum(levels) == pytest.approx(0.05 * (1 - 1 / 10_001))
+        assert all(a > b for a, b in zip(levels, levels[1:]))
+        with pytest.raises(ValueError, match="counted from 1"):
+            question_level(0.05, 0)
+
+    def test_every_question_is_counted_over_the_streams_life_and_asked_at_its_level(self, monkeypatch):
+        import ratiowatch.stream.detectors.routed as routed
+
+        asked = []
+
+        def recording(rows, min_acf=0.0, level=0.05):
+            asked.append((len(rows), level))
+            return 0
+
+        monkeypatch.setattr(routed, "segment_period", recording)
+        rng = np.random.default_rng(3)
+        x = np.concatenate([rng.normal(4.0 * (i % 2), 1, 700) for i in range(4)])  # three changes
+        by_default = PeriodRoutedDetector(seed=0)
+        feed(by_default, x)
+        assert by_default.questions == len(asked) and {lv for _, lv in asked} == {0.05}
+        asked.clear()
+        det = PeriodRoutedDetector(period_level=0.02, seed=0)
+        alarms = [a for a in feed(det, x) if a is not None]
+        assert len(alarms) == 3 and det.questions == len(asked) == by_default.questions
+        # a new segment is asked again, but at the levels its predecessors left
+        assert [lv for _, lv in asked] == [question_level(0.02, q) for q in range(1, len(asked) + 1)]
+        assert sum(n < 120 for n, _ in asked) >= 4  # each of the four segments was asked from the start
+        restored = PeriodRoutedDetector.from_state(det.to_state())
+        assert restored.questions == det.questions and restored.period_level == 0.02
+        with pytest.raises(ValueError, match="period_level"):
+            PeriodRoutedDetector(period_level=1.5)
+
+    def test_an_aperiodic_stream_with_many_segments_is_rarely_handed_over(self):
+        # noise whose level and spread change at random every 150-600 samples (no period): asked
+        # at a fixed 5 %, a question passes now and then, and over many segments most such streams
+        # were handed over; the lifetime level bounds the chance at 5 % per stream
+        fixed = spent = 0
+        for k in range(10):
+            rng = np.random.default_rng(100 + k)
+            lens = rng.integers(150, 600, size=60)
+            seg = np.repeat(np.arange(60), lens)[:20_000]
+            x = rng.normal(0, 3, 60)[seg] + np.exp(rng.normal(0, 0.7, 60))[seg] * rng.normal(size=seg.size)
+            starts = np.r_[0, np.cumsum(lens)][:-1]
+            q = 0
+            passed_fixed = passed_spent = False
+            for a, n_seg in zip(starts, lens):
+                for n in (m for m in period_checks(30, 5000) if m <= n_seg and a + m <= x.size):
+                    q += 1
+                    passed_fixed |= segment_period(x[a:a + n, None]) > 0
+                    passed_spent |= segment_period(x[a:a + n, None], level=question_level(0.05, q)) > 0
+            fixed += passed_fixed
+            spent += passed_spent
+        assert spent <= 1 < fixed
+
     def test_missing_values_are_carried_for_the_period(self):
         x = sine(960)
         x[::7] = np.nan
@@ -176,7 +234,8 @@ class TestInput:
                                          ({"profile": {"min_window": 3}}, "min_window"),
                                          ({"window": [1]}, "mapping"),
                                          ({"window": {"nope": 1}}, "nope"),
-                                         ({"min_acf": 1.0}, "min_acf")])
+                                         ({"min_acf": 1.0}, "min_acf"),
+                                         ({"period_level": 0.0}, "period_level")])
     def test_bad_parameters(self, kw, msg):
         with pytest.raises((ValueError, TypeError), match=msg):
             PeriodRoutedDetector(**kw)
@@ -217,6 +276,21 @@ class TestCheckpoint:
         feed(again, x[1500:])
         # the segments asked for a period start at the restore, then at each reported change
         assert again.kind == "split_profile"
+
+    def test_a_checkpoint_of_version_1_continues_exactly(self):
+        # version 1 kept neither the question count nor period_level (every question at 5 %)
+        x = sine(1500, noise=0.1)
+        whole = PeriodRoutedDetector(seed=0)
+        expected = feed(whole, x)
+        first = PeriodRoutedDetector(seed=0)
+        got = feed(first, x[:300])
+        state = first.to_state()
+        meta = json.loads(state["meta"])
+        meta["version"] = 1
+        del meta["questions"], meta["params"]["period_level"]
+        again = PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
+        assert again.period_level is None and again.questions == 0
+        assert got + feed(again, x[300:]) == expected
 
     def test_unknown_state_version_is_refused(self):
         state = PeriodRoutedDetector().to_state()
