@@ -13,7 +13,12 @@ calibrated stop test.
    (``widths="both"``, :class:`~ratiowatch.core.split_profile.MultiWidthProfile`): a quarter
    cycle sees changes of fine shape and frequency with four times the rows, a whole cycle sees
    changes that only the cycle as a whole shows. The surrogates are scored the same way, so the
-   test accounts for the choice.
+   test accounts for the choice. A series of several channels is scored on their joint
+   subsequences, or channel by channel when a channel has a period
+   (:class:`~ratiowatch.core.split_profile.ChannelwiseProfile`, the largest channel's profile
+   counts): the phases between independent jittered cycles wander, the joint subsequences of a
+   long segment then differ between its ends, and the AR surrogates, one channel at a time, never
+   do so (five such channels got change points in every series of 600 samples or more).
 3. The segment's largest score is tested against the largest scores of change-free AR surrogates
    of the same segment (:mod:`ratiowatch.stream.calibration.split_test`), fitted around its line
    and without its significant level shifts. If it is significant, the best split is a change
@@ -56,7 +61,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ratiowatch.core.split_profile import MultiWidthProfile, SplitProfile
+from ratiowatch.core.split_profile import ChannelwiseProfile, MultiWidthProfile, SplitProfile
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import cycle_permutation_test, permutation_profile
 from ratiowatch.stream.calibration.split_test import MAX_ORDER, SplitTest, max_split_test
@@ -161,10 +166,13 @@ def describe_config(params: dict | None = None) -> dict:
     return cfg
 
 
-def build_profile(t_len: int, width: int, period: int, cfg: dict) -> tuple:
+def build_profile(t_len: int, width: int, period: int, cfg: dict, channels: int = 1) -> tuple:
     """(profile, width) for a series of ``t_len`` samples: a :class:`SplitProfile` of ``width``
     or, for a periodic series with ``widths="both"``, a :class:`MultiWidthProfile` of a quarter
-    and a whole cycle (``cfg`` holds the profile settings of :data:`DEFAULTS`)."""
+    and a whole cycle (``cfg`` holds the profile settings of :data:`DEFAULTS`). A series of
+    several ``channels`` with a period is scored channel by channel
+    (:class:`~ratiowatch.core.split_profile.ChannelwiseProfile`: the phases between cycles wander,
+    and the joint embedding took that for change), one without a period jointly."""
 
     def profile_of(w: int) -> SplitProfile:
         return SplitProfile(width=w, stride=max(1, w // 4, math.ceil((t_len - w + 1) / MAX_ROWS)),
@@ -176,6 +184,8 @@ def build_profile(t_len: int, width: int, period: int, cfg: dict) -> tuple:
     prof = profile_of(width)
     if cfg["widths"] == "both" and period and min(period, t_len // MIN_ROWS) > width:
         prof = MultiWidthProfile((prof, profile_of(min(period, t_len // MIN_ROWS))))
+    if channels > 1 and period:
+        prof = ChannelwiseProfile(prof)
     return prof, width
 
 
@@ -210,7 +220,7 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     m = x.shape[1]
     width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
 
-    prof, width = build_profile(t_len, width, period, cfg)
+    prof, width = build_profile(t_len, width, period, cfg, m)
     stride = getattr(prof, "profiles", (prof,))[0].stride
     rng = np.random.default_rng(cfg["seed"])
     level = float(cfg["false_alarm_rate"])

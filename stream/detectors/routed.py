@@ -25,10 +25,9 @@ Long cycles are not recognised: the band needs some 15-20 cycles in view, and a 
 under noise was handed over at 3,840 samples, one of period 250 or more not at all.
 
 Only a univariate stream is asked: a stream of several channels stays with the two-window
-detector, whose channel and correlation views hold the specification there. The split profile's
-null does not: on five channels sharing a seasonal cycle of period 24 (``ratiowatch eval synthetic
---streaming --detector profile --suite channels``) it raised 38 false alarms per 10,000 samples,
-where the two-window detector raised none.
+detector, whose channel and rank-correlation views also see changes in the relations between
+channels. The split profile scores periodic channels one by one (its joint embedding took the
+wandering phases between independent cycles for change), so it would not.
 
 What the hand-over costs is speed and delay, not false alarms. A stream is asked again at every
 segment, for as long as it runs, so a test at a fixed level would, sooner or later, hand every

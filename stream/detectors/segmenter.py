@@ -14,7 +14,10 @@ Everything the offline detector learns from a whole series it learns here from t
 
 - **Width**: at each calibration, from the window's own autocorrelation
   (:func:`~ratiowatch.stream.series.width.subsequence_width`), a periodic window scored at a
-  quarter and a whole cycle (:func:`~ratiowatch.stream.detectors.offline.build_profile`).
+  quarter and a whole cycle (:func:`~ratiowatch.stream.detectors.offline.build_profile`), and a
+  periodic window of several channels scored channel by channel (the phases between the
+  channels' cycles wander: scored jointly, five independent jittered cycles raised 38 false
+  alarms per 10,000 samples, channel by channel 0.5).
 - **Null**: the largest score of ``n_null`` AR surrogates
   (:func:`~ratiowatch.stream.calibration.split_test.ar_surrogates`: a least-squares line, an
   AR(<= 5) fit, residual bootstrap, rank mapping onto the fitted values), drawn at the length
@@ -293,7 +296,7 @@ class SplitProfileDetector:
         size = w.shape[0]
         serves = self.max_window if size >= self.max_window / LADDER else max(size + 1, int(size * LADDER))
         width, period = subsequence_width(w)
-        prof, width = build_profile(serves, width, period, self._profile_cfg)
+        prof, width = build_profile(serves, width, period, self._profile_cfg, w.shape[1])
         rng = np.random.default_rng([self.seed, self._n_cal])
         # the tests this threshold serves are spaced by at least the spacing at the current length
         level = min(0.5, self.false_alarm_rate * self._spacing(size))
@@ -435,9 +438,12 @@ class SplitProfileDetector:
         if meta["last_alarm"] is not None:
             obj.last_alarm = Alarm.from_dict(meta["last_alarm"])
         c = meta["calibration"]
-        if c is not None:  # the profile is a function of (length served, width, period)
+        if c is not None:  # the profile is a function of (length served, width, period, channels); a
+            # periodic window of several channels saved before they were scored one by one keeps
+            # its joint threshold until its next calibration
             serves, period = int(c["serves"]), int(c["period"])
-            prof, width = build_profile(serves, int(c["width"]), period, obj._profile_cfg)
+            prof, width = build_profile(serves, int(c["width"]), period, obj._profile_cfg,
+                                        int(meta["channels"] or 1))
             cycle_threshold, kernel = c.get("cycle_threshold"), c.get("cycle_kernel")
             cycle = None if cycle_threshold is None or kernel is None else obj._cycle_profile(prof, period, serves)
             if cycle is not None:

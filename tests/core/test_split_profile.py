@@ -128,6 +128,27 @@ def test_multi_width_profile_is_the_larger_of_its_profiles_and_skips_widths_that
     assert both.best(x[:5]) == (-math.inf, -1)
 
 
+def test_channelwise_profile_is_the_largest_channel_profile_and_ignores_phases_between_channels():
+    from ratiowatch.core.split_profile import ChannelwiseProfile, MultiWidthProfile
+
+    rng = np.random.default_rng(4)
+    t = np.arange(600)
+    x = np.column_stack([np.sin(2 * np.pi * t / 24), np.sin(2 * np.pi * t / 24), rng.normal(size=600)])
+    x[:, 1] = np.sin(2 * np.pi * (t / 24 + np.where(t < 300, 0.0, 0.25)))  # the second cycle's phase jumps
+    x[:, :2] += 0.1 * rng.normal(size=(600, 2))
+    inner = MultiWidthProfile((SplitProfile(width=6, stride=1), SplitProfile(width=24, stride=6)))
+    each = ChannelwiseProfile(inner)
+    by_channel = [inner.maximum(x[:, [c]]) for c in range(3)]
+    assert each.maximum(x) == max(by_channel)
+    assert each.best(x)[0] == max(by_channel)
+    assert each.profiles == inner.profiles and each.min_length() == inner.min_length()
+    # a phase jump of one cycle against the other is a change of the joint states only
+    assert SplitProfile(width=6, stride=1).maximum(x[:, :2]) > 3 * ChannelwiseProfile(SplitProfile(width=6, stride=1)).maximum(x[:, :2])
+    # a spread change in one channel is found at its split
+    x[300:, 2] *= 4
+    assert abs(each.best(x)[1] - 300) <= 10
+
+
 class TestKernel:
     def test_a_kernel_kept_from_a_series_gives_that_series_its_own_features(self):
         x = np.random.default_rng(0).normal(size=(300, 1))

@@ -6,6 +6,8 @@ import pytest
 
 from ratiowatch.stream.detectors.offline import DEFAULTS, describe_config, detect, replay
 
+from channel_series import five_cycles
+
 
 def _wave(t, period, shape):
     phase = 2 * np.pi * t / period
@@ -184,6 +186,21 @@ def test_multivariate_correlation_change_is_found():
     x[300:, 1] = 0.95 * z[300:, 0] + np.sqrt(1 - 0.95**2) * z[300:, 1]
     cps = detect(x)
     assert any(abs(c - 300) <= 25 for c in cps), cps
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_independent_cycles_in_several_channels_get_no_change_point(seed):
+    # the phases between the channels' cycles wander; scored jointly, every such series of 600
+    # samples or more got change points (2,000 samples: 6-8 of them)
+    assert detect(five_cycles(2000, seed)) == []
+    assert replay(five_cycles(2000, seed)).config["period"] > 0
+
+
+@pytest.mark.parametrize("change", ["level", "shape"])
+def test_a_change_of_one_channel_among_several_cycles_is_found(change):
+    for seed in range(2):
+        cps = detect(five_cycles(2000, seed, change))
+        assert len(cps) == 1 and abs(cps[0] - 1000) <= 10, cps
 
 
 def test_missing_values_are_carried_forward():

@@ -82,8 +82,7 @@ class TestRouting:
         assert det.handed_over_at - first.change_index in period_checks(30, 5000)
 
     def test_several_channels_stay_with_the_window_detector_exactly(self):
-        # the split profile's null is out of the specification on seasonal channels (38 false
-        # alarms per 10,000 samples on five channels of period 24), the window detector's is not
+        # the window detector's channel and rank-correlation views see changes between channels
         rng = np.random.default_rng(4)
         x = np.c_[rng.normal(size=1500), sine(1500, seed=4)]
         x[900:, 0] += 3.0
