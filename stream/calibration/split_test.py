@@ -387,6 +387,16 @@ def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_
     segment with probability at most ``shift_level``, and a random walk's shifts are its single
     errors. ``fit``: the :func:`null_fit` of ``x``, if already made (``shift_level`` is then unused).
 
+    With several channels, and surrogates no longer than ``x``, the innovations' rows are drawn
+    in passes without replacement (:func:`~ratiowatch.stream.calibration.surrogate.simulate_ar`,
+    ``replace=False``): a repeated row is a near-duplicate point in every channel, and short
+    surrogates full of them had lower profiles than the data (five i.i.d. channels at T = 15: the
+    test rejected 12 % at 5 %, now 2 %). One channel keeps the bootstrap with replacement, and so
+    does a surrogate longer than ``x``: it must repeat rows, and in passes it repeats each one
+    equally often, a narrower null than the data's own sampling (the streaming split profile,
+    whose surrogates are up to 1.5 times longer, then raised false alarms after a level shift
+    among five jittered cycles).
+
     Examples
     --------
     >>> c = np.random.default_rng(0).poisson(3.0, size=150).astype(float)
@@ -412,8 +422,9 @@ def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_
         trend = mu[None, :] + tt[:, None] * slope[None, :]
         at = np.arange(out_len) * (t_len - 1) / (out_len - 1)
         srt = np.stack([np.interp(at, np.arange(t_len), srt[:, j]) for j in range(srt.shape[1])], axis=1)
+    one_channel = x.shape[1] == 1
     for _ in range(count):
-        z = simulate_ar(models, out_len, 1, rng)[0]
+        z = simulate_ar(models, out_len, 1, rng, replace=one_channel or out_len > t_len)[0]
         if remap:
             ranks = np.argsort(np.argsort(z, axis=0, kind="stable"), axis=0, kind="stable")
             z = np.take_along_axis(srt, ranks, axis=0)

@@ -310,7 +310,7 @@ def _stationary(phi):
 
 
 def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.Generator,
-                burn_in: int = BURN_IN, start: np.ndarray | None = None) -> np.ndarray:
+                burn_in: int = BURN_IN, start: np.ndarray | None = None, replace: bool = True) -> np.ndarray:
     """``count`` surrogate series of ``length`` samples, shape (count, length, channels).
 
     Channel ``j`` follows ``models[j]``; the innovations are residual rows drawn with replacement
@@ -321,6 +321,13 @@ def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.G
     consecutive rows of ``start`` (``p`` the largest order) at a uniformly drawn position, one for
     all channels, centred on each model's mean (the position is taken from the residual draws, so
     the random stream is the same either way).
+
+    ``replace=False``: the residual rows are drawn in passes without replacement, the last pass
+    ending at the last sample, so that no two of the last ``min(length, rows)`` samples share an
+    innovation. Why: with several channels a repeated row is a near-duplicate point in every
+    channel; in a short surrogate (at T = 15 about a third of the rows repeat) the split profile of
+    such points is lower than the data's, and the test built on it was liberal (five i.i.d.
+    channels at T = 15: 12 % at 5 %).
 
     Why a start from the data: a start from zero reaches the model's stationary spread only after
     about ``1 / (1 - r)`` steps, ``r`` the largest root modulus. A smooth periodic signal (a sine
@@ -354,7 +361,13 @@ def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.G
         start = start[:, None]
     if start.shape[1] != len(models) or start.shape[0] < p:
         raise ValueError(f"start must have shape (T >= {p}, {len(models)}); got {start.shape}")
-    idx = rng.integers(0, m, size=(count, length + burn_in))
+    total = length + burn_in
+    if replace:
+        idx = rng.integers(0, m, size=(count, total))
+    else:  # passes of a permutation each, the newest pass ending at the last sample
+        passes = -(-total // m)
+        idx = np.argsort(rng.random((count, passes, m)), axis=2).reshape(count, passes * m)[:, ::-1][:, -total:]
+        idx = np.ascontiguousarray(idx)
     # the start's position is read off each series' first residual draw, not drawn anew: the random
     # stream stays the one of a start from zero, so wherever the start is forgotten within the
     # burn-in the surrogates (and every later draw of the caller) are the same as from zero

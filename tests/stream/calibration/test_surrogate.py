@@ -130,6 +130,31 @@ def test_simulation_is_the_ar_recursion_driven_by_resampled_residuals():
     np.testing.assert_allclose(sims[:, :, 0], ref, atol=1e-12)
 
 
+def test_rows_drawn_without_replacement_come_in_passes_ending_at_the_last_sample():
+    from scipy.signal import lfilter
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(40, 2))
+    models = fit_ar_channels(x, max_order=0)
+    rows = models[0].resid.size
+    sims = simulate_ar(models, 25, 200, np.random.default_rng(5), replace=False)
+    # order 0: each sample is its row's residual plus the mean; no row repeats in the last 25
+    resid = np.stack([m.resid for m in models], axis=1)
+    for sim in sims:
+        drawn = [int(np.flatnonzero(np.all(np.isclose(resid + [m.mean for m in models], r), axis=1))[0]) for r in sim]
+        assert len(set(drawn)) == 25
+    assert np.unique(sims[:, -1, 0]).size > 20  # the last row is a fresh draw each time
+    # and it is the AR recursion driven by those rows, as with replacement
+    model = fit_ar(ar_series([0.6, -0.5], 300, seed=10))
+    sims = simulate_ar([model], 40, 3, np.random.default_rng(11), burn_in=7, replace=False)
+    m = model.resid.size
+    order = np.argsort(np.random.default_rng(11).random((3, -(-47 // m), m)), axis=2)
+    idx = order.reshape(3, -1)[:, ::-1][:, -47:]
+    ref = lfilter([1.0], np.r_[1.0, -model.phi], model.resid[idx], axis=1)[:, 7:] + model.mean
+    np.testing.assert_allclose(sims[:, :, 0], ref, atol=1e-12)
+    assert rows == 40
+
+
 def test_a_start_from_the_data_is_the_recursion_from_a_block_of_the_data():
     x = ar_series([0.6, -0.5], 300, seed=10)
     model = fit_ar(x)
