@@ -220,3 +220,39 @@ def block_embed(history, values, k, w):
     h = history.shape[0]
     return np.array([[full[h + t - (k - 1 - j) * w - w + 1: h + t - (k - 1 - j) * w + 1].mean() for j in range(k)]
                      for t in range(values.shape[0])])
+
+
+def significant_period(x, level=0.05, clip_sd=3.0, band="peak"):
+    """The width rule's period, written out: detrend by least squares, winsorise at ``clip_sd``
+    x 1.4826 x MAD around the median, biased autocorrelation by direct sums, the highest local
+    peak after the first lag at or below zero, accepted above Bartlett's band of a moving average
+    of order (the peak's lag - 1, or with ``band="zero_crossing"`` the first zero crossing's - 1)
+    times the normal quantile at ``level / max_lag``."""
+    from scipy.stats import norm
+
+    x = np.asarray(x, dtype=np.float64)
+    t_len = x.size
+    max_lag = t_len // 3
+    if max_lag < 4:
+        return 0
+    t = np.arange(t_len, dtype=np.float64)
+    design = np.c_[np.ones(t_len), t]
+    y = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
+    med = float(np.median(y))
+    spread = 1.4826 * float(np.median(np.abs(y - med)))
+    if spread > 0:
+        y = np.minimum(np.maximum(y, med - clip_sd * spread), med + clip_sd * spread)
+    yc = y - y.mean()
+    c0 = float(yc @ yc)
+    if c0 <= 1e-12 * max(1.0, float(np.abs(y).max()) ** 2) * t_len:
+        return 0
+    r = [float(yc[: t_len - k] @ yc[k:]) / c0 for k in range(max_lag + 1)]
+    z = next((k for k in range(max_lag + 1) if r[k] <= 0.0), None)
+    if z is None:
+        return 0
+    p = max(range(z, max_lag + 1), key=lambda k: (r[k], -k))
+    if p >= max_lag or r[p] < r[p - 1] or r[p] < r[p + 1]:
+        return 0
+    q = z if band == "zero_crossing" else p
+    se = math.sqrt((1.0 + 2.0 * sum(r[j] ** 2 for j in range(1, q))) / t_len)
+    return p if r[p] > norm.isf(level / max_lag) * se else 0

@@ -13,16 +13,25 @@ the speed.
 :class:`PeriodRoutedDetector` starts every stream on the two-window detector and keeps the newest
 samples of the current segment (those since its last reported change). When the segment reaches
 ``2 x min_window`` samples, and then each time it doubles up to the split profile's
-``max_window``, it asks the split profile's own width rule whether the segment has a period
-(:func:`~ratiowatch.stream.series.width.significant_period`: an autocorrelation peak above its
-Bartlett band, Bonferroni over the lags). The first time it has, the stream is
+``max_window``, it asks whether the segment has a period
+(:func:`~ratiowatch.stream.series.width.significant_period` with ``band="zero_crossing"``: an
+autocorrelation peak above Bartlett's band under the null that the autocorrelation has died out
+by its first zero crossing, Bonferroni over the lags). The first time it has, the stream is
 handed to a split-profile detector, which is first fed the segment's samples and then every later
 one; the stream stays with it. Each sub-detector is calibrated on its own (``false_alarm_rate``
 alarms per step on change-free data), and the decision reads the data, never the change scores,
 so it moves no threshold. A segment without a period after ``max_window`` samples stays with the
 two-window detector until that detector reports a change, when the new segment is asked again.
-Long cycles are not recognised: the band needs some 15-20 cycles in view, and a sine of period 200
-under noise was handed over at 3,840 samples, one of period 250 or more not at all.
+The band needs about five cycles in view: sines of period 24, 100, 200 and 300 under noise of
+0.3 sd were handed over at 120, 480, 1,920 and 2,375 samples, one of period 500 not within 4,000.
+The split profile's width rule sums the band up to the peak instead and needs 15-20 cycles (so
+asked, the sine of period 100 was handed over at 1,920 and one of 250 not at all); it keeps that
+band because a staircase, detrended, is a sawtooth (module docstring of
+:mod:`~ratiowatch.stream.series.width`), while here a false period costs speed, not false alarms.
+It matters beyond shape changes: a smooth stream (lag-1 autocorrelation above 0.8) is differenced
+by the two-window detector, and a level step inside a cycle of 96 samples is then one outlier in
+the differences, missed; handed over at 480, such steps were found 275-531 samples later
+(docs/experiments.md, V2).
 
 Only a univariate stream is asked: a stream of several channels stays with the two-window
 detector, whose channel and rank-correlation views also see changes in the relations between
@@ -31,24 +40,25 @@ wandering phases between independent cycles for change), so it would not.
 
 What the hand-over costs is speed and delay, not false alarms. A stream is asked again at every
 segment, for as long as it runs, so a test at a fixed level would, sooner or later, hand every
-aperiodic stream over on a chance peak: at 5 % per question, 7 of 10 streams of noise whose
-level and spread change at random every 150-600 samples were handed over within 20,000 samples
-(about 150 questions each). ``period_level=0.05`` spends one level over the stream's life
-instead: the q-th question is asked at ``period_level / (q (q + 1))`` (:func:`question_level`),
-and the chance that a stream without a period is ever handed over is at most ``period_level``
-(1 of the same 10 streams). It is not the default, because it is paid for with the weaker and
-the longer cycles: a stream that is periodic from its start is asked at 2.5 %, 0.8 %, 0.4 %, ...,
-a sine of period 100 under noise was handed over at 3,840 samples instead of 1,920, one of
-period 200 not at all, and on real series with weak cycles covering fell (TSSB's check half
-0.707 -> 0.673, UTSA's 0.605 -> 0.565; docs/experiments.md, S19). ``min_acf=0.5``
+aperiodic stream over on a chance peak: at 5 % per question, 7 of 10 streams of noise whose level
+and spread change at random every 150-600 samples were handed over within 20,000 samples (about 150
+questions each). ``period_level=0.05`` spends one level over the stream's life instead: the q-th
+question is asked at ``period_level / (q (q + 1))`` (:func:`question_level`), and the chance that a
+stream without a period is ever handed over is at most ``period_level`` (none of the same 10
+streams; 1 with the width rule's wider band). It is not the default, because it is paid for with
+the weaker and the longer cycles: a stream that is periodic from its start is asked at 2.5 %,
+0.8 %, 0.4 %, ..., sines of period 48 and 100 under noise were handed over at 921 and 960 samples
+instead of 240 and 480, one of period 300 not within 4,000, and on real series with weak cycles
+covering fell (measured with the wider band: TSSB's check half 0.707 -> 0.673, UTSA's 0.605 ->
+0.565; docs/experiments.md, S19). ``min_acf=0.5``
 (:data:`~ratiowatch.stream.series.period.MIN_ACF`) hands over only a cycle that carries at least
 half the variance: none of the 100 keys of ``ratiowatch bench daemon`` (noise whose level and
 spread switch every 250 samples) were handed over, against 22 with the band alone (the daemon then
-ran at 2,046 records per second instead of 26,578), every seasonal kind of the null suite
-still was at the same length, but on real series it gave back most of the gain, because weaker
-cycles hide shape changes from the two-window detector too (UTSA's check half: 0.605 with the
-band alone, 0.572 with 0.5, 0.564 for the two-window detector; docs/experiments.md, S17 and S18).
-So the band alone is the default, and ``min_acf`` is the knob for throughput.
+ran at 2,046 records per second instead of 26,578; both measured with the wider band, before V2),
+every seasonal kind of the null suite still was at the same length, but on real series it gave back
+most of the gain, because weaker cycles hide shape changes from the two-window detector too (UTSA's
+check half: 0.605 with the band alone, 0.572 with 0.5, 0.564 for the two-window detector;
+docs/experiments.md, S17 and S18). So the band alone is the default, and ``min_acf`` is the knob for throughput.
 
 Alarms the split profile raises while it is fed the segment's samples are changes the two-window
 detector did not report; they are passed on one per step from the hand-over, each with the step
@@ -64,7 +74,7 @@ Examples
 >>> for v in y[:600]:
 ...     _ = det.step(float(v))
 >>> det.kind, det.handed_over_at
-('split_profile', 480)
+('split_profile', 120)
 >>> det = PeriodRoutedDetector(seed=0)
 >>> for v in rng.normal(size=500):
 ...     _ = det.step(float(v))
@@ -142,7 +152,7 @@ def segment_period(rows: np.ndarray, min_acf: float = 0.0, level: float = PERIOD
     if not seen.any(axis=0).all():  # a channel without any value yet
         return 0
     x = fill_missing(x)[int(seen.argmax(axis=0).max()):]  # carried forward, from the row all have begun at
-    return max(significant_period(x[:, c], min_acf, level) for c in range(x.shape[1]))
+    return max(significant_period(x[:, c], min_acf, level, band="zero_crossing") for c in range(x.shape[1]))
 
 
 class PeriodRoutedDetector:

@@ -36,10 +36,60 @@ def test_short_series_keep_ten_subsequences():
     assert subsequence_width(rng.normal(size=15)) == (1, 0)
     assert subsequence_width(rng.normal(size=29)) == (2, 0)
     # a cycle must stand out of the autocorrelation's own noise: five clean cycles do not
-    # (Bartlett's band at lag 20 of T = 100 is 1.2), twenty do
+    # (Bartlett's band at lag 20 of T = 100, summed up to the peak, is 1.2), twenty do
     t = np.arange(400)
     assert subsequence_width(np.sin(2 * np.pi * t[:100] / 20)) == (DEFAULT_WIDTH, 0)
     assert subsequence_width(np.sin(2 * np.pi * t / 20)) == (5, 20)
+
+
+def test_with_the_band_up_to_the_first_zero_crossing_five_cycles_in_view_are_enough():
+    """The router's question: a cycle's own autocorrelation between the first zero crossing and
+    the peak does not widen the band. Summed up to the peak (the width rule), five clean cycles of
+    20 (T = 100) and five noisy cycles of 96 (T = 480) are not periodic; three must always be in
+    view (the lags searched end at T / 3)."""
+    t = np.arange(480)
+    assert significant_period(np.sin(2 * np.pi * t[:100] / 20), band="zero_crossing") == 20
+    assert significant_period(np.sin(2 * np.pi * t[:50] / 20), band="zero_crossing") == 0
+    for seed in range(5):
+        x = _jittered_sine(480, 96, seed, noise=1.0)
+        assert abs(significant_period(x, band="zero_crossing") - 96) <= 10, seed
+        assert significant_period(x) == 0
+
+
+def test_a_staircase_is_a_sawtooth_once_detrended_and_only_the_wider_band_keeps_it_aperiodic():
+    """Why the width rule keeps the band up to the peak: four clean steps 200 apart, less their
+    least-squares line, are a sawtooth of period 200. With the narrower band the offline detector
+    took the staircase for periodic, scored a whole cycle of 200 as well, and lost three of its four
+    steps (the segments between them are too short for that width)."""
+    rng = np.random.default_rng(0)
+    stairs = np.floor(np.arange(1000) / 200) + 0.05 * rng.normal(size=1000)
+    assert significant_period(stairs) == 0
+    assert significant_period(stairs, band="zero_crossing") == 200
+
+
+@pytest.mark.parametrize("kind", ["t3", "outliers"])
+def test_heavy_tails_and_gross_outliers_do_not_make_a_period(kind):
+    """Winsorised at 3 robust sds before the autocorrelation: without the clip, with the band up
+    to the first zero crossing, 17 % of t(3) series and 8 % of series with 1 % gross outliers of
+    3,840 samples got a period (the level is 5 %)."""
+    from ratiowatch.stream.evaluate.synthetic import null_series
+
+    for band in ("peak", "zero_crossing"):
+        found = sum(significant_period(null_series(kind, 3840, seed), band=band) > 0 for seed in range(40))
+        assert found <= 2, (band, found)
+
+
+def test_the_period_is_the_written_out_rule():
+    from ratiowatch.stream.evaluate.synthetic import null_series
+
+    from naive import significant_period as naive_period
+
+    for kind in ("ar0", "ar09", "t3", "outliers", "seasonal24", "pulses40", "counts", "zero_inflated", "trend"):
+        for t_len in (15, 60, 240, 960):
+            for seed in range(3):
+                x = null_series(kind, t_len, seed)
+                for band in ("peak", "zero_crossing"):
+                    assert significant_period(x, band=band) == naive_period(x, band=band), (kind, t_len, seed, band)
 
 
 def test_multivariate_input_takes_the_longest_channel_period():
@@ -56,6 +106,8 @@ def test_a_quarter_cycle_rounds_to_the_nearest_sample_and_never_falls_below_the_
 
 def test_constant_and_bad_inputs():
     assert significant_period(np.ones(100)) == 0
+    with pytest.raises(ValueError, match="band"):
+        significant_period(np.ones(100), band="lag")
     assert subsequence_width(np.ones(100)) == (DEFAULT_WIDTH, 0)
     with pytest.raises(ValueError):
         subsequence_width(np.r_[1.0, np.nan, 2.0])
