@@ -41,9 +41,9 @@ The detrended values are winsorised at ``CLIP_SD`` robust standard deviations (1
 median absolute deviation) first. Bartlett's formula needs light tails: without the clip, t(3)
 noise got a period in 10 % of series of 3,840 samples and the stress suite's gross outliers in 7 %
 of series of 240 with the band up to the peak (17 % and 13 % up to the first zero crossing); with
-it, at most 2 % with either band. A cycle's values lie within
-about 3 robust sds of their median, so the clip leaves them as they are, and narrow pulses are
-cut to the same height in every cycle, which keeps their period.
+it, at most 2 % with either band (the wider band's passes are a subset of the narrower's). A
+cycle's values lie within about 3 robust sds of their median, so the clip leaves them as they are,
+and narrow pulses are cut to the same height in every cycle, which keeps their period.
 
 The width is capped at ``T // min_rows`` so that even a 15-sample series keeps enough
 subsequences to split.
