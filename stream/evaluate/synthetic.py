@@ -62,6 +62,9 @@ Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples e
 * ``mean_clean``: the same with noise of sd 0.05 and a shift of 1 (20 noise sd): a clean step,
   which a null fitted across the shift takes for a trend or a persistent wander;
 * ``mean_ar``: AR(1) phi = 0.5 with unit innovations, mean 0 -> 2 -> 0;
+* ``mean_smooth``: AR(1) phi = 0.9 with innovations of sd 0.2, mean 0 -> 2 -> 0: the same step in
+  units of the long-run sd (2) as ``mean_ar``, in a smooth series (4.4 marginal sd; lag-1
+  autocorrelation 0.9, which the two-window detector differences);
 * ``variance``: sd 1 -> 3 -> 1;
 * ``correlation``: bivariate standard normal, correlation 0 -> 0.9 -> 0 (margins unchanged);
 * ``shape``: jittered sine of period 24 -> square wave of the same period and amplitude -> sine;
@@ -119,8 +122,8 @@ STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_mem
                                  "two_seasons", "sawtooth30", "drifting_cycles", "wandering_cycles")
 #: kinds that only the anomaly suite scores (module docstring)
 ANOMALY_ONLY_KINDS: tuple[str, ...] = ("switching100",)
-CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "variance", "correlation", "shape",
-                                 "frequency", "mean_seasonal", "mean_alternating")
+CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "mean_smooth", "variance", "correlation",
+                                 "shape", "frequency", "mean_seasonal", "mean_alternating")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
@@ -276,6 +279,8 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
         x = rng.normal(size=length) + 2.0 * ((np.arange(length) // half) % 2 == 1)
     elif kind == "mean_ar":
         x = _ar1(rng, length, 0.5, sd=1.0 / np.sqrt(0.75)) + 2.0 * mid
+    elif kind == "mean_smooth":
+        x = _ar1(rng, length, 0.9, sd=0.2 / np.sqrt(1.0 - 0.81)) + 2.0 * mid
     elif kind == "variance":
         x = rng.normal(size=length) * np.where(mid, 3.0, 1.0)
     elif kind == "correlation":
