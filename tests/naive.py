@@ -256,3 +256,23 @@ def significant_period(x, level=0.05, clip_sd=3.0, band="peak"):
     q = z if band == "zero_crossing" else p
     se = math.sqrt((1.0 + 2.0 * sum(r[j] ** 2 for j in range(1, q))) / t_len)
     return p if r[p] > norm.isf(level / max_lag) * se else 0
+
+
+def adf_t_stat(x: np.ndarray) -> float:
+    """Augmented Dickey-Fuller t statistic (constant, trend, ``floor(4 (T / 100)^(1/4))`` lagged
+    differences) by the Frisch-Waugh-Lovell theorem: ``x_(t-1)`` and ``dx_t`` are each made
+    orthogonal to the other regressors, and the coefficient and its standard error come from the
+    one-regressor fit of the residuals (degrees of freedom of the full regression)."""
+    x = np.asarray(x, dtype=float)
+    p = int(4 * (x.size / 100.0) ** 0.25)
+    dx = np.diff(x)
+    y = dx[p:]
+    rows = y.size
+    others = np.column_stack([np.ones(rows), np.arange(rows)] + [dx[p - i:dx.size - i] for i in range(1, p + 1)])
+    proj = others @ np.linalg.pinv(others)
+    lag = x[p:x.size - 1]
+    ry, rl = y - proj @ y, lag - proj @ lag
+    beta = (rl @ ry) / (rl @ rl)
+    resid = ry - beta * rl
+    s2 = (resid @ resid) / (rows - others.shape[1] - 1)
+    return float(beta / math.sqrt(s2 / (rl @ rl)))

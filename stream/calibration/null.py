@@ -4,7 +4,8 @@
 of the last :data:`NULL_POOL` calibrations (neighbouring windows share almost all their samples,
 so pooling removes Monte-Carlo noise from the threshold for free), the threshold taken from it, and,
 for multichannel streams under the AR null, the correlation view's pool and per-pair thresholds and
-the channel view's pool and per-channel thresholds.
+the channel view's pool and per-channel thresholds, and for windows of first differences the level
+view's pool and thresholds.
 :class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector` decides *when* to calibrate and what
 data the null is drawn from; this module decides *how*.
 
@@ -39,6 +40,7 @@ from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_t
 from ratiowatch.stream.calibration.permutation import permutation_null_generic, permutation_null_rulsif
 from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
 from ratiowatch.stream.calibration.correlation import normal_scores, surrogate_zdiff
+from ratiowatch.stream.calibration.levels import surrogate_level_diffs, unit_root_rejected
 from ratiowatch.stream.series.embedding import embed
 from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_channels, fit_ar_models,
                                                      line_and_step, shrink_slopes, simulate_ar,
@@ -93,9 +95,11 @@ class NullCalibrator:
     channel_thresholds : ndarray or None
         Thresholds of the channel view's |rank statistics| (m location, then m spread; None while
         it is off).
-    pool, corr_pool, channel_pool : ndarray
-        The pooled null draws (kernel scores; signed Fisher-z differences and signed rank
-        statistics, or None).
+    level_thresholds : ndarray or None
+        Per-channel thresholds of the level view's |mean-level difference| (None while it is off).
+    pool, corr_pool, channel_pool, level_pool : ndarray
+        The pooled null draws (kernel scores; signed Fisher-z differences, signed rank statistics
+        and mean-level differences, or None).
     degenerate : bool
         Whether the threshold in force came from a constant null (every pooled draw the same
         number: the values it was drawn from were constant).
@@ -133,12 +137,16 @@ class NullCalibrator:
         self.channel_pool: np.ndarray | None = None
         self.channel_count = 0
         self.channel_thresholds: np.ndarray | None = None
+        self.level_pool: np.ndarray | None = None
+        self.level_count = 0
+        self.level_thresholds: np.ndarray | None = None
 
     def restart(self) -> None:
         """A new window size has a new null: the next calibration refills every pool."""
         self.pool_count = 0
         self.corr_count = 0
         self.channel_count = 0
+        self.level_count = 0
         self.floor_count = 0
 
     def _add_to_pool(self, null: np.ndarray) -> None:
@@ -168,7 +176,8 @@ class NullCalibrator:
     def calibrate_ar(self, values: np.ndarray, n: int, sigma: float, lam: float, rng: np.random.Generator,
                      make_state: Callable[[], object] | None = None, corr_view: bool = False,
                      channel_view: bool = False, win=None, block: int = 1,
-                     trend_values: np.ndarray | None = None) -> None:
+                     trend_values: np.ndarray | None = None, level_view: bool = False,
+                     level_values: np.ndarray | None = None) -> None:
         """Threshold from the AR-surrogate null of ``values``, one per direction.
 
         ``values`` (T, channels) are the preprocessed, scaled values the AR model is fitted to: the
@@ -244,14 +253,17 @@ class NullCalibrator:
           cannot see the null's top.
 
         ``corr_view``, ``channel_view``: also calibrate the correlation view and the channel view
-        (m >= 2 channels, and n >= CORR_MIN_N for the correlation view). Together they take
+        (m >= 2 channels, and n >= CORR_MIN_N for the correlation view); ``level_view``: the level
+        view (the detector passes it when its windows hold first differences). Together they take
         ``VIEW_SHARE`` of the rate, each view an equal part of it, split over its statistics (see
-        :meth:`_calibrate_corr` and :meth:`_calibrate_channels`). The channel view's null comes
-        from the kernel score's own surrogates (no further draws).
+        :meth:`_calibrate_corr`, :meth:`_calibrate_channels` and :meth:`_calibrate_levels`). The
+        channel and level views' nulls come from the kernel score's own surrogates (no further
+        draws).
         """
         if values.shape[0] < AR_MIN_VALUES:
             self.threshold = math.nan
             self.corr_thresholds = self.channel_thresholds = None
+            self.level_thresholds = None
             return
         count = self.n_perm * (NULL_POOL if self.pool_count == 0 else 1)
         fit_to, slopes = _around_trend(values, trend_values)
@@ -274,10 +286,11 @@ class NullCalibrator:
         rate = self.false_alarm_rate / 2 if self.symmetric else self.false_alarm_rate
         multi = values.shape[1] > 1
         corr_view, channel_view = corr_view and multi and n >= CORR_MIN_N, channel_view and multi
-        if corr_view or channel_view:
+        level_view = bool(level_view)
+        m = values.shape[1]
+        if corr_view or channel_view or level_view:
             rate *= 1.0 - VIEW_SHARE
-            m = values.shape[1]
-            share = self.false_alarm_rate * VIEW_SHARE / (int(corr_view) + int(channel_view))
+            share = self.false_alarm_rate * VIEW_SHARE / (int(corr_view) + int(channel_view) + int(level_view))
         if corr_view:
             self._calibrate_corr(values, n, rng, share / (m * (m - 1) // 2))
         else:
@@ -286,6 +299,11 @@ class NullCalibrator:
             self._calibrate_channels(sims, n, share / (2 * m))
         else:
             self.channel_thresholds = None
+        if level_view:
+            self._calibrate_levels(self._level_surrogates(sims, level_values, n, count, rng), n, share / m,
+                                   held=level_values)
+        else:
+            self.level_thresholds = None
         self.kernel_rate = rate
         self.ar_threshold = _ar_threshold(self.pool.ravel(), rate)
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
@@ -433,11 +451,71 @@ class NullCalibrator:
         exchangeable = math.sqrt((2 * n + 1) / 3.0) / (2 * n)
         self.channel_thresholds = _rms_thresholds(filled, filled.shape[0] * filled.shape[1], q, floor=exchangeable)
 
+    def _level_surrogates(self, sims: np.ndarray, levels: np.ndarray | None, n: int, count: int,
+                          rng: np.random.Generator) -> np.ndarray:
+        """Surrogate differences for the level view, shape (count, 2n + k - 1, m): per channel, the
+        kernel score's own (AR surrogates of the differences) unless an augmented Dickey-Fuller test
+        rejects a unit root in ``levels`` (the held levels before the windows), and then the
+        differences of AR surrogates of the levels around their trend line.
+
+        Why two: an AR(<= 5) model of the first differences of a stationary smooth series cannot
+        hold their spectral zero at frequency 0, so its surrogates wander like a random walk and
+        their window means spread 2-3 times as far as the data's (AR(1) with phi = 0.9, n = 24-48).
+        Surrogates of the levels have the right spread where the levels are stationary, and far
+        too little for a random walk: there the differences' own model is the right one.
+        """
+        out = sims
+        if levels is None or levels.shape[0] < AR_MIN_VALUES:
+            return out
+        for c in range(levels.shape[1]):
+            if not unit_root_rejected(levels[:, c]):
+                continue
+            if out is sims:
+                out = sims.copy()
+            fit_to, slopes = _around_trend(levels[:, c:c + 1], levels[:, c:c + 1])
+            lv = simulate_ar(fit_ar_models(fit_to, rng=rng), out.shape[1] + 1, count, rng, start=fit_to)
+            if slopes is not None:
+                add_trend(lv, slopes)
+            out[:, :, c] = np.diff(lv[:, :, 0], axis=1)
+        return out
+
+    def _calibrate_levels(self, sims: np.ndarray, n: int, q: float, held: np.ndarray | None = None) -> None:
+        """Level view: the threshold of each channel's mean-level difference
+        (:mod:`~ratiowatch.stream.calibration.levels`) from the kernel score's surrogates of the
+        differences (their samples ``k - 1`` on are the windows' 2n differences).
+
+        The draws are pooled over the last ``NULL_POOL`` calibrations like the channel view's; the
+        threshold is ``s * t_N^{-1}(1 - q / 2)`` with ``s`` their RMS about 0 (see the module
+        :mod:`~ratiowatch.stream.calibration.levels`), but at least the RMS of the statistic itself
+        over ``held`` (the levels before the windows, every split of ``2n`` of them). Why the floor: an AR model of
+        a stretch that holds a cycle or two cannot carry the cycle, whose phase moves window means
+        far more than its surrogates do (a sine of period 96, amplitude 5 and noise sd 1, at
+        windows of 12-34: three false alarms in the first 700 samples without the floor). A
+        channel whose draws never vary never alarms.
+        """
+        null = surrogate_level_diffs(np.ascontiguousarray(sims), self.k - 1, n)  # (count, m)
+        if self.level_count == 0 or self.level_pool is None or self.level_pool.shape[2] != null.shape[1]:
+            self.level_pool, self.level_count = np.zeros((NULL_POOL, self.n_perm, null.shape[1])), 0
+        if self.level_count == 0 and null.shape[0] == NULL_POOL * self.n_perm:
+            self.level_count = _pool_in(self.level_pool, 0, null)
+        else:  # one calibration's draws (a pool started from a checkpoint without this view)
+            self.level_pool[self.level_count % NULL_POOL] = null[-self.n_perm:]
+            self.level_count += 1
+        filled = self.level_pool[: min(self.level_count, NULL_POOL)].reshape(-1, null.shape[1])
+        floor = 0.0
+        if held is not None and held.shape[0] >= 4 * n:
+            cums = np.vstack([np.zeros((1, held.shape[1])), np.cumsum(held, axis=0)])
+            sums = cums[n:] - cums[:-n]  # sums of every n consecutive levels
+            own = (sums[n:] - sums[:-n]) / n  # the statistic at every split of 2n held levels
+            floor = np.sqrt((own * own).mean(axis=0))
+        self.level_thresholds = _rms_thresholds(filled, filled.shape[0], q, floor=floor)
+
     # ------------------------------------------------------------------ checkpoints
     def to_state(self) -> tuple[dict, dict]:
         """``(meta, arrays)``: JSON-able scalars and numpy arrays (the detector's checkpoint keys)."""
         meta = {"perm_threshold": self.threshold, "nullpool_i": self.pool_count, "cpool_i": self.corr_count,
                 "fpool_i": self.floor_count, "degenerate": self.degenerate, "chpool_i": self.channel_count,
+                "lvpool_i": self.level_count,
                 "ar_threshold": self.ar_threshold, "floor_threshold": self.floor_threshold,
                 "kernel_rate": self.kernel_rate}
         arrays = {"nullpool": self.pool.copy(), "fpool": self.floor_pool.copy()}
@@ -449,6 +527,10 @@ class NullCalibrator:
             arrays["chpool"] = self.channel_pool.copy()
         if self.channel_thresholds is not None:
             arrays["channel_thr"] = self.channel_thresholds.copy()
+        if self.level_pool is not None:
+            arrays["lvpool"] = self.level_pool.copy()
+        if self.level_thresholds is not None:
+            arrays["level_thr"] = self.level_thresholds.copy()
         return meta, arrays
 
     def load_state(self, meta: Mapping, arrays: Mapping) -> None:
@@ -478,6 +560,11 @@ class NullCalibrator:
             self.channel_pool = np.asarray(arrays["chpool"], dtype=np.float64).copy()
         if "channel_thr" in arrays:
             self.channel_thresholds = np.asarray(arrays["channel_thr"], dtype=np.float64).copy()
+        self.level_count = int(meta.get("lvpool_i", 0))  # checkpoints from before the level view: 0
+        if "lvpool" in arrays:
+            self.level_pool = np.asarray(arrays["lvpool"], dtype=np.float64).copy()
+        if "level_thr" in arrays:
+            self.level_thresholds = np.asarray(arrays["level_thr"], dtype=np.float64).copy()
 
 
 def _ar_threshold(draws: np.ndarray, rate: float) -> float:

@@ -44,9 +44,14 @@ to one channel (a 2-sd shift in one of 10 channels: 2 of 10 found), so each step
 each channel's windows by rank tests of location and spread
 (:mod:`ratiowatch.stream.calibration.channels`), calibrated on the kernel score's own surrogates.
 
-The views that are on share half the false-alarm rate (a quarter each when both are; the kernel
-score keeps the other half), and alarms then carry the largest of the views' scores in units of
-their thresholds.
+Level view (``level_view=True``, opt-in; windows of first differences under the AR null, any
+number of channels): differencing a smooth stream turns a level step into one large difference
+among 2n, which the kernel score hardly sees (AR(1) with phi = 0.9 and a step of 5 marginal sd: 0
+of 6 found), so each step can also compare each channel's mean level in the two windows
+(:mod:`ratiowatch.stream.calibration.levels`).
+
+The views that are on share half the false-alarm rate (equal parts; the kernel score keeps the
+other half), and alarms then carry the largest of the views' scores in units of their thresholds.
 
 Dict samples: the first sample's keys are the channels. A key that appears later is ignored and a
 key that is absent is a missing value, each said once by a :class:`KeysChangedWarning` (a change
@@ -83,6 +88,7 @@ from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
 from ratiowatch.stream.calibration.thresholds import exceeds, median_mad
 from ratiowatch.stream.calibration.correlation import normal_scores
+from ratiowatch.stream.calibration.levels import level_ratio
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
@@ -142,7 +148,7 @@ class KeysChangedWarning(UserWarning):
 _INT_PARAMS = {"k": 1, "n": 2, "reselect_every": 0, "n_perm": 3, "calibrate_every": 0, "n_min": 2, "delay": 0,
                "min_spacing": 0, "refresh_every": 1, "perm_block": 0, "seed": 0}
 _REAL_PARAMS = ("alpha", "false_alarm_rate", "window_frac", "sigma_factor", "lam")
-_BOOL_PARAMS = ("symmetric", "history_guard", "corr_view", "channel_view")
+_BOOL_PARAMS = ("symmetric", "history_guard", "corr_view", "channel_view", "level_view")
 
 
 def _check_param_types(params: Mapping) -> None:
@@ -240,8 +246,13 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         With two or more channels, also test the channels' correlations (Fisher z).
     channel_view : bool
         With two or more channels, also test each channel's location and spread on its own (ranks).
-        The views that are on take half the rate (a quarter each when both are), each shared over
-        its statistics.
+    level_view : bool
+        Where the windows hold first differences (``difference``), also test each channel's mean
+        level, current window against past: a level step is one difference among 2n, which the
+        kernel score hardly sees. Off by default (configuration W, docs/experiments.md: it finds
+        level steps in smooth streams, but cost one real benchmark's check half more than its
+        rule allowed). The views that are on take half the rate (a quarter each when two are, a
+        sixth when three), each shared over its statistics.
     seed : int
         Seeds every random draw (a generator keyed by ``(seed, step)``), so replays are exact.
     """
@@ -252,7 +263,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                  n_min: int = 6, window_frac: float = 0.05, delay: int = 0, min_spacing: int = 0,
                  select: str = "median", sigma_factor: float = 0.5, lam: float = 0.1,
                  history_guard: bool = True, perm_block: int = 0, refresh_every: int = 256,
-                 null: str = "auto", corr_view: bool = True, channel_view: bool = True, seed: int = 0):
+                 null: str = "auto", corr_view: bool = True, channel_view: bool = True,
+                 level_view: bool = False, seed: int = 0):
         super().__init__()
         _check_param_types(locals())
         if method not in METHODS:
@@ -302,6 +314,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             raise ValueError(f"corr_view must be True or False; got {corr_view!r}")
         self.corr_view = bool(corr_view)
         self.channel_view = bool(channel_view)
+        self.level_view = bool(level_view)
         from scipy.special import ndtri
 
         self._z_quantile = float(-ndtri(self.false_alarm_rate))  # normal upper quantile (history guard)
@@ -345,6 +358,11 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._channel_ratio = math.nan
         # both views' windows, sorted per channel: ((n, differenced, step), values, sequence numbers)
         self._ranked: tuple | None = None
+        # level view (windows of first differences, AR null): the latest max |mean-level
+        # difference| / threshold over the channels; on from the calibration that sees
+        # the windows differenced
+        self._level_on = False
+        self._level_ratio = math.nan
 
     @property
     def _rung_list(self) -> list[int]:
@@ -419,7 +437,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._pre = Differencer(self._dim, difference=False)  # fills missing values only
             # levels: the 2n + k the windows need (one extra for a difference) and, for the AR
             # null, AR_MIN_VALUES more to fit the surrogate model on
-            self._hist = History(self._span + AR_MIN_VALUES, self._dim)
+            self._hist = History(self._held, self._dim)
             self._corr_on = self.corr_view and self._null_mode == "ar" and self._dim > 1
             self._channel_on = self.channel_view and self._null_mode == "ar" and self._dim > 1
         d = self._pre.step(v)
@@ -461,9 +479,11 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._threshold = max(null_thr, self._guard) if math.isfinite(self._guard) else null_thr
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
-        if self._corr_on or self._channel_on:  # every view in units of its threshold (see corr_view)
+        if self._corr_on or self._channel_on or self._level_on:  # every view in units of its threshold
             self._corr_ratio, self._channel_ratio = self._views_step()
-            ratio = _largest(_ratio(self._score, self._threshold), self._corr_ratio, self._channel_ratio)
+            self._level_ratio = self._level_step()
+            ratio = _largest(_ratio(self._score, self._threshold), self._corr_ratio, self._channel_ratio,
+                             self._level_ratio)
             alarm = self._picker.update(self._t, ratio, 1.0, self.boundary())
         else:
             alarm = self._picker.update(self._t, self._score, self._threshold, self.boundary())
@@ -513,6 +533,16 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._ranked = ((n, d, self._t), sv, sa)
         corr, chan = views_sorted(sv, sa, self._t + 1, n, cthr, self._corr_scores, hthr)
         return float(corr), float(chan)
+
+    def _level_step(self) -> float:
+        """Level view: max |mean-level difference| / threshold over the channels (NaN:
+        off or not yet calibrated); the windows' 2n newest levels, those whose differences they
+        hold (:mod:`ratiowatch.stream.calibration.levels`)."""
+        cal = self._null_cal
+        if not self._level_on or cal.level_thresholds is None:
+            return math.nan
+        n = self._n_eff
+        return float(level_ratio(self._hist.last_view(2 * n), n, self._scale, cal.level_thresholds))
 
     def _newest_row(self) -> np.ndarray:
         """The newest embedded subsequence (fast path of :meth:`_rows` for one row)."""
@@ -601,6 +631,13 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     def _span(self) -> int:
         return 2 * self.n + self.k
 
+    @property
+    def _held(self) -> int:
+        """Levels held: the windows' span and ``AR_MIN_VALUES`` behind it for the kernel score's
+        null; with the level view, ``NULL_POOL x n`` behind the windows (see :meth:`_levels_before`)."""
+        kernel = self._span + AR_MIN_VALUES
+        return max(kernel, (NULL_POOL + 2) * self.n + 1) if self.level_view else kernel
+
     def _recent(self) -> np.ndarray:
         """The newest 2n + k held levels: what the scale and the difference decision look at."""
         return self._hist.last(min(len(self._hist), self._span))
@@ -670,11 +707,13 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._null_mode == "permutation" and ar_values is not None and ar_values.shape[0] >= AR_MIN_VALUES:
             self._switch_to_ar()  # null="ar_or_permutation": the AR model can be fitted now
         if self._null_mode == "ar":
+            self._level_on = self.level_view and self._diff_on
             self._null_cal.calibrate_ar(ar_values, n, sigma, lam, rng,
                                         make_state=lambda: self._make_state(n, sigma, lam), corr_view=self._corr_on,
                                         channel_view=self._channel_on,
                                         win=self._win if floor else None, block=self._block(),
-                                        trend_values=before)
+                                        trend_values=before, level_view=self._level_on,
+                                        level_values=self._levels_before(n) if self._level_on else None)
         else:
             self._null_cal.calibrate_permutation(self._win, n, self._block(), rng,
                                                  make_state=lambda: self._make_state(n, sigma, lam))
@@ -785,9 +824,17 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         """Every held preprocessed, scaled value *before* the current window (``n + k + 50`` at the largest
         windows are full): the surrogates' trend line is fitted to them (see
         :meth:`~ratiowatch.stream.calibration.null.NullCalibrator.calibrate_ar`)."""
-        vals = self._hist.last(len(self._hist))
+        vals = self._hist.last(min(len(self._hist), self._span + AR_MIN_VALUES))
         if self._diff_on:
             vals = np.diff(vals, axis=0)
+        return vals[: vals.shape[0] - n] / self._scale
+
+    def _levels_before(self, n: int) -> np.ndarray:
+        """The level view's null is drawn from these: every held level before the current window,
+        scaled (``NULL_POOL x n`` and more once the windows are full, every one seen before). Over
+        ~50 values a random walk and a stationary AR(1) with phi = 0.9 cannot be told apart (see
+        :mod:`ratiowatch.stream.calibration.levels`)."""
+        vals = self._hist.last(len(self._hist))
         return vals[: vals.shape[0] - n] / self._scale
 
     def _ar_values(self, before: np.ndarray, n: int) -> np.ndarray:
@@ -850,6 +897,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             r = max(r, self._corr_ratio)
         if self._channel_on and math.isfinite(self._channel_ratio):
             r = max(r, self._channel_ratio)
+        if self._level_on and math.isfinite(self._level_ratio):
+            r = max(r, self._level_ratio)
         return r
 
     @property
@@ -886,7 +935,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "lam": self.lam,
                 "history_guard": self.history_guard, "perm_block": self.perm_block,
                 "refresh_every": self.refresh_every, "null": self.null, "corr_view": self.corr_view,
-                "channel_view": self.channel_view, "seed": self.seed}
+                "channel_view": self.channel_view, "level_view": self.level_view, "seed": self.seed}
 
     def to_state(self) -> dict:
         """Flat dict of numpy arrays and JSON-able scalars (``.npz`` + JSON; no pickle)."""
@@ -897,6 +946,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "shist_n": self._shist_n, "guard": self._guard, "guard_stale": self._guard_stale,
                 "drift": self._drift_detected, "corr_on": self._corr_on, "corr_ratio": self._corr_ratio,
                 "channel_on": self._channel_on, "channel_ratio": self._channel_ratio,
+                "level_on": self._level_on, "level_ratio": self._level_ratio,
                 "null_mode": self._null_mode, "atom": self._atom, "floor_checked": self._floor_checked,
                 "last_alarm": None if self._last_alarm is None else self._last_alarm.to_dict()}
         if self._keys is not None:
@@ -927,6 +977,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         # ... and checkpoints written before the correlation view existed ran without it
         params.setdefault("corr_view", False)
         params.setdefault("channel_view", False)  # ... and so did those before the channel view
+        params.setdefault("level_view", False)  # ... and the level view
         obj = cls(**params)
         obj._keys, obj._dim = meta["keys"], meta["dim"]
         obj._n_eff, obj._t = int(meta["n_eff"]), int(meta["t"])
@@ -947,6 +998,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         obj._corr_ratio = float(meta.get("corr_ratio", math.nan))
         obj._channel_on = bool(meta.get("channel_on", False))
         obj._channel_ratio = float(meta.get("channel_ratio", math.nan))
+        obj._level_on = bool(meta.get("level_on", False))
+        obj._level_ratio = float(meta.get("level_ratio", math.nan))
         if meta["last_alarm"] is not None:
             obj._last_alarm = Alarm.from_dict(meta["last_alarm"])
 

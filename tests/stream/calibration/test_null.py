@@ -154,6 +154,54 @@ def test_channel_pool_started_from_one_calibration_fills_row_by_row():
     assert cal.channel_count == 2 and cal.channel_pool[1].any() and not cal.channel_pool[2:].any()
 
 
+def test_level_view_is_calibrated_on_the_kernel_surrogates_where_a_unit_root_stands():
+    """A random walk's levels: the level view's draws are D of the kernel score's own surrogates of
+    the differences, the kernel keeps half the rate, and the threshold is the draws' RMS (about 0,
+    or the statistic's own over the levels where that is larger) times the t quantile of the other
+    half."""
+    from scipy.special import stdtrit
+
+    from ratiowatch.stream.calibration.levels import surrogate_level_diffs
+    from ratiowatch.stream.calibration.surrogate import surrogate_null_rulsif
+
+    rng = np.random.default_rng(5)
+    levels = rng.normal(size=(300, 1)).cumsum(axis=0)
+    diffs = np.diff(levels, axis=0)[-60:]
+    plain, lv = _calibrator(), _calibrator()
+    plain.calibrate_ar(diffs, 24, 1.0, 0.1, np.random.default_rng(1))
+    lv.calibrate_ar(diffs, 24, 1.0, 0.1, np.random.default_rng(1), level_view=True, level_values=levels)
+    np.testing.assert_array_equal(lv.pool, plain.pool)
+    assert lv.kernel_rate == plain.kernel_rate / 2 and plain.level_thresholds is None
+    _, sims = surrogate_null_rulsif(diffs, 24, 3, 1.0, 0.1, 0.1, True, NULL_POOL * 10, np.random.default_rng(1),
+                                    debias=True, start_from_data=True, return_sims=True)
+    draws = surrogate_level_diffs(sims, 2, 24)
+    np.testing.assert_array_equal(lv.level_pool.reshape(-1, 1), draws)
+    rms = np.sqrt((draws * draws).mean(axis=0))
+    own = np.array([levels[j + 24:j + 48].mean() - levels[j:j + 24].mean() for j in range(300 - 47)])
+    spread = max(rms[0], np.sqrt((own * own).mean()))
+    np.testing.assert_allclose(lv.level_thresholds, spread * -stdtrit(draws.shape[0], 1e-4 / 2 / 2), rtol=1e-12)
+
+
+def test_level_view_draws_from_the_levels_where_they_are_stationary():
+    """AR(1) levels with phi = 0.9: the differences' surrogates spread D far wider than the levels'
+    own surrogates, which match the spread of D over the series itself."""
+    rng = np.random.default_rng(6)
+    e = rng.normal(size=20000)
+    x = np.zeros(20000)
+    for t in range(1, 20000):
+        x[t] = 0.9 * x[t - 1] + e[t]
+    n = 24
+    levels, diffs = x[:400, None], np.diff(x[:400])[-60:, None]
+    on_diffs, on_levels = _calibrator(), _calibrator()
+    on_diffs.calibrate_ar(diffs, n, 1.0, 0.1, np.random.default_rng(1), level_view=True)
+    on_levels.calibrate_ar(diffs, n, 1.0, 0.1, np.random.default_rng(1), level_view=True, level_values=levels)
+    spread = lambda cal: np.sqrt((cal.level_pool ** 2).mean())
+    windows = np.lib.stride_tricks.sliding_window_view(x, 2 * n)[::2 * n]
+    actual = (windows[:, n:].mean(axis=1) - windows[:, :n].mean(axis=1)).std()
+    assert spread(on_diffs) > 1.5 * spread(on_levels)
+    assert spread(on_levels) == pytest.approx(actual, rel=0.35)
+
+
 def test_permutation_threshold_uses_only_the_calibrations_made_so_far():
     rng = np.random.default_rng(0)
     win = TwoWindowRuLSIF(3, 15, 1.0, 0.1, alpha=0.1)
