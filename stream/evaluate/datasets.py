@@ -67,6 +67,9 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--cycle-permutation", action="store_true",
                         help="with --split-profile: turn on the SplitProfileDetector's null of a periodic window's "
                              "own cycles (SplitProfileDetector(cycle_permutation=True); off by default)")
+    parser.add_argument("--level-view", action="store_true",
+                        help="with --streaming or --auto: turn on the two-window detector's level view for "
+                             "differenced windows (ChangePointDetector(level_view=True); off by default)")
     parser.add_argument("--peers", action="store_true",
                         help="also run ruptures PELT / BinSeg (RBF) and claspy BinaryClaSP / ClaSS (its own venv: "
                              "`make peers`) on the same series")
@@ -119,6 +122,13 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
                   "add --split-profile", file=sys.stderr)
             return 2
         split_profile = {"cycle_permutation": True}
+    window = {}
+    if getattr(args, "level_view", False):
+        if not (args.streaming or getattr(args, "auto", False)):
+            print(f"ratiowatch eval {name}: --level-view is an option of the two-window detector; "
+                  "add --streaming or --auto", file=sys.stderr)
+            return 2
+        window = {"window": {"level_view": True}}
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_formats
 
@@ -144,16 +154,18 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         names = select(series_names(Path(root)), args.half)
         out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
                        peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile,
-                       auto=getattr(args, "auto", False))
+                       auto=getattr(args, "auto", False), **window)
     except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
         print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
         return 2
     out["half"] = args.half
     if isinstance(split_profile, dict):
         out["split_profile_options"] = split_profile
+    if window:
+        out["window_options"] = window["window"]
     if args.seeds > 1:
         runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
-                                 split_profile=split_profile, auto=getattr(args, "auto", False))
+                                 split_profile=split_profile, auto=getattr(args, "auto", False), **window)
                         for s in range(1, args.seeds)]
         out["seed_spread"] = seed_spread([r["mean"] for r in runs])
         methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (

@@ -33,11 +33,12 @@ from collections.abc import Callable
 import numpy as np
 
 
-def default_factory(seed: int = 0) -> Callable[[], object]:
-    """A factory of the streaming ``ChangePointDetector`` with its defaults (the daemon's ``kind = "window"``)."""
+def default_factory(seed: int = 0, **options) -> Callable[[], object]:
+    """A factory of the streaming ``ChangePointDetector``: its defaults (the daemon's ``kind = "window"``),
+    or ``options`` (e.g. ``level_view=True``)."""
     from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
-    return lambda: ChangePointDetector(seed=seed)
+    return lambda: ChangePointDetector(seed=seed, **options)
 
 
 def profile_factory(seed: int = 0, **options) -> Callable[[], object]:

@@ -330,9 +330,10 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
 
 #: streaming detectors the suites can run by name (their defaults): the two-window
 #: ``ChangePointDetector``, the ``SplitProfileDetector``, the latter with its opt-in null of a
-#: periodic window's own cycles (``cycle_permutation=True``), and the ``PeriodRoutedDetector``
-#: (the daemon's ``kind = "auto"``: the first, handed to the second once the stream shows a period)
-STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto")
+#: periodic window's own cycles (``cycle_permutation=True``), the ``PeriodRoutedDetector`` (the
+#: daemon's ``kind = "auto"``: the first, handed to the second once the stream shows a period), and
+#: the first and the last with the two-window detector's opt-in level view (``level_view=True``)
+STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto", "window_levels", "auto_levels")
 
 
 def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
@@ -343,10 +344,14 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
         raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
     if name == "window":
         return default_detector_factory(seed)
-    if name == "auto":
+    if name in ("auto", "auto_levels"):
         from ratiowatch.stream.evaluate.streaming import routed_factory
 
-        return routed_factory(seed)
+        return routed_factory(seed, **({"window": {"level_view": True}} if name == "auto_levels" else {}))
+    if name == "window_levels":
+        from ratiowatch.stream.evaluate.streaming import default_factory
+
+        return default_factory(seed, level_view=True)
     return profile_factory(seed, cycle_permutation=name == "profile_cycles")
 
 
@@ -630,7 +635,9 @@ def add_arguments(parser) -> None:
                              "'window'), "
                              "the SplitProfileDetector, the SplitProfileDetector with its opt-in cycle null "
                              "(profile_cycles: cycle_permutation=True), or the PeriodRoutedDetector (auto: the "
-                             "first, handed to the second once the stream shows a period)")
+                             "first, handed to the second once the stream shows a period); window_levels and "
+                             "auto_levels: window and auto with the two-window detector's opt-in level view "
+                             "(level_view=True)")
     parser.add_argument("--jobs", type=int, default=1, metavar="J",
                         help="processes for the streaming null and stress suites (default 1)")
     parser.add_argument("--seeds", type=int, default=5, metavar="N",

@@ -233,3 +233,33 @@ def test_utsa_reads_as_tssb_with_stored_streaming_results():
     assert len(names) == 32 and "ClaSS" in stored and set(stored["ClaSS"]) <= set(names)
     # the stored means are the published ones (README: ClaSS 0.824 on UTSA)
     assert np.mean([r["cover"] for r in stored["ClaSS"].values()]) == pytest.approx(0.824, abs=5e-4)
+
+
+def test_eval_level_view_reaches_the_window_detector_alone_and_inside_auto(tmp_path, capsys, monkeypatch):
+    import ratiowatch.stream.evaluate.streaming as streaming
+    from ratiowatch.stream.commands.cli import main
+
+    built = []
+    window, routed = streaming.default_factory, streaming.routed_factory
+
+    def recording(factory):
+        def make_factory(seed=0, **options):
+            make = factory(seed, **options)
+            return lambda: built.append(make()) or built[-1]
+        return make_factory
+
+    monkeypatch.setattr(streaming, "default_factory", recording(window))
+    monkeypatch.setattr(streaming, "routed_factory", recording(routed))
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--streaming", "--auto", "--level-view", "--half", "tune"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["window_options"] == {"level_view": True}
+    windows = [d for d in built if hasattr(d, "level_view")]
+    autos = [d for d in built if hasattr(d, "window_options")]
+    assert len(windows) == 2 and all(d.level_view for d in windows)
+    assert len(autos) == 2 and all(d.window_options == {"level_view": True} for d in autos)
+    assert main(["eval", "tssb", str(root), "--json", "--streaming", "--half", "tune"]) == 0
+    assert "window_options" not in json.loads(capsys.readouterr().out)
+    assert not any(d.level_view for d in built[4:])
+    assert main(["eval", "tssb", str(root), "--level-view"]) == 2
+    assert "add --streaming or --auto" in capsys.readouterr().err

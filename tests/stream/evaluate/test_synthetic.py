@@ -243,6 +243,9 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
         S.named_factory("ruler")
     assert S.named_factory("profile_cycles")().cycle_permutation is True
     assert S.named_factory("profile")().cycle_permutation is False
+    assert S.named_factory("window_levels")().level_view is True and S.named_factory("window")().level_view is False
+    assert S.named_factory("auto_levels")().window_options == {"level_view": True}
+    assert S.named_factory("auto")().window_options == {}
 
 
 # ---------------------------------------------------------------- channels suite
