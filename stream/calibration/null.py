@@ -257,8 +257,9 @@ class NullCalibrator:
         view (the detector passes it when its windows hold first differences). Together they take
         ``VIEW_SHARE`` of the rate, each view an equal part of it, split over its statistics (see
         :meth:`_calibrate_corr`, :meth:`_calibrate_channels` and :meth:`_calibrate_levels`). The
-        channel and level views' nulls come from the kernel score's own surrogates (no further
-        draws).
+        channel view's null comes from the kernel score's own surrogates (no further draws); the
+        level view's too, unless ``level_values`` (the held levels before the windows) look
+        stationary (:meth:`_level_surrogates`).
         """
         if values.shape[0] < AR_MIN_VALUES:
             self.threshold = math.nan
@@ -440,13 +441,7 @@ class NullCalibrator:
         (constant values) cannot be calibrated and never alarms.
         """
         null = surrogate_rank_diffs(np.ascontiguousarray(sims), self.k - 1, n)  # (count, 2 m)
-        if self.channel_count == 0 or self.channel_pool is None or self.channel_pool.shape[2] != null.shape[1]:
-            self.channel_pool, self.channel_count = np.zeros((NULL_POOL, self.n_perm, null.shape[1])), 0
-        if self.channel_count == 0 and null.shape[0] == NULL_POOL * self.n_perm:
-            self.channel_count = _pool_in(self.channel_pool, 0, null)
-        else:  # one calibration's draws (a pool started from a checkpoint without this view)
-            self.channel_pool[self.channel_count % NULL_POOL] = null[-self.n_perm:]
-            self.channel_count += 1
+        self.channel_pool, self.channel_count = _pool_view(self.channel_pool, self.channel_count, null, self.n_perm)
         filled = self.channel_pool[: min(self.channel_count, NULL_POOL)]
         exchangeable = math.sqrt((2 * n + 1) / 3.0) / (2 * n)
         self.channel_thresholds = _rms_thresholds(filled, filled.shape[0] * filled.shape[1], q, floor=exchangeable)
@@ -481,26 +476,20 @@ class NullCalibrator:
 
     def _calibrate_levels(self, sims: np.ndarray, n: int, q: float, held: np.ndarray | None = None) -> None:
         """Level view: the threshold of each channel's mean-level difference
-        (:mod:`~ratiowatch.stream.calibration.levels`) from the kernel score's surrogates of the
-        differences (their samples ``k - 1`` on are the windows' 2n differences).
+        (:mod:`~ratiowatch.stream.calibration.levels`) from surrogate differences ``sims``
+        (:meth:`_level_surrogates`; their samples ``k - 1`` on are the windows' 2n differences).
 
         The draws are pooled over the last ``NULL_POOL`` calibrations like the channel view's; the
         threshold is ``s * t_N^{-1}(1 - q / 2)`` with ``s`` their RMS about 0 (see the module
         :mod:`~ratiowatch.stream.calibration.levels`), but at least the RMS of the statistic itself
-        over ``held`` (the levels before the windows, every split of ``2n`` of them). Why the floor: an AR model of
-        a stretch that holds a cycle or two cannot carry the cycle, whose phase moves window means
-        far more than its surrogates do (a sine of period 96, amplitude 5 and noise sd 1, at
-        windows of 12-34: three false alarms in the first 700 samples without the floor). A
-        channel whose draws never vary never alarms.
+        over ``held`` (the levels before the windows, every split of ``2n`` of them). Why the
+        floor: an AR model of a stretch that holds a cycle or two cannot carry the cycle, whose
+        phase moves window means far more than its surrogates do (a sine of period 96, amplitude 5
+        and noise sd 1, at windows of 12-34: three false alarms in its first 700 samples without
+        the floor, seed 0). A channel whose draws never vary never alarms.
         """
         null = surrogate_level_diffs(np.ascontiguousarray(sims), self.k - 1, n)  # (count, m)
-        if self.level_count == 0 or self.level_pool is None or self.level_pool.shape[2] != null.shape[1]:
-            self.level_pool, self.level_count = np.zeros((NULL_POOL, self.n_perm, null.shape[1])), 0
-        if self.level_count == 0 and null.shape[0] == NULL_POOL * self.n_perm:
-            self.level_count = _pool_in(self.level_pool, 0, null)
-        else:  # one calibration's draws (a pool started from a checkpoint without this view)
-            self.level_pool[self.level_count % NULL_POOL] = null[-self.n_perm:]
-            self.level_count += 1
+        self.level_pool, self.level_count = _pool_view(self.level_pool, self.level_count, null, self.n_perm)
         filled = self.level_pool[: min(self.level_count, NULL_POOL)].reshape(-1, null.shape[1])
         floor = 0.0
         if held is not None and held.shape[0] >= 4 * n:
@@ -615,6 +604,21 @@ def _pool_in(pool: np.ndarray, count: int, null: np.ndarray) -> int:
         return NULL_POOL
     pool[count % NULL_POOL] = null.reshape(pool.shape[1:])
     return count + 1
+
+
+def _pool_view(pool: np.ndarray | None, count: int, null: np.ndarray, n_perm: int) -> tuple[np.ndarray, int]:
+    """Put one calibration's draws of a view, ``null`` (draws, statistics), into its pool; return
+    ``(pool, count)``.
+
+    An empty pool (count 0, none yet, or one of other statistics) starts anew and is filled whole
+    from ``NULL_POOL`` rows' worth of draws; a pool that starts from fewer (one calibration's, as
+    from a checkpoint written without the view) fills row by row."""
+    if count == 0 or pool is None or pool.shape[2] != null.shape[1]:
+        pool, count = np.zeros((NULL_POOL, n_perm, null.shape[1])), 0
+    if count == 0 and null.shape[0] == NULL_POOL * n_perm:
+        return pool, _pool_in(pool, 0, null)
+    pool[count % NULL_POOL] = null[-n_perm:]
+    return pool, count + 1
 
 
 def _constant(null: np.ndarray) -> bool:
