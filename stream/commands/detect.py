@@ -101,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "inside a cycle), the split-profile detector alone (split_profile: sees them, alarms "
                              "later) or the anomaly detector (anomaly: rows that do not belong, each column on "
                              "its own)")
+    parser.add_argument("--level-view", action="store_true",
+                        help="with --streaming and --detector auto or window: also compare the windows' mean "
+                             "levels where the two-window detector differences a smooth column (its opt-in "
+                             "level_view; finds level steps in smooth series that it misses otherwise)")
     parser.add_argument("--score-threshold", type=float, default=None, metavar="S",
                         help="with --detector anomaly: report rows whose anomaly score (in [0, 1]) reaches S "
                              "(default 0.5, a tail probability of 1e-5; larger reports fewer)")
@@ -125,6 +129,10 @@ def run(args) -> int:
     if getattr(args, "detector", None) is not None and not streaming:
         return _fail("--detector chooses a streaming detector: add --streaming (without it the offline "
                      "detector segments the whole file)")
+    two_window = streaming and (args.detector or DEFAULT_KIND) in ("auto", "window")
+    if getattr(args, "level_view", False) and not two_window:
+        return _fail("--level-view is an option of the two-window detector: add --streaming (with --detector "
+                     "auto, the default, or window)")
     threshold = getattr(args, "score_threshold", None)
     if threshold is not None and getattr(args, "detector", None) != "anomaly":
         return _fail("--score-threshold is the anomaly detector's: add --streaming --detector anomaly")
@@ -211,14 +219,15 @@ def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_lab
 
 
 def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: float | None = None,
-                     progress=None) -> tuple[list, np.ndarray]:
+                     progress=None, level_view: bool = False) -> tuple[list, np.ndarray]:
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
     ``kind`` is ``"window"`` (:class:`~ratiowatch.stream.detectors.changepoint.ChangePointDetector`),
     ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`) or
     ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`, the default),
-    each with its defaults (the daemon's), and ``false_alarm_rate`` if given. Rows with NaN are
+    each with its defaults (the daemon's), and ``false_alarm_rate`` if given; ``level_view`` turns
+    on the two-window detector's level view (``window`` and ``auto`` only). Rows with NaN are
     missing values (carried forward by the detector). ``progress(done, total)`` is called now and
     then.
 
@@ -236,6 +245,10 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
 
     module, cls = DETECTOR_KINDS[kind]  # the daemon's [detector] kind -> class
     params = {} if false_alarm_rate is None else {"false_alarm_rate": float(false_alarm_rate)}
+    if level_view:
+        if kind not in ("window", "auto"):
+            raise ValueError(f"level_view is an option of the two-window detector (kind window or auto); got {kind!r}")
+        params.update({"level_view": True} if kind == "window" else {"window": {"level_view": True}})
     det = getattr(importlib.import_module(module), cls)(**params)
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
@@ -328,7 +341,8 @@ def _run_streaming(args, table) -> int:
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
     with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
         alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
-                                         progress=None if bar is None else bar.callback)
+                                         progress=None if bar is None else bar.callback,
+                                         level_view=getattr(args, "level_view", False))
     cps = [a.change_index for a in alarms]
     tested = int(np.isfinite(ratio).sum())
     # the window detector compares short subsequences: a cycle's shape or frequency is beyond it

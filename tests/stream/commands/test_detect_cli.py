@@ -170,6 +170,28 @@ def test_streaming_options_are_checked_before_reading(tmp_path):
     p = write(tmp_path / "x.csv", jump_rows())
     one_line_error(cli("detect", p, "--detector", "split_profile"), 2, "add --streaming")
     one_line_error(cli("detect", p, "--streaming", "--false-alarm-rate", "2"), 2, "e.g. 1e-4")
+    one_line_error(cli("detect", p, "--level-view"), 2, "add --streaming")
+    one_line_error(cli("detect", p, "--streaming", "--detector", "split_profile", "--level-view"), 2,
+                   "option of the two-window detector")
+
+
+def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
+    """AR(1) with phi = 0.9 stepping up by 5 marginal sd at row 1,500: the two-window detector works
+    on its differences and misses the step; with --level-view it is reported (window and auto)."""
+    rng = np.random.default_rng([1, 11])
+    e = rng.normal(0.0, np.sqrt(1.0 - 0.81), size=3000)
+    x = np.empty(3000)
+    x[0] = rng.normal()
+    for t in range(1, 3000):
+        x[t] = 0.9 * x[t - 1] + e[t]
+    x[1500:] += 5.0
+    p = write(tmp_path / "smooth.csv", [(i, round(float(v), 4)) for i, v in enumerate(x)], header="time,level")
+    for detector in ("window", "auto"):
+        plain = json.loads(cli("detect", p, "--streaming", "--detector", detector, "--json").stdout)
+        proc = cli("detect", p, "--streaming", "--detector", detector, "--level-view", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert not near(plain["change_points"], 1500), plain["alarms"]
+        assert near(json.loads(proc.stdout)["change_points"], 1500, tol=3), proc.stdout
 
 
 def sensor_rows(t=1500, seed=0):
