@@ -480,7 +480,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._shist[self._shist_n % _SCORE_HISTORY] = self._score
         self._shist_n += 1
         if self._corr_on or self._channel_on or self._level_on:  # every view in units of its threshold
-            self._corr_ratio, self._channel_ratio = self._views_step()
+            if self._corr_on or self._channel_on:  # the level view alone needs no sorted windows
+                self._corr_ratio, self._channel_ratio = self._views_step()
             self._level_ratio = self._level_step()
             ratio = _largest(_ratio(self._score, self._threshold), self._corr_ratio, self._channel_ratio,
                              self._level_ratio)
