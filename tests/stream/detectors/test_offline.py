@@ -160,6 +160,22 @@ def test_alternating_mean_shifts_are_found():
     assert all(any(abs(c - cp) <= 5 for c in cps) for cp in (300, 600, 900)), cps
 
 
+@pytest.mark.xfail(strict=True, reason="a known miss: the null fitted across a smooth series' step wanders as far as "
+                                        "the step (docs/experiments.md, configuration X)")
+@pytest.mark.parametrize("seed", [1, 2, 4])
+def test_level_steps_in_a_smooth_series_are_found(seed):
+    """The change suite's ``mean_smooth`` (AR(1) at 0.9, a step of 4.4 marginal sd up at 500 and
+    down at 1,000): found 34 of 80 times, never at these seeds. The first test, over the whole
+    series, sees either only one step as a level shift (the other one's shift and outlier statistics
+    are nearly equal under the persistent fit), or a line fitted beside both whose chance slope
+    makes the surrogates ramp."""
+    from ratiowatch.stream.evaluate.synthetic import change_series
+
+    case = change_series("mean_smooth", seed=seed)
+    cps = detect(case.x)
+    assert all(any(abs(c - cp) <= 2 * case.window for c in cps) for cp in case.change_points), cps
+
+
 def test_alarms_report_the_split_and_the_end_of_the_series():
     rng = np.random.default_rng(2)
     y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 3, 300)]
