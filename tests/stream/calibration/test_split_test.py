@@ -192,6 +192,19 @@ def test_unmasking_keeps_the_null_of_persistent_series():
     assert added <= 6  # binomial(60, 0.05) exceeds 6 with probability 0.08
 
 
+@pytest.mark.xfail(strict=True, reason="a known gap: in short persistent series the unmasking step takes wanders "
+                                        "for sets of level shifts (docs/experiments.md, configuration X)")
+@pytest.mark.parametrize("t_len", [100, 200])
+def test_unmasking_keeps_the_null_of_short_persistent_series(t_len):
+    """AR(1) at 0.9, 20 seeds: the unmasking step adds shifts to 7 (T = 100) and 10 (T = 200) of
+    them, steps along a wander with t of 4-6 against a gate of about 3.6. The null suite does not
+    show it as change points while the line's slope goes back into the surrogates."""
+    added = sum(len(remove_level_shifts(_ar1(t_len, 0.9, s)[:, None], 5, 0.05)[3][0])
+                > len(remove_level_shifts(_ar1(t_len, 0.9, s)[:, None], 5, 0.05, unmask=False)[3][0])
+                for s in range(20))
+    assert added <= 3  # binomial(20, 0.05) exceeds 3 with probability 0.016
+
+
 def test_the_dynamic_regression_t_matches_explicit_normal_equations():
     rng = np.random.default_rng(3)
     x = _ar1(120, 0.6, 3) + 2.0 * (np.arange(120) >= 70)
