@@ -105,6 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --streaming and --detector auto or window: also compare the windows' mean "
                              "levels where the two-window detector differences a smooth column (its opt-in "
                              "level_view; finds level steps in smooth series that it misses otherwise)")
+    parser.add_argument("--smooth-steps", action="store_true",
+                        help="offline: look harder for level steps in smooth, persistent columns (detect's "
+                             "opt-in smooth_steps; more change points on series that switch between levels "
+                             "as their ordinary behaviour)")
     parser.add_argument("--score-threshold", type=float, default=None, metavar="S",
                         help="with --detector anomaly: report rows whose anomaly score (in [0, 1]) reaches S "
                              "(default 0.5, a tail probability of 1e-5; larger reports fewer)")
@@ -133,6 +137,9 @@ def run(args) -> int:
     if getattr(args, "level_view", False) and not two_window:
         return _fail("--level-view is an option of the two-window detector: add --streaming (with --detector "
                      "auto, the default, or window)")
+    if getattr(args, "smooth_steps", False) and streaming:
+        return _fail("--smooth-steps is an option of the offline detector: drop --streaming (the streaming "
+                     "two-window detector's option for smooth columns is --level-view)")
     threshold = getattr(args, "score_threshold", None)
     if threshold is not None and getattr(args, "detector", None) != "anomaly":
         return _fail("--score-threshold is the anomaly detector's: add --streaming --detector anomaly")
@@ -161,6 +168,8 @@ def run(args) -> int:
     from ratiowatch.stream.detectors.offline import replay
 
     params = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}
+    if getattr(args, "smooth_steps", False):
+        params["smooth_steps"] = True
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
     with progress_bar(total=len(x), desc="detect", unit="sample", enabled=show) as bar:
         rep = replay(x, progress=None if bar is None else bar.callback, **params)

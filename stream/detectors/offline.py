@@ -95,7 +95,7 @@ class Replay:
 #: series scored at a quarter and a whole cycle.
 DEFAULTS = {"false_alarm_rate": 0.05, "alpha": 0.1, "lam": 1e-3, "sigma_factor": 0.5, "n_centres": 32,
             "grid": 200, "max_order": MAX_ORDER, "width": None, "seed": 0, "spending": True,
-            "widths": "both", "cycle_permutation": True}
+            "widths": "both", "cycle_permutation": True, "smooth_steps": False}
 MAX_ROWS = 5000
 METHODS = ("rulsif", "ulsif")
 #: subsequence widths of a periodic series: both a quarter and a whole cycle, or only one of them
@@ -249,7 +249,8 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
             perm_stat, perm_split = perm_prof.best(seg)
             perm = cycle_permutation_test(seg, perm_prof, perm_stat, period, level / 2, rng)
         share = level if perm is None else level / 2
-        test = max_split_test(seg, prof, stat, share, rng, max_order=int(cfg["max_order"]))
+        test = max_split_test(seg, prof, stat, share, rng, max_order=int(cfg["max_order"]),
+                              smooth_steps=bool(cfg["smooth_steps"]))
         reject = _passes(test, share, n_tests, cfg["spending"])
         alarm_score, alarm_threshold = stat, test.critical
         if not reject and perm is not None and _passes(perm, share, n_tests, cfg["spending"]):
@@ -302,6 +303,12 @@ def detect(series, **params) -> list[int]:
     cycle_permutation : bool
         Also test a univariate periodic segment against its own cycles in random orders, each test
         at half the level (module docstring); True by default.
+    smooth_steps : bool
+        Look harder for level steps in smooth, persistent series when fitting the stop test's null
+        (:func:`~ratiowatch.stream.calibration.split_test.remove_level_shifts`); False by default.
+        On AR(1) noise at phi = 0.9 it finds 69 of 80 steps of 4.4 marginal sd (34 without), with
+        the synthetic null suite as before; on series that switch between levels as their ordinary
+        behaviour (appliances, insect EPG) it adds change points (docs/experiments.md, X).
     method : {"rulsif", "ulsif"}
         The divergence (uLSIF is RuLSIF with alpha = 0).
     seed : int

@@ -70,6 +70,9 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--level-view", action="store_true",
                         help="with --streaming or --auto: turn on the two-window detector's level view for "
                              "differenced windows (ChangePointDetector(level_view=True); off by default)")
+    parser.add_argument("--smooth-steps", action="store_true",
+                        help="the offline detector's harder search for level steps in smooth series "
+                             "(detect(smooth_steps=True); off by default)")
     parser.add_argument("--peers", action="store_true",
                         help="also run ruptures PELT / BinSeg (RBF) and claspy BinaryClaSP / ClaSS (its own venv: "
                              "`make peers`) on the same series")
@@ -129,6 +132,7 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
                   "add --streaming or --auto", file=sys.stderr)
             return 2
         window = {"window": {"level_view": True}}
+    offline = {"smooth_steps": True} if getattr(args, "smooth_steps", False) else {}
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_formats
 
@@ -154,7 +158,7 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         names = select(series_names(Path(root)), args.half)
         out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
                        peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile,
-                       auto=getattr(args, "auto", False), **window)
+                       auto=getattr(args, "auto", False), **window, **offline)
     except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
         print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
         return 2
@@ -165,7 +169,8 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         out["window_options"] = window["window"]
     if args.seeds > 1:
         runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
-                                 split_profile=split_profile, auto=getattr(args, "auto", False), **window)
+                                 split_profile=split_profile, auto=getattr(args, "auto", False), **window,
+                                 **offline)
                         for s in range(1, args.seeds)]
         out["seed_spread"] = seed_spread([r["mean"] for r in runs])
         methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (

@@ -106,6 +106,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -638,6 +639,9 @@ def add_arguments(parser) -> None:
                              "first, handed to the second once the stream shows a period); window_levels and "
                              "auto_levels: window and auto with the two-window detector's opt-in level view "
                              "(level_view=True)")
+    parser.add_argument("--smooth-steps", action="store_true",
+                        help="offline: the detector's harder search for level steps in smooth series "
+                             "(detect(smooth_steps=True); off by default)")
     parser.add_argument("--jobs", type=int, default=1, metavar="J",
                         help="processes for the streaming null and stress suites (default 1)")
     parser.add_argument("--seeds", type=int, default=5, metavar="N",
@@ -685,16 +689,25 @@ def run(args) -> int:
         print(f"ratiowatch eval synthetic: --detector {args.detector} is a streaming detector; add --streaming",
               file=sys.stderr)
         return 2
+    smooth_steps = getattr(args, "smooth_steps", False)
+    if smooth_steps and args.streaming:
+        print("ratiowatch eval synthetic: --smooth-steps is an option of the offline detector; drop --streaming",
+              file=sys.stderr)
+        return 2
     out: dict = {"benchmark": "synthetic", "mode": "streaming" if args.streaming else "offline"}
     if args.streaming:
         out["detector"] = args.detector
+    offline = default_detect()
+    if smooth_steps:
+        out["options"] = {"smooth_steps": True}
+        offline = functools.partial(offline, smooth_steps=True)
     lines: list[str] = []
 
     def null_scores(kinds):
         if args.streaming:
             return score_null_streaming(seeds=args.seeds, lengths=lengths, kinds=kinds, detector=args.detector,
                                         jobs=args.jobs)
-        return score_null_offline(seeds=args.seeds, lengths=lengths, kinds=kinds)
+        return score_null_offline(offline, seeds=args.seeds, lengths=lengths, kinds=kinds)
 
     if args.suite in ("null", "both"):
         out["null"] = null_scores(NULL_KINDS)
@@ -705,12 +718,12 @@ def run(args) -> int:
         lines += format_null(out["stress"])
     if args.suite in ("change", "both"):
         out["change"] = (score_change_streaming(seeds=args.seeds, detector=args.detector) if args.streaming
-                         else score_change_offline(seeds=args.seeds))
+                         else score_change_offline(offline, seeds=args.seeds))
         lines += format_change(out["change"])
     if args.suite == "channels":
         out["null"] = null_scores(CHANNEL_NULL_KINDS)
         out["change"] = (score_change_streaming(seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS, detector=args.detector)
-                         if args.streaming else score_change_offline(seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS))
+                         if args.streaming else score_change_offline(offline, seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS))
         lines += format_null(out["null"]) + [""] + format_change(out["change"])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

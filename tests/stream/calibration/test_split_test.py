@@ -6,7 +6,7 @@ import pytest
 from ratiowatch.core.split_profile import SplitProfile
 from ratiowatch.stream.calibration.split_test import (_dynamic_t, _step_design, _white_noise_segmentation,
                                                       ar_surrogates, intervention_t, max_split_test, n_surrogates,
-                                                      remove_level_shifts, shift_gate)
+                                                      remove_level_shifts, shift_gate, slope_standard_error)
 from ratiowatch.stream.calibration.surrogate import fit_ar_channels
 
 import naive
@@ -198,11 +198,67 @@ def test_unmasking_keeps_the_null_of_persistent_series():
 def test_unmasking_keeps_the_null_of_short_persistent_series(t_len):
     """AR(1) at 0.9, 20 seeds: the unmasking step adds shifts to 7 (T = 100) and 10 (T = 200) of
     them, steps along a wander with t of 4-6 against a gate of about 3.6. The null suite does not
-    show it as change points while the line's slope goes back into the surrogates."""
+    show it as change points while the line's slope goes back into the surrogates. The opt-in
+    ``smooth_steps=True`` checks the sets by Monte Carlo (the test below)."""
     added = sum(len(remove_level_shifts(_ar1(t_len, 0.9, s)[:, None], 5, 0.05)[3][0])
                 > len(remove_level_shifts(_ar1(t_len, 0.9, s)[:, None], 5, 0.05, unmask=False)[3][0])
                 for s in range(20))
     assert added <= 3  # binomial(20, 0.05) exceeds 3 with probability 0.016
+
+
+# ---------------------------------------------------------------- smooth_steps (opt-in)
+def _smooth_steps_series(seed):
+    from ratiowatch.stream.evaluate.synthetic import change_series
+
+    return change_series("mean_smooth", seed=seed).x[:, None]  # AR(0.9), steps up at 500, down at 1,000
+
+
+@pytest.mark.parametrize("seed", [1, 6, 7])
+def test_with_smooth_steps_a_second_step_is_taken_alone_beside_the_first(seed):
+    # under the persistent fit one step reads as a spike; the unmasking step finds it (t ~ 9) but
+    # by default takes no set of one
+    x = _smooth_steps_series(seed)
+    assert sorted(remove_level_shifts(x, 5, 0.05)[3][0]) == [1000]
+    assert sorted(remove_level_shifts(x, 5, 0.05, smooth_steps=True)[3][0]) == [500, 1000]
+
+
+@pytest.mark.parametrize("t_len", [100, 200])
+def test_with_smooth_steps_unmasked_sets_must_beat_their_own_surrogates(t_len):
+    """The same AR(0.9) series as the strict expected failure above: with the Monte-Carlo check
+    the unmasking step adds shifts to 1 of 20 at each length (7 and 10 without it)."""
+    added = sum(len(remove_level_shifts(_ar1(t_len, 0.9, s)[:, None], 5, 0.05, smooth_steps=True)[3][0])
+                > len(remove_level_shifts(_ar1(t_len, 0.9, s)[:, None], 5, 0.05, unmask=False)[3][0])
+                for s in range(20))
+    assert added <= 3  # binomial(20, 0.05) exceeds 3 with probability 0.016
+
+
+def test_slope_standard_error_matches_the_spread_of_fitted_slopes():
+    """400 AR(0.5) series of 600 samples, the line fitted beside steps at 200 and 400: the
+    standard deviation of the fitted slopes against the mean of the formula's standard errors."""
+    design = _step_design(np.linspace(-1.0, 1.0, 600), [200, 400])
+    slopes, ses = [], []
+    for s in range(400):
+        r = _ar1(600, 0.5, 1000 + s)
+        coef = np.linalg.lstsq(design, r, rcond=None)[0]
+        slopes.append(coef[1])
+        ses.append(slope_standard_error(r - design @ coef, [200, 400], 5))
+    assert np.mean(ses) == pytest.approx(np.std(slopes), rel=0.12)  # measured: 0.409 against 0.422
+
+
+def test_with_smooth_steps_a_chance_slope_beside_steps_stays_out_of_the_surrogates():
+    x = _smooth_steps_series(2)
+    mu, slope, _, shifts = remove_level_shifts(x, 5, 0.05)
+    assert sorted(shifts[0]) == [500, 1000] and abs(slope[0]) > 0.5  # a chance slope of ~2.4 se
+    assert remove_level_shifts(x, 5, 0.05, smooth_steps=True)[1][0] == 0.0
+    prof = SplitProfile(width=3)
+    stat = prof.best(x)[0]
+    assert not max_split_test(x, prof, stat, 0.05, np.random.default_rng(0)).reject
+    assert max_split_test(x, prof, stat, 0.05, np.random.default_rng(0), smooth_steps=True).reject
+    # a real trend beside a step keeps its slope (1.5 over t in [-1, 1])
+    t = np.arange(1200)
+    y = 3.0 * t / 1200 + 2.0 * (t >= 700) + 0.1 * _ar1(1200, 0.5, 5)
+    _, slope, _, shifts = remove_level_shifts(y[:, None], 5, 0.05, smooth_steps=True)
+    assert shifts == [[700]] and slope[0] == pytest.approx(1.5, abs=0.05)
 
 
 def test_the_dynamic_regression_t_matches_explicit_normal_equations():

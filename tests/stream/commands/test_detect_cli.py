@@ -194,6 +194,20 @@ def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
         assert near(json.loads(proc.stdout)["change_points"], 1500, tol=3), proc.stdout
 
 
+def test_smooth_steps_finds_both_steps_of_a_smooth_column_offline(tmp_path):
+    """The change suite's mean_smooth at seed 1 (AR(1) at 0.9, steps at 500 and 1,000): the offline
+    detector finds neither by default and both with --smooth-steps; not a streaming option."""
+    from ratiowatch.stream.evaluate.synthetic import change_series
+
+    x = change_series("mean_smooth", seed=1).x
+    p = write(tmp_path / "smooth.csv", [(i, repr(float(v))) for i, v in enumerate(x)], header="time,level")
+    assert json.loads(cli("detect", p, "--json").stdout)["change_points"] == []
+    proc = cli("detect", p, "--smooth-steps", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["change_points"] == [500, 1000]
+    one_line_error(cli("detect", p, "--streaming", "--smooth-steps"), 2, "option of the offline detector")
+
+
 def sensor_rows(t=1500, seed=0):
     """(time, a, b) rows: two noisy daily cycles of 96 rows; a has a burst of +3 at 1200-1207, b is
     stuck at its row-999 value over 1000-1047."""

@@ -263,3 +263,21 @@ def test_eval_level_view_reaches_the_window_detector_alone_and_inside_auto(tmp_p
     assert not any(d.level_view for d in built[4:])
     assert main(["eval", "tssb", str(root), "--level-view"]) == 2
     assert "add --streaming or --auto" in capsys.readouterr().err
+
+
+def test_eval_smooth_steps_reaches_the_offline_detector(tmp_path, capsys, monkeypatch):
+    import ratiowatch.stream.detectors.offline as offline
+    from ratiowatch.stream.commands.cli import main
+
+    seen = []
+    replay = offline.replay
+    monkeypatch.setattr(offline, "replay", lambda x, **kw: seen.append(kw) or replay(x, **kw))
+    root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
+    assert main(["eval", "tssb", str(root), "--json", "--smooth-steps", "--half", "tune", "--seeds", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["smooth_steps"] is True
+    assert seen and all(kw.get("smooth_steps") is True for kw in seen)  # every seed's run
+    seen.clear()
+    assert main(["eval", "tssb", str(root), "--json", "--half", "tune"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["smooth_steps"] is False
+    assert seen and not any(kw.get("smooth_steps") for kw in seen)

@@ -288,3 +288,20 @@ def test_eval_synthetic_channels_suite(monkeypatch, capsys):
     assert out["change"]["overall"]["found"] == out["change"]["overall"]["changes"] == 2 * len(S.CHANNEL_CHANGE_KINDS)
     assert main(["eval", "synthetic", "--suite", "channels", "--lengths", "50", "--seeds", "1"]) == 0
     assert "channel_correlation" in capsys.readouterr().out
+
+
+def test_eval_synthetic_smooth_steps_reaches_the_offline_detector(monkeypatch, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    calls = []
+    monkeypatch.setattr(S, "default_detect", lambda: (lambda x, **kw: calls.append(kw) or []))
+    assert main(["eval", "synthetic", "--lengths", "15", "--seeds", "1", "--suite", "null", "--smooth-steps",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["options"] == {"smooth_steps": True}
+    assert calls and all(kw == {"smooth_steps": True} for kw in calls)
+    calls.clear()
+    assert main(["eval", "synthetic", "--lengths", "15", "--seeds", "1", "--suite", "null", "--json"]) == 0
+    assert "options" not in json.loads(capsys.readouterr().out) and all(kw == {} for kw in calls)
+    assert main(["eval", "synthetic", "--streaming", "--smooth-steps"]) == 2
+    assert "option of the offline detector" in capsys.readouterr().err
