@@ -177,6 +177,12 @@ def run(args) -> int:
     lines = [table.lines[c] for c in cps]
     times = [table.time_values[c] for c in cps] if table.time_values is not None else None
     too_short = not np.isfinite(rep.scores).any()
+    # level steps in a smooth column are often missed by default (docs/experiments.md, X)
+    smooth = {} if too_short or getattr(args, "smooth_steps", False) else smooth_columns(x, names)
+    hint = (", ".join(f"{n!r} is smooth (lag-1 autocorrelation {r:.2f})" for n, r in smooth.items())
+            + ": the offline detector misses many level steps in such columns; --smooth-steps looks "
+            "harder (and finds more change points where a column switches between levels as its "
+            "ordinary behaviour)") if smooth else None
     short_msg = (f"{len(x)} samples are too short for any detection: every split needs a few "
                  f"subsequences of width {rep.config['width']} on each side") if too_short else None
     if args.json:
@@ -190,7 +196,8 @@ def run(args) -> int:
                "n_samples": int(len(x)), "change_points": cps, "change_point_lines": lines,
                **({"change_point_times": times} if times is not None else {}),
                "index": INDEX_CONVENTION, "alarms": alarms, "score_units": SCORE_UNITS,
-               **({"too_short": short_msg} if too_short else {}), "config": rep.config}
+               **({"too_short": short_msg} if too_short else {}),
+               **({"smooth_columns": smooth} if smooth else {}), "config": rep.config}
         print(json.dumps(out, indent=2))
     else:
         print(_header(table))
@@ -202,6 +209,8 @@ def run(args) -> int:
             print("change points (data row from 0):", ", ".join(where) if where else "(none)")
     if too_short:
         print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
+    if hint:
+        print(f"ratiowatch detect: {hint}", file=sys.stderr)
     return _plot(args, table, rep.scores, rep.thresholds, cps)
 
 
@@ -317,6 +326,33 @@ def replay_anomalies(x: np.ndarray, score_threshold: float | None = None, progre
             progress(j + 1, x.shape[1])
     found.sort(key=lambda a: (a["row"], a["column"]))
     return found, scores
+
+
+def smooth_columns(x: np.ndarray, names: list[str]) -> dict[str, float]:
+    """Columns without a clear period whose lag-1 autocorrelation exceeds the streaming detector's
+    differencing bound (:data:`~ratiowatch.stream.detectors.changepoint.AUTO_DIFF_ACF`, 0.8) ->
+    that autocorrelation, rounded to 3 digits.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> walk, noise = rng.normal(size=500).cumsum(), rng.normal(size=500)
+    >>> smooth_columns(np.c_[walk, noise, np.sin(np.arange(500) / 4.0)], ["walk", "noise", "cycle"])
+    {'walk': 0.991}
+    """
+    from ratiowatch.stream.detectors.changepoint import AUTO_DIFF_ACF
+    from ratiowatch.stream.series.period import autocorrelation
+
+    periodic = periodic_columns(x, names)
+    out = {}
+    for j, name in enumerate(names):
+        v = x[:, j][np.isfinite(x[:, j])]
+        if name in periodic or v.size < 3 or not np.ptp(v) > 0:
+            continue
+        r = float(autocorrelation(v - v.mean(), 2)[1])
+        if r > AUTO_DIFF_ACF:
+            out[name] = round(r, 3)
+    return out
 
 
 def periodic_columns(x: np.ndarray, names: list[str]) -> dict[str, int]:

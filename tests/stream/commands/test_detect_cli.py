@@ -201,10 +201,15 @@ def test_smooth_steps_finds_both_steps_of_a_smooth_column_offline(tmp_path):
 
     x = change_series("mean_smooth", seed=1).x
     p = write(tmp_path / "smooth.csv", [(i, repr(float(v))) for i, v in enumerate(x)], header="time,level")
-    assert json.loads(cli("detect", p, "--json").stdout)["change_points"] == []
+    plain = cli("detect", p, "--json")
+    assert json.loads(plain.stdout)["change_points"] == []
+    # the default run says why it may have missed something, and what to try
+    assert json.loads(plain.stdout)["smooth_columns"] == {"level": 0.976}
+    assert "'level' is smooth (lag-1 autocorrelation 0.98)" in plain.stderr and "--smooth-steps" in plain.stderr
     proc = cli("detect", p, "--smooth-steps", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["change_points"] == [500, 1000]
+    assert "smooth_columns" not in json.loads(proc.stdout) and "is smooth" not in proc.stderr
     one_line_error(cli("detect", p, "--streaming", "--smooth-steps"), 2, "option of the offline detector")
 
 
