@@ -137,7 +137,8 @@ def run(args) -> int:
     if getattr(args, "level_view", False) and not two_window:
         return _fail("--level-view is an option of the two-window detector: add --streaming (with --detector "
                      "auto, the default, or window)")
-    if getattr(args, "smooth_steps", False) and streaming:
+    smooth_steps = getattr(args, "smooth_steps", False)
+    if smooth_steps and streaming:
         return _fail("--smooth-steps is an option of the offline detector: drop --streaming (the streaming "
                      "two-window detector's option for smooth columns is --level-view)")
     threshold = getattr(args, "score_threshold", None)
@@ -168,7 +169,7 @@ def run(args) -> int:
     from ratiowatch.stream.detectors.offline import replay
 
     params = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}
-    if getattr(args, "smooth_steps", False):
+    if smooth_steps:
         params["smooth_steps"] = True
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
     with progress_bar(total=len(x), desc="detect", unit="sample", enabled=show) as bar:
@@ -178,7 +179,7 @@ def run(args) -> int:
     times = [table.time_values[c] for c in cps] if table.time_values is not None else None
     too_short = not np.isfinite(rep.scores).any()
     # level steps in a smooth column are often missed by default (docs/experiments.md, X)
-    smooth = {} if too_short or getattr(args, "smooth_steps", False) else smooth_columns(x, names)
+    smooth = {} if too_short or smooth_steps else smooth_columns(x, names)
     hint = (", ".join(f"{n!r} is smooth (lag-1 autocorrelation {r:.2f})" for n, r in smooth.items())
             + ": the offline detector misses many level steps in such columns; --smooth-steps looks "
             "harder (and finds more change points where a column switches between levels as its "
@@ -343,16 +344,18 @@ def smooth_columns(x: np.ndarray, names: list[str]) -> dict[str, float]:
     from ratiowatch.stream.detectors.changepoint import AUTO_DIFF_ACF
     from ratiowatch.stream.series.period import autocorrelation
 
-    periodic = periodic_columns(x, names)
     out = {}
     for j, name in enumerate(names):
         v = x[:, j][np.isfinite(x[:, j])]
-        if name in periodic or v.size < 3 or not np.ptp(v) > 0:
+        if v.size < 3 or not np.ptp(v) > 0:
             continue
         r = float(autocorrelation(v - v.mean(), 2)[1])
         if r > AUTO_DIFF_ACF:
             out[name] = round(r, 3)
-    return out
+    # a period is looked for only in the smooth columns (a smooth cycle is not what the note is about)
+    cols = [names.index(n) for n in out]
+    periodic = periodic_columns(x[:, cols], list(out)) if out else {}
+    return {n: r for n, r in out.items() if n not in periodic}
 
 
 def periodic_columns(x: np.ndarray, names: list[str]) -> dict[str, int]:
