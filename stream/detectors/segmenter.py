@@ -95,6 +95,7 @@ from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, 
                                                       remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
+from ratiowatch.stream.series.preprocess import fill_missing
 from ratiowatch.stream.series.width import subsequence_width
 
 #: growth of the window between calibrations while it fills
@@ -241,6 +242,49 @@ class SplitProfileDetector:
         if index < 0:
             raise ValueError(f"index must be >= 0; got {index}")
         self.n_seen = self._start = int(index)
+
+    def prime(self, rows, start: int) -> None:
+        """Take ``rows`` (T, m; NaN = missing, carried forward), the stream's samples ``start .. start
+        + T - 1``, as the window of a fresh detector, without testing them: the next sample
+        calibrates on the whole window and is tested as usual. For a stream handed over with its
+        past several cycles, which a window restarted at a change would not hold
+        (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector` with ``with_history``).
+
+        Examples
+        --------
+        >>> det = SplitProfileDetector()
+        >>> det.prime(np.sin(np.arange(600.0) / 5)[:, None], start=1000)
+        >>> det.n_seen, det.window_length
+        (1600, 600)
+        """
+        if self.n_seen:
+            raise ValueError(f"prime is for a fresh detector; this one has seen {self.n_seen} samples")
+        if start < 0:
+            raise ValueError(f"start must be >= 0; got {start}")
+        x = np.asarray(rows, dtype=np.float64)
+        x = x.reshape(-1, 1) if x.ndim < 2 else x
+        if x.ndim != 2:
+            raise ValueError(f"rows must be (T,) or (T, channels); got shape {x.shape}")
+        if len(x) > self.max_window:
+            raise ValueError(f"at most max_window = {self.max_window} rows; got {len(x)}")
+        if np.isinf(x).any():
+            raise ValueError("rows hold an infinite value; use NaN for missing values")
+        self.n_seen = self._start = int(start) + len(x)
+        seen = ~np.isnan(x).all(axis=1)
+        if not seen.any():
+            return
+        first = int(seen.argmax())  # rows before any value are dropped; gaps are carried forward
+        x = fill_missing(x[first:])
+        self._buf = np.empty((2 * self.max_window, x.shape[1]))
+        self._buf[:len(x)] = x
+        self._lo, self._hi = 0, len(x)
+        self._start = int(start) + first
+        self._last = x[-1].copy()
+
+    @property
+    def window_length(self) -> int:
+        """Samples in the window now."""
+        return self._hi - self._lo
 
     def update(self, x) -> "SplitProfileDetector":
         """river drift-detector protocol: feed one sample; read :attr:`drift_detected` afterwards."""

@@ -327,3 +327,52 @@ class TestCheckpoint:
         with pytest.raises(ValueError, match="not a dict"):
             det.step({"a": 1.0})
         assert det.step(np.zeros((1, 2))) is None
+
+
+class TestPrime:
+    """``prime(rows, start)``: a fresh detector takes a stream's past as its window, untested."""
+
+    def test_the_primed_window_is_numbered_as_the_stream_and_tested_from_the_next_sample(self):
+        rng = np.random.default_rng(0)
+        det = SplitProfileDetector(seed=0)
+        det.prime(rng.normal(0, 1, 800), start=5000)
+        assert (det.n_seen, det.window_length) == (5800, 800) and math.isnan(det.threshold)
+        alarms = [a for a in map(det.step, np.r_[rng.normal(0, 1, 400), rng.normal(3, 1, 600)].tolist()) if a]
+        assert np.isfinite(det.threshold)
+        assert len(alarms) == 1 and abs(alarms[0].change_index - 6200) <= 5 and alarms[0].alarm_index > 6200
+
+    def test_a_change_inside_the_primed_rows_is_not_reported(self):
+        # the rows are a past that another detector has already judged
+        rng = np.random.default_rng(1)
+        det = SplitProfileDetector(seed=0)
+        det.prime(np.r_[rng.normal(0, 1, 300), rng.normal(4, 1, 300)], start=0)
+        assert stream_alarms(det, rng.normal(4, 1, 20)) == [] and det.window_length == 620
+
+    def test_rows_before_any_value_are_dropped_and_gaps_are_carried_forward(self):
+        det = SplitProfileDetector()
+        det.prime(np.r_[np.nan, np.nan, 1.0, np.nan, 3.0], start=10)
+        assert (det.n_seen, det.window_length) == (15, 3)
+        assert det.to_state()["window"].ravel().tolist() == [1.0, 1.0, 3.0]
+
+    def test_prime_is_for_a_fresh_detector_with_at_most_max_window_finite_rows(self):
+        det = SplitProfileDetector(min_window=15, max_window=40)
+        with pytest.raises(ValueError, match="at most max_window"):
+            det.prime(np.zeros(41), start=0)
+        with pytest.raises(ValueError, match="infinite"):
+            det.prime(np.r_[0.0, np.inf], start=0)
+        with pytest.raises(ValueError, match="start"):
+            det.prime(np.zeros(3), start=-1)
+        det.step(1.0)
+        with pytest.raises(ValueError, match="fresh detector"):
+            det.prime(np.zeros(3), start=0)
+
+    def test_a_primed_detector_continues_exactly_from_its_checkpoint(self):
+        x = null_series("seasonal24", 1500, 0)
+        whole = SplitProfileDetector(seed=0)
+        whole.prime(x[:900], start=0)
+        expected = stream_alarms(whole, x[900:])
+        first = SplitProfileDetector(seed=0)
+        first.prime(x[:900], start=0)
+        got = stream_alarms(first, x[900:1100])
+        again = SplitProfileDetector.from_state(first.to_state())
+        assert got + stream_alarms(again, x[1100:]) == expected
