@@ -37,6 +37,10 @@ shows where a detector's calibration ends rather than promising anything.
 * ``wandering_cycles``: a jittered sine of period 24 on a level that wanders, a stationary AR(1)
   of sd 1 (the cycle's amplitude) with a time constant of 10 cycles, plus N(0, 0.1^2) (a metric
   with a daily cycle whose baseline drifts, an ECG's baseline wander).
+* ``schedule288``: a level that switches between 0 and 1 twice per jittered cycle of 288 samples
+  (high for 40 % of each cycle), plus N(0, 0.05^2) noise: a daily on/off schedule sampled every 5
+  minutes (business hours, a thermostat), whose switches are sharp and whose dwell times outlast a
+  short window. It is ``switching100`` of the anomaly suite with a day's period.
 
 Anomaly suite kind (:data:`ANOMALY_ONLY_KINDS`; :mod:`ratiowatch.stream.evaluate.anomaly_suite`
 scores it, the change-point suites do not):
@@ -120,7 +124,8 @@ LENGTHS: tuple[int, ...] = (15, 50, 100, 200, 600, 2000, 10000)
 NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7", "seasonal12", "seasonal24",
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
-                                 "two_seasons", "sawtooth30", "drifting_cycles", "wandering_cycles")
+                                 "two_seasons", "sawtooth30", "drifting_cycles", "wandering_cycles",
+                                 "schedule288")
 #: kinds that only the anomaly suite scores (module docstring)
 ANOMALY_ONLY_KINDS: tuple[str, ...] = ("switching100",)
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "mean_smooth", "variance", "correlation",
@@ -175,6 +180,11 @@ def _garch(rng: np.random.Generator, length: int, omega: float = 0.1, a: float =
     return x
 
 
+def _schedule(rng: np.random.Generator, length: int, period: float) -> np.ndarray:
+    """An on/off schedule: 1 for the first 40 % of each jittered cycle, else 0, plus N(0, 0.05^2)."""
+    return (_jittered_phase(rng, length, period) % 1.0 < 0.4).astype(np.float64) + rng.normal(0.0, 0.05, size=length)
+
+
 #: AR(1) coefficient of the stress suite's slow drifts: a time constant of 10 cycles of period 24
 _TEN_CYCLES = float(np.exp(-1.0 / (10 * 24.0)))
 
@@ -209,6 +219,8 @@ def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarr
         phase = 2 * np.pi * _jittered_phase(rng, length, 24.0)
         level = _ar1(rng, length, _TEN_CYCLES, sd=1.0)
         return np.sin(phase) + level + rng.normal(0.0, 0.1, size=length)
+    if kind == "schedule288":
+        return _schedule(rng, length, 288.0)
     raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS}")
 
 
@@ -245,7 +257,7 @@ def null_series(kind: str, length: int, seed: int = 0) -> np.ndarray:
     if kind == "quantized":
         return np.round(_ar1(rng, length, 0.5, sd=1.5))
     if kind == "switching100":
-        return (_jittered_phase(rng, length, 100.0) % 1.0 < 0.4).astype(np.float64) + rng.normal(0.0, 0.05, size=length)
+        return _schedule(rng, length, 100.0)
     raise ValueError(f"unknown null kind {kind!r}; one of "
                      f"{NULL_KINDS + STRESS_KINDS + CHANNEL_NULL_KINDS + ANOMALY_ONLY_KINDS}")
 
@@ -333,8 +345,10 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
 #: ``ChangePointDetector``, the ``SplitProfileDetector``, the latter with its opt-in null of a
 #: periodic window's own cycles (``cycle_permutation=True``), the ``PeriodRoutedDetector`` (the
 #: daemon's ``kind = "auto"``: the first, handed to the second once the stream shows a period), and
-#: the first and the last with the two-window detector's opt-in level view (``level_view=True``)
-STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto", "window_levels", "auto_levels")
+#: the first and the last with the two-window detector's opt-in level view (``level_view=True``),
+#: and ``auto`` asking its period question across changes too (``with_history=True``)
+STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto", "window_levels", "auto_levels",
+                       "auto_history")
 
 
 def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
@@ -345,10 +359,11 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
         raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
     if name == "window":
         return default_detector_factory(seed)
-    if name in ("auto", "auto_levels"):
+    if name in ("auto", "auto_levels", "auto_history"):
         from ratiowatch.stream.evaluate.streaming import routed_factory
 
-        return routed_factory(seed, **({"window": {"level_view": True}} if name == "auto_levels" else {}))
+        return routed_factory(seed, **({"window": {"level_view": True}} if name == "auto_levels" else {}),
+                              **({"with_history": True} if name == "auto_history" else {}))
     if name == "window_levels":
         from ratiowatch.stream.evaluate.streaming import default_factory
 
@@ -638,7 +653,8 @@ def add_arguments(parser) -> None:
                              "(profile_cycles: cycle_permutation=True), or the PeriodRoutedDetector (auto: the "
                              "first, handed to the second once the stream shows a period); window_levels and "
                              "auto_levels: window and auto with the two-window detector's opt-in level view "
-                             "(level_view=True)")
+                             "(level_view=True); auto_history: auto asking for a period across changes too "
+                             "(with_history=True)")
     parser.add_argument("--smooth-steps", action="store_true",
                         help="offline: the detector's harder search for level steps in smooth series "
                              "(detect(smooth_steps=True); off by default)")
@@ -653,7 +669,35 @@ def add_arguments(parser) -> None:
                              "outside the specification (outliers, intermittent counts, volatility clusters, "
                              "long memory, narrow pulses, ...); or the channels suite: five-channel streams, "
                              "change-free or with a change of one channel or one pair")
+    parser.add_argument("--kinds", type=str, default=None, metavar="K1,K2",
+                        help="comma-separated kinds: score only these kinds of the chosen suite(s) "
+                             "(default: every kind)")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+
+def chosen_kinds(suite: str, kinds: str | None) -> dict[str, tuple[str, ...]] | str:
+    """The kinds each part of ``suite`` scores (``"null"``, ``"change"``, ``"stress"``), restricted to
+    the comma-separated ``kinds`` if given; or a message saying which kinds the suite has.
+
+    Examples
+    --------
+    >>> chosen_kinds("both", "ar05,mean")
+    {'null': ('ar05',), 'change': ('mean',)}
+    >>> chosen_kinds("stress", "ar05").split(";")[0]
+    "--kinds: ['ar05'] not in --suite stress"
+    """
+    parts = {"null": {"null": NULL_KINDS}, "change": {"change": CHANGE_KINDS},
+             "both": {"null": NULL_KINDS, "change": CHANGE_KINDS}, "stress": {"stress": STRESS_KINDS},
+             "channels": {"null": CHANNEL_NULL_KINDS, "change": CHANNEL_CHANGE_KINDS}}[suite]
+    if kinds is None:
+        return parts
+    wanted = [k.strip() for k in kinds.split(",") if k.strip()]
+    every = [k for ks in parts.values() for k in ks]
+    unknown = [k for k in wanted if k not in every]
+    if not wanted or unknown:
+        return f"--kinds: {unknown or wanted} not in --suite {suite}; its kinds: {', '.join(every)}"
+    return {part: tuple(k for k in ks if k in wanted) for part, ks in parts.items()
+            if any(k in wanted for k in ks)}
 
 
 def seeds_and_lengths(args, prog: str) -> list[int] | None:
@@ -689,6 +733,10 @@ def run(args) -> int:
         print(f"ratiowatch eval synthetic: --detector {args.detector} is a streaming detector; add --streaming",
               file=sys.stderr)
         return 2
+    kinds = chosen_kinds(args.suite, getattr(args, "kinds", None))
+    if isinstance(kinds, str):
+        print(f"ratiowatch eval synthetic: {kinds}", file=sys.stderr)
+        return 2
     smooth_steps = getattr(args, "smooth_steps", False)
     if smooth_steps and args.streaming:
         print("ratiowatch eval synthetic: --smooth-steps is an option of the offline detector; drop --streaming",
@@ -709,21 +757,16 @@ def run(args) -> int:
                                         jobs=args.jobs)
         return score_null_offline(offline, seeds=args.seeds, lengths=lengths, kinds=kinds)
 
-    if args.suite in ("null", "both"):
-        out["null"] = null_scores(NULL_KINDS)
+    if "null" in kinds:
+        out["null"] = null_scores(kinds["null"])
         lines += format_null(out["null"]) + [""]
-    if args.suite == "stress":
-        out["stress"] = null_scores(STRESS_KINDS)
+    if "stress" in kinds:
+        out["stress"] = null_scores(kinds["stress"])
         out["stress"]["suite"] = "stress"
         lines += format_null(out["stress"])
-    if args.suite in ("change", "both"):
-        out["change"] = (score_change_streaming(seeds=args.seeds, detector=args.detector) if args.streaming
-                         else score_change_offline(offline, seeds=args.seeds))
+    if "change" in kinds:
+        out["change"] = (score_change_streaming(seeds=args.seeds, kinds=kinds["change"], detector=args.detector)
+                         if args.streaming else score_change_offline(offline, seeds=args.seeds, kinds=kinds["change"]))
         lines += format_change(out["change"])
-    if args.suite == "channels":
-        out["null"] = null_scores(CHANNEL_NULL_KINDS)
-        out["change"] = (score_change_streaming(seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS, detector=args.detector)
-                         if args.streaming else score_change_offline(offline, seeds=args.seeds, kinds=CHANNEL_CHANGE_KINDS))
-        lines += format_null(out["null"]) + [""] + format_change(out["change"])
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

@@ -98,6 +98,12 @@ def test_stress_series_follow_their_specification():
     level = wander.reshape(-1, 24).mean(axis=1)
     assert 0.7 < level.std() < 1.3 and 0.8 < lag_corr(level, 1) < 0.97 and abs(lag_corr(level, 100)) < 0.2
     assert (wander.reshape(-1, 24) - level[:, None]).std() == pytest.approx(np.sqrt(0.5), rel=0.1)
+    # a daily on/off schedule: high 40 % of the time, switching up once per cycle of about 288 samples
+    day = S.null_series("schedule288", 288 * 200, 0)
+    on = day > 0.5
+    ups = np.flatnonzero(on[1:] & ~on[:-1])
+    assert on.mean() == pytest.approx(0.4, abs=0.02) and np.median(np.diff(ups)) == pytest.approx(288, abs=15)
+    assert (day - on).std() == pytest.approx(0.05, rel=0.05)
 
 
 def test_change_series_change_what_they_say_where_they_say():
@@ -221,6 +227,21 @@ def test_eval_synthetic_command(monkeypatch, capsys):
     assert "stress suite, outside the specification" in capsys.readouterr().out
 
 
+def test_eval_synthetic_kinds_scores_only_the_kinds_asked_for(monkeypatch, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    monkeypatch.setattr(S, "default_detect", lambda: (lambda x: []))
+    assert main(["eval", "synthetic", "--kinds", "ar05,mean", "--lengths", "50", "--seeds", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["null"]["by_kind"]) == {"ar05"} and set(out["change"]["by_kind"]) == {"mean"}
+    assert main(["eval", "synthetic", "--suite", "stress", "--kinds", "schedule288", "--lengths", "50",
+                 "--seeds", "1", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["stress"]["by_kind"]) == {"schedule288"}
+    assert main(["eval", "synthetic", "--suite", "stress", "--kinds", "ar05"]) == 2
+    err = capsys.readouterr().err
+    assert "['ar05'] not in --suite stress" in err and "schedule288" in err
+
+
 def test_streaming_null_suite_runs_the_real_detector_on_short_series():
     res = S.score_null_streaming(seeds=1, lengths=(15, 100), kinds=("ar0",))
     assert res["overall"]["errors"] == 0 and res["overall"]["samples"] == 115
@@ -245,6 +266,7 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
     assert S.named_factory("profile")().cycle_permutation is False
     assert S.named_factory("window_levels")().level_view is True and S.named_factory("window")().level_view is False
     assert S.named_factory("auto_levels")().window_options == {"level_view": True}
+    assert S.named_factory("auto_history")().with_history and not S.named_factory("auto")().with_history
     assert S.named_factory("auto")().window_options == {}
 
 
