@@ -105,6 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --streaming and --detector auto or window: also compare the windows' mean "
                              "levels where the two-window detector differences a smooth column (its opt-in "
                              "level_view; finds level steps in smooth series that it misses otherwise)")
+    parser.add_argument("--with-history", action="store_true",
+                        help="with --streaming and --detector auto (the default): also ask for a period at each "
+                             "change the two-window detector reports, across changes, and hand a column that "
+                             "follows a schedule longer than its windows (a daily on/off cycle) to the split "
+                             "profile with its recent cycles (the routed detector's opt-in with_history)")
     parser.add_argument("--smooth-steps", action="store_true",
                         help="offline: look harder for level steps in smooth, persistent columns (detect's "
                              "opt-in smooth_steps; more change points on series that switch between levels "
@@ -137,6 +142,9 @@ def run(args) -> int:
     if getattr(args, "level_view", False) and not two_window:
         return _fail("--level-view is an option of the two-window detector: add --streaming (with --detector "
                      "auto, the default, or window)")
+    if getattr(args, "with_history", False) and not (streaming and (args.detector or DEFAULT_KIND) == "auto"):
+        return _fail("--with-history is an option of the routed detector: add --streaming (with --detector "
+                     "auto, the default)")
     smooth_steps = getattr(args, "smooth_steps", False)
     if smooth_steps and streaming:
         return _fail("--smooth-steps is an option of the offline detector: drop --streaming (the streaming "
@@ -238,7 +246,7 @@ def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_lab
 
 
 def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: float | None = None,
-                     progress=None, level_view: bool = False) -> tuple[list, np.ndarray]:
+                     progress=None, level_view: bool = False, with_history: bool = False) -> tuple[list, np.ndarray]:
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
@@ -246,7 +254,8 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
     ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`) or
     ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`, the default),
     each with its defaults (the daemon's), and ``false_alarm_rate`` if given; ``level_view`` turns
-    on the two-window detector's level view (``window`` and ``auto`` only). Rows with NaN are
+    on the two-window detector's level view (``window`` and ``auto`` only), ``with_history`` the
+    routed detector's questions across changes (``auto`` only). Rows with NaN are
     missing values (carried forward by the detector). ``progress(done, total)`` is called now and
     then.
 
@@ -268,6 +277,10 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
         if kind not in ("window", "auto"):
             raise ValueError(f"level_view is an option of the two-window detector (kind window or auto); got {kind!r}")
         params.update({"level_view": True} if kind == "window" else {"window": {"level_view": True}})
+    if with_history:
+        if kind != "auto":
+            raise ValueError(f"with_history is an option of the routed detector (kind auto); got {kind!r}")
+        params["with_history"] = True
     det = getattr(importlib.import_module(module), cls)(**params)
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
@@ -390,7 +403,8 @@ def _run_streaming(args, table) -> int:
     with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
         alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
                                          progress=None if bar is None else bar.callback,
-                                         level_view=getattr(args, "level_view", False))
+                                         level_view=getattr(args, "level_view", False),
+                                         with_history=getattr(args, "with_history", False))
     cps = [a.change_index for a in alarms]
     tested = int(np.isfinite(ratio).sum())
     # the window detector compares short subsequences: a cycle's shape or frequency is beyond it

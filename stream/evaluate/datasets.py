@@ -70,6 +70,10 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--level-view", action="store_true",
                         help="with --streaming or --auto: turn on the two-window detector's level view for "
                              "differenced windows (ChangePointDetector(level_view=True); off by default)")
+    parser.add_argument("--with-history", action="store_true",
+                        help="with --auto: also ask the period question at each change the two-window detector "
+                             "reports, on the stream's newest samples across changes, and hand a periodic stream "
+                             "over with them (PeriodRoutedDetector(with_history=True); off by default)")
     parser.add_argument("--smooth-steps", action="store_true",
                         help="the offline detector's harder search for level steps in smooth series "
                              "(detect(smooth_steps=True); off by default)")
@@ -132,6 +136,13 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
                   "add --streaming or --auto", file=sys.stderr)
             return 2
         window = {"window": {"level_view": True}}
+    auto = getattr(args, "auto", False)
+    if getattr(args, "with_history", False):
+        if not auto:
+            print(f"ratiowatch eval {name}: --with-history is an option of the routed detector; add --auto",
+                  file=sys.stderr)
+            return 2
+        auto = {"with_history": True}
     offline = {"smooth_steps": True} if getattr(args, "smooth_steps", False) else {}
     if args.plot is not None:
         from ratiowatch.stream.commands.plot import plot_formats
@@ -158,7 +169,7 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         names = select(series_names(Path(root)), args.half)
         out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
                        peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile,
-                       auto=getattr(args, "auto", False), **window, **offline)
+                       auto=auto, **window, **offline)
     except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
         print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
         return 2
@@ -167,9 +178,11 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         out["split_profile_options"] = split_profile
     if window:
         out["window_options"] = window["window"]
+    if isinstance(auto, dict):
+        out["auto_options"] = auto
     if args.seeds > 1:
         runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
-                                 split_profile=split_profile, auto=getattr(args, "auto", False), **window,
+                                 split_profile=split_profile, auto=auto, **window,
                                  **offline)
                         for s in range(1, args.seeds)]
         out["seed_spread"] = seed_spread([r["mean"] for r in runs])

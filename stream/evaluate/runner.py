@@ -37,7 +37,7 @@ def _zero(score: Callable, name: str, t_len: int) -> dict:
 
 def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[int], int], dict],
                     halves: Mapping[str, str], *, streaming: bool = False, split_profile: bool | Mapping = False,
-                    auto: bool = False, window: Mapping | None = None,
+                    auto: bool | Mapping = False, window: Mapping | None = None,
                     peers: Sequence[str] = (),
                     detect: Callable[[np.ndarray], list[int]] | None = None,
                     plot: Callable[[str, np.ndarray, object], None] | None = None,
@@ -49,7 +49,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
     daemon runs its defaults): ``streaming`` adds the ``ChangePointDetector`` under the row's
     ``"streaming"``, ``split_profile`` the ``SplitProfileDetector`` under ``"streaming_profile"``
     (True: its defaults; a mapping: its options, e.g. ``{"cycle_permutation": True}``), ``auto`` the
-    ``PeriodRoutedDetector`` (the daemon's ``kind = "auto"``) under ``"streaming_auto"``; ``window``:
+    ``PeriodRoutedDetector`` (the daemon's ``kind = "auto"``) under ``"streaming_auto"`` (True: its
+    defaults; a mapping: its options, e.g. ``{"with_history": True}``); ``window``:
     options of the two-window detector, on its own and inside ``auto`` (e.g. ``{"level_view": True}``).
     ``detect`` replaces the offline detector (tests). ``peers`` names peers of :mod:`.peers`; unavailable ones are skipped with a line in ``notes``. A terminal
     shows a progress bar labelled ``desc``; ``progress(line)`` receives one line per series.
@@ -62,7 +63,8 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
     profile_options_factory = partial(profile_factory, **options)
     window = dict(window or {})
     window_factory = partial(default_factory, **window)
-    routed_options_factory = partial(routed_factory, **({"window": window} if window else {}))
+    routed_options = dict(auto) if isinstance(auto, Mapping) else {}
+    routed_options_factory = partial(routed_factory, **routed_options, **({"window": window} if window else {}))
     rows: dict[str, dict] = {}
     for name, x in track(data.items(), desc=desc, total=len(data), unit="series"):
         t_len = int(x.shape[0])

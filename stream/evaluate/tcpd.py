@@ -64,7 +64,7 @@ def series_names(root: Path) -> list[str]:
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
-             peers=(), progress=None, split_profile: bool | dict = False, auto: bool = False, **params) -> dict:
+             peers=(), progress=None, split_profile: bool | dict = False, auto: bool | dict = False, **params) -> dict:
     """Score ours (offline, and streaming if asked) and the ``peers`` on the series ``names`` (default all).
 
     Means: ``mean`` over the selected series (univariate default set: ``f1``, ``cover``;

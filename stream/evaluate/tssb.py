@@ -83,7 +83,7 @@ def load_stored(root: Path, names=None) -> dict[str, dict[str, dict]]:
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
-             peers=(), progress=None, split_profile: bool | dict = False, auto: bool = False, **params) -> dict:
+             peers=(), progress=None, split_profile: bool | dict = False, auto: bool | dict = False, **params) -> dict:
     """Score ours (offline, and streaming if asked), the ``peers`` and the stored streaming results
     on the series ``names`` (default all): ``mean`` (ours, offline) and ``by_half`` (every method)."""
     from ratiowatch.stream.evaluate.metrics import covering, tssb_f1

@@ -173,6 +173,9 @@ def test_streaming_options_are_checked_before_reading(tmp_path):
     one_line_error(cli("detect", p, "--level-view"), 2, "add --streaming")
     one_line_error(cli("detect", p, "--streaming", "--detector", "split_profile", "--level-view"), 2,
                    "option of the two-window detector")
+    one_line_error(cli("detect", p, "--with-history"), 2, "add --streaming")
+    one_line_error(cli("detect", p, "--streaming", "--detector", "window", "--with-history"), 2,
+                   "option of the routed detector")
 
 
 def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
@@ -192,6 +195,21 @@ def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert not near(plain["change_points"], 1500), plain["alarms"]
         assert near(json.loads(proc.stdout)["change_points"], 1500, tol=3), proc.stdout
+
+
+def test_with_history_quiets_a_daily_schedule(tmp_path):
+    """The stress kind schedule288 (a level switching twice per cycle of 288 rows) at seed 0: the
+    default reports switch after switch; with --with-history the stream is handed over with its
+    recent cycles and nothing is reported after that."""
+    from ratiowatch.stream.evaluate.synthetic import null_series
+
+    x = null_series("schedule288", 6000, 0)
+    p = write(tmp_path / "day.csv", [(i, round(float(v), 4)) for i, v in enumerate(x)], header="time,load")
+    plain = json.loads(cli("detect", p, "--streaming", "--json").stdout)
+    proc = cli("detect", p, "--streaming", "--with-history", "--json")
+    assert proc.returncode == 0, proc.stderr
+    quiet = json.loads(proc.stdout)
+    assert len(plain["alarms"]) > 10 and len(quiet["alarms"]) < len(plain["alarms"]) / 2
 
 
 def test_smooth_steps_finds_both_steps_of_a_smooth_column_offline(tmp_path):

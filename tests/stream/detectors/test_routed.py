@@ -225,6 +225,105 @@ class TestRouting:
         assert alarms <= 20
 
 
+class TestWithHistory:
+    """``with_history=True``: the period is also asked across changes, and the split profile takes
+    the stream's newest samples as its window (module docstring)."""
+
+    @pytest.mark.parametrize("seed", [0, 3])
+    def test_a_daily_on_off_schedule_is_handed_over_and_its_switches_stop_alarming(self, seed):
+        # every switch of a schedule of period 288 outlasts the two-window detector's windows: it
+        # reports switch after switch, and no segment grows to the five cycles the question needs
+        x = null_series("schedule288", 6000, seed)
+        plain = PeriodRoutedDetector(seed=0)
+        plain_alarms = stream_alarms(plain, x)
+        det = PeriodRoutedDetector(with_history=True, seed=0)
+        alarms = stream_alarms(det, x)
+        assert plain.kind == "window" and len(plain_alarms) > 10
+        assert det.kind == "split_profile" and det.handed_over_at < 3000
+        assert all(a < det.handed_over_at for _, a in alarms)  # none after the hand-over
+        assert 2 * len(alarms) < len(plain_alarms)
+
+    def test_a_reported_change_asks_the_streams_newest_samples(self, monkeypatch):
+        import ratiowatch.stream.detectors.routed as routed
+
+        asked = []
+        monkeypatch.setattr(routed, "segment_period", lambda rows, *a, **k: asked.append(len(rows)) or 0)
+        rng = np.random.default_rng(0)
+        x = np.r_[rng.normal(0, 1, 1500), rng.normal(6, 1, 3000)]
+        by_segment = stream_alarms(PeriodRoutedDetector(seed=0), x), list(asked)
+        asked.clear()
+        alarms = stream_alarms(PeriodRoutedDetector(with_history=True, seed=0), x)
+        assert alarms == by_segment[0] and len(alarms) == 1 and abs(alarms[0][0] - 1500) <= 5
+        seen = alarms[0][1] + 1  # samples seen when the change is reported
+        # the segments' questions, and one more on every sample so far
+        assert sorted(asked) == sorted(by_segment[1] + [seen]) and seen not in by_segment[1]
+
+    @pytest.mark.parametrize("seed", [4, 6])
+    def test_regimes_that_alternated_a_few_times_are_still_changes(self, seed):
+        # a chance period on a short segment hands these streams over; their newest samples show
+        # no period of their own, so the split profile is fed the segment, as by default, and
+        # finds the shifts that follow (primed with those samples it took them as ordinary)
+        c = change_series("mean_alternating", seed)
+        plain = PeriodRoutedDetector(seed=0)
+        expected = stream_alarms(plain, c.x)
+        det = PeriodRoutedDetector(with_history=True, seed=0)
+        assert plain.handed_over_at is not None and stream_alarms(det, c.x) == expected
+        assert len(expected) >= 4
+
+    def test_the_split_profile_is_primed_with_the_newest_samples_across_changes_untested(self):
+        x = null_series("schedule288", 6000, 0)
+        det = PeriodRoutedDetector(with_history=True, seed=0)
+        for v in x.tolist():
+            det.step(v)
+            if det.kind == "split_profile":
+                break
+        prof, n = det.detector, det.handed_over_at
+        assert n == det.n_seen and n > 2000
+        assert prof.window_length == min(n, 3840) and prof.n_seen == n and np.isnan(prof.threshold)  # untested
+        det.step(float(x[n]))
+        assert prof.window_length == min(n, 3840) + 1 and np.isfinite(prof.threshold)
+
+    def test_a_change_among_the_primed_samples_is_not_reported_again(self):
+        from ratiowatch.stream.calibration.peaks import Alarm
+
+        x = null_series("schedule288", 6000, 0)
+        det = PeriodRoutedDetector(with_history=True, seed=0)
+        reported = [a for a in (det.step(v) for v in x.tolist()[:2600]) if a is not None]
+        assert det.kind == "split_profile" and reported
+        last = max(a.change_index for a in reported)
+        # the split profile finds changes in its window; those at or before the last one reported
+        # (in the primed samples) are old news, a later one is passed on
+        found = iter([Alarm(change_index=last, alarm_index=2600, score=9.0, threshold=1.0),
+                      Alarm(change_index=last - 200, alarm_index=2601, score=9.0, threshold=1.0),
+                      Alarm(change_index=2590, alarm_index=2602, score=9.0, threshold=1.0)])
+        det.detector.step = lambda v: next(found)
+        assert [det.step(0.0) for _ in range(2)] == [None, None] and not det.drift_detected
+        new = det.step(0.0)
+        assert new.change_index == 2590 and det.drift_detected
+        state = det.to_state()  # the bound is checkpointed
+        assert PeriodRoutedDetector.from_state(state)._primed_through == last
+
+    def test_a_stream_periodic_from_its_start_is_handed_over_as_by_default(self):
+        # no change reported before the hand-over: nothing beyond the segment to prime with
+        x = change_series("shape", seed=0).x
+        plain, det = PeriodRoutedDetector(seed=0), PeriodRoutedDetector(with_history=True, seed=0)
+        assert stream_alarms(det, x) == stream_alarms(plain, x)
+        assert det.handed_over_at == plain.handed_over_at is not None
+
+    @pytest.mark.parametrize("cut", [500, 2300])
+    def test_restored_detector_continues_exactly(self, cut):
+        x = null_series("schedule288", 4000, 0)
+        whole = PeriodRoutedDetector(with_history=True, seed=0)
+        expected = feed(whole, x)
+        first = PeriodRoutedDetector(with_history=True, seed=0)
+        got = feed(first, x[:cut])
+        arrays, _ = decode_bytes(encode(first.to_state(), {}, "k"), "test")
+        again = PeriodRoutedDetector.from_state(arrays)
+        assert again.with_history
+        got += feed(again, x[cut:])
+        assert got == expected
+
+
 class TestHandOverAlarms:
     def test_alarms_found_on_the_segment_are_passed_on_one_per_step_at_the_steps_they_are_reported(self):
         # a level step of 2 inside a noisy cycle at 200, before the hand-over at 480: the window

@@ -134,28 +134,41 @@ def test_eval_auto_adds_the_routed_detectors_row_with_its_seed_spread(tmp_path, 
     assert "ours_streaming_auto" in out["seed_spread"]["by_half"]["tune"]
 
 
-def test_eval_cycle_permutation_reaches_the_split_profile_detector(tmp_path, capsys, monkeypatch):
+def _record_builds(monkeypatch, factory_name: str) -> list:
+    """The detectors that the evaluation's ``factory_name`` builds, in order, as they are built."""
     import ratiowatch.stream.evaluate.streaming as streaming
-    from ratiowatch.stream.commands.cli import main
 
     built = []
-    factory = streaming.profile_factory
+    factory = getattr(streaming, factory_name)
 
     def recording(seed=0, **options):
         make = factory(seed, **options)
         return lambda: built.append(make()) or built[-1]
 
-    monkeypatch.setattr(streaming, "profile_factory", recording)
+    monkeypatch.setattr(streaming, factory_name, recording)
+    return built
+
+
+@pytest.mark.parametrize("factory, base, flag, key, attr, hint", [
+    ("profile_factory", "--split-profile", "--cycle-permutation", "split_profile_options", "cycle_permutation",
+     "add --split-profile"),
+    ("routed_factory", "--auto", "--with-history", "auto_options", "with_history", "add --auto"),
+])
+def test_eval_detector_options_reach_their_detector_only(tmp_path, capsys, monkeypatch, factory, base, flag, key,
+                                                         attr, hint):
+    from ratiowatch.stream.commands.cli import main
+
+    built = _record_builds(monkeypatch, factory)
     root = _tiny_tssb(tmp_path / "tiny", streaming_results=False)
-    assert main(["eval", "tssb", str(root), "--json", "--split-profile", "--cycle-permutation", "--half", "tune"]) == 0
+    assert main(["eval", "tssb", str(root), "--json", base, flag, "--half", "tune"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["split_profile_options"] == {"cycle_permutation": True}
-    assert len(built) == 2 and all(d.cycle_permutation for d in built)
-    assert main(["eval", "tssb", str(root), "--json", "--split-profile", "--half", "tune"]) == 0
-    assert "split_profile_options" not in json.loads(capsys.readouterr().out)
-    assert len(built) == 4 and not any(d.cycle_permutation for d in built[2:])
-    assert main(["eval", "tssb", str(root), "--cycle-permutation"]) == 2
-    assert "add --split-profile" in capsys.readouterr().err
+    assert out[key] == {attr: True}
+    assert len(built) == 2 and all(getattr(d, attr) for d in built)
+    assert main(["eval", "tssb", str(root), "--json", base, "--half", "tune"]) == 0
+    assert key not in json.loads(capsys.readouterr().out)
+    assert len(built) == 4 and not any(getattr(d, attr) for d in built[2:])
+    assert main(["eval", "tssb", str(root), flag]) == 2
+    assert hint in capsys.readouterr().err
 
 
 def test_eval_half_selects_series_and_seeds_spread_by_half(tmp_path, capsys):
