@@ -358,15 +358,17 @@ class PeriodRoutedDetector:
         self._hand_over(rows)
         return True
 
-    def _segment(self) -> np.ndarray:
-        lo = max(self._seg_start, self.n_seen - self._cap)
-        idx = np.arange(lo, self.n_seen) % self._cap
+    def _newest(self, since: int) -> np.ndarray:
+        """The ring's samples from stream index ``since`` on (at most the ring's capacity)."""
+        idx = np.arange(max(since, self.n_seen - self._cap), self.n_seen) % self._cap
         return self._ring[idx]
 
+    def _segment(self) -> np.ndarray:
+        return self._newest(self._seg_start)
+
     def _history(self) -> np.ndarray:
-        """The stream's newest samples whatever segments they span (at most the ring's capacity)."""
-        idx = np.arange(max(0, self.n_seen - self._cap), self.n_seen) % self._cap
-        return self._ring[idx]
+        """The stream's newest samples whatever segments they span."""
+        return self._newest(0)
 
     def _hand_over(self, rows: np.ndarray, primed: bool = False) -> None:
         """The split profile takes the stream: fed the segment, its alarms queued to be passed on;
