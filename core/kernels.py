@@ -113,11 +113,23 @@ def _median(x):
     return np.median(x)
 
 
+#: the smallest scale :func:`median_distance` returns: 1e4 x the square root of the smallest normal
+#: float (about 1.5e-150), so that a width of 1e-3 times it still has a normal square
+MIN_SCALE = 1e4 * float(np.sqrt(np.finfo(np.float64).tiny))
+
+
 def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:
     """Median pairwise Euclidean distance (on at most ``max_points`` rows, chosen without replacement).
 
     Returns a positive scale even for constant or duplicated data: when the median is zero it
     falls back to the mean nonzero distance, then to 1.0, so sigma grids built on it stay valid.
+    Distances below :data:`MIN_SCALE` count as zero: a kernel width that small has a square that
+    underflows (or, times a grid factor, soon would), and rows that close are equal to any kernel.
+
+    Examples
+    --------
+    >>> median_distance(np.array([[0.0], [4.4e-162], [0.0]]))
+    1.0
     """
     x = np.asarray(x, dtype=np.float64)
     if x.shape[0] > max_points:
@@ -127,7 +139,7 @@ def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:
     if dist.size == 0:
         return 1.0
     med = float(_median(dist))  # compiled: np.median's call overhead is most of its cost here
-    if med > 0:
+    if med >= MIN_SCALE:
         return med
-    nz = dist[dist > 0]
+    nz = dist[dist >= MIN_SCALE]
     return float(nz.mean()) if nz.size else 1.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ratiowatch.core.kernels import gauss_kernel
@@ -244,6 +244,7 @@ def test_permutation_invariance(x, xp, seed):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=st.floats(-1e3, 1e3, allow_nan=False), other=st.floats(-1e3, 1e3, allow_nan=False),
        n=st.integers(2, 12), n_dup=st.integers(1, 6))
+@example(value=0.0, other=4.368047369487286e-162, n=2, n_dup=1)  # a width whose square underflowed
 def test_duplicated_or_constant_samples_never_give_nan(value, other, n, n_dup):
     x = np.full((n, 1), value)
     xp = np.concatenate([np.full((n_dup, 1), other), np.full((n_dup + 1, 1), value)])
