@@ -362,7 +362,7 @@ def smooth_columns(x: np.ndarray, names: list[str]) -> dict[str, float]:
         v = x[:, j][np.isfinite(x[:, j])]
         if v.size < 3 or not np.ptp(v) > 0:
             continue
-        r = float(autocorrelation(v - v.mean(), 2)[1])
+        r = float(autocorrelation(v - v.mean(), 2, magnitude=float(np.abs(v).max()))[1])
         if r > AUTO_DIFF_ACF:
             out[name] = round(r, 3)
     # a period is looked for only in the smooth columns (a smooth cycle is not what the note is about)

@@ -32,22 +32,59 @@ Examples
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: autocorrelation at the period below which a series does not count as periodic
 MIN_ACF = 0.5
 
 
-def autocorrelation(x: np.ndarray, max_lag: int) -> np.ndarray:
+#: a spread below this fraction of a series' magnitude is rounding noise: the series is constant
+ROUNDING = 1e-10
+
+
+def unit_scaled(x: np.ndarray, magnitude: float | None = None) -> np.ndarray:
+    """``x`` times the power of two that brings ``magnitude`` (default ``max |x|``) into [0.5, 1).
+
+    A power of two scales every float exactly, so whatever is scale-free (an autocorrelation, a
+    period) comes out bit-identical, while squares of values near 1e300 no longer overflow and
+    tiny ones no longer underflow.
+
+    Examples
+    --------
+    >>> unit_scaled(np.array([6.0, -3.0])).tolist()  # divided by 8
+    [0.75, -0.375]
+    >>> unit_scaled(np.array([3e300])).tolist() == [3e300 / 2.0 ** 999]
+    True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    m = float(np.abs(x).max(initial=0.0)) if magnitude is None else float(magnitude)
+    if not (m > 0.0 and math.isfinite(m)):
+        return x
+    return np.ldexp(x, -math.frexp(m)[1])
+
+
+def autocorrelation(x: np.ndarray, max_lag: int, magnitude: float | None = None) -> np.ndarray:
     """Biased sample autocorrelation at lags ``0 .. max_lag - 1`` (FFT, O(T log T)).
 
     Biased (divided by T, not T - lag) so that long lags, estimated from few pairs, are shrunk
-    towards zero. A constant series gives all zeros.
+    towards zero. A series whose standard deviation is at most :data:`ROUNDING` times
+    ``magnitude`` (default: its own largest absolute value) is constant up to rounding and gives
+    all zeros. The test is relative, never absolute, so data in small units keep their cycles
+    (values near 1e-7 are no more constant than values near 1), and values near 1e300 do not
+    overflow. A caller that removed a level or trend first passes the magnitude of the data
+    before it: what is left of a constant or a straight line then is rounding noise of that
+    magnitude.
 
     Examples
     --------
     >>> autocorrelation(np.array([1.0, -1.0, 1.0, -1.0]), 3)
     array([ 1.  , -0.75,  0.5 ])
+    >>> autocorrelation(1e-9 * np.array([1.0, -1.0, 1.0, -1.0]), 3)
+    array([ 1.  , -0.75,  0.5 ])
+    >>> autocorrelation(np.array([1e-13, -1e-13, 1e-13, -1e-13]), 3, magnitude=1e6)  # rounding noise of 1e6
+    array([0., 0., 0.])
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     if x.size < 2 or not np.isfinite(x).all():
@@ -56,10 +93,17 @@ def autocorrelation(x: np.ndarray, max_lag: int) -> np.ndarray:
     max_lag = int(min(max_lag, x.size))
     if max_lag < 1:
         raise ValueError(f"max_lag must be >= 1; got {max_lag}")
-    xc = x - x.mean()
+    own = float(np.abs(x).max())
+    ref = own if magnitude is None else max(float(magnitude), own)
+    if not ref > 0.0:
+        return np.zeros(max_lag)
+    # scaled by the power of two that brings ref into [0.5, 1): exact, and no square overflows
+    mantissa, exponent = math.frexp(ref)
+    xs = np.ldexp(x, -exponent)
+    xc = xs - xs.mean()
     f = np.fft.rfft(xc, 2 * x.size)
     ac = np.fft.irfft(f * np.conj(f), 2 * x.size)[:max_lag]
-    if not ac[0] > 1e-12 * max(1.0, float(np.abs(x).max()) ** 2) * x.size:
+    if not ac[0] > (ROUNDING * mantissa) ** 2 * x.size:
         return np.zeros(max_lag)
     return ac / ac[0]
 

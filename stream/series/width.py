@@ -68,7 +68,7 @@ import math
 import numpy as np
 from scipy.stats import norm
 
-from ratiowatch.stream.series.period import autocorrelation
+from ratiowatch.stream.series.period import autocorrelation, unit_scaled
 
 #: width of a series without a period
 DEFAULT_WIDTH = 3
@@ -127,9 +127,11 @@ def significant_period(x: np.ndarray, min_acf: float = 0.0, level: float = PERIO
     max_lag = t_len // 3  # at least three cycles in view
     if max_lag < 4:
         return 0
+    x = unit_scaled(x)  # exact: the period of x, and no overflow near 1e300
     tt = np.arange(t_len, dtype=np.float64)
     y = winsorised(x - np.polyval(np.polyfit(tt, x, 1), tt))
-    r = autocorrelation(y, max_lag + 1)
+    # what is left of a constant or a line is rounding noise of x's magnitude, not of y's
+    r = autocorrelation(y, max_lag + 1, magnitude=float(np.abs(x).max(initial=0.0)))
     neg = np.flatnonzero(r <= 0.0)
     if neg.size == 0 or r[0] == 0.0:
         return 0

@@ -356,6 +356,23 @@ class TestInput:
             det.step([1.0, 2.0, 3.0])
         assert det.n_seen == 1  # a refused sample changes nothing
 
+    @pytest.mark.parametrize("scale", [1e-7, 2.0 ** -40, 2.0 ** 40])
+    def test_the_units_of_the_data_change_nothing(self, scale):
+        # a cycle of amplitude 1e-7 was once no cycle to the router: its test for a constant
+        # segment was absolute for values below 1, and the stream was never handed over
+        x = sine(1500)
+        x[900:] = np.sin(2 * np.pi * np.arange(900, 1500) / 12) + np.random.default_rng(1).normal(0, 0.2, 600)
+        base, scaled = PeriodRoutedDetector(), PeriodRoutedDetector()
+        expected = [a.change_index for a in feed(base, x) if a is not None]
+        got = [a.change_index for a in feed(scaled, scale * x) if a is not None]
+        assert base.handed_over_at is not None and scaled.handed_over_at == base.handed_over_at
+        assert got == expected and any(abs(c - 900) <= 24 for c in got), (got, expected)
+
+    def test_values_near_the_float_limit_are_taken(self):
+        det = PeriodRoutedDetector()
+        feed(det, 1e300 * sine(600))  # the period question squared them once, and overflowed
+        assert det.handed_over_at is not None and det.n_seen == 600
+
     @pytest.mark.parametrize("kw, msg", [({"window": {"seed": 1}}, "PeriodRoutedDetector itself"),
                                          ({"profile": {"false_alarm_rate": 0.1}}, "PeriodRoutedDetector itself"),
                                          ({"profile": {"min_window": 3}}, "min_window"),

@@ -61,6 +61,38 @@ def test_autocorrelation_matches_the_direct_formula():
     np.testing.assert_array_equal(autocorrelation(np.full(50, 2.0), 5), np.zeros(5))
 
 
+@pytest.mark.parametrize("scale", [2.0 ** -40, 2.0 ** 40, 2.0 ** -1000, 2.0 ** 1000])
+def test_autocorrelation_is_the_same_at_every_power_of_two_scale(scale):
+    # a power of two scales every float exactly, so a scale-free statistic must come out bit-identical
+    rng = np.random.default_rng(1)
+    x = np.sin(2 * np.pi * np.arange(400) / 24) + rng.normal(0, 0.3, 400) + 5.0
+    np.testing.assert_array_equal(autocorrelation(scale * x, 60), autocorrelation(x, 60))
+
+
+def test_data_in_small_units_keep_their_cycle():
+    # values near 1e-7 (a cycle of amplitude 1e-7 V, say) were once taken for a constant: the test
+    # for a constant was absolute for data below 1
+    x = np.sin(2 * np.pi * np.arange(600) / 25)
+    assert estimate_period(1e-7 * x) == estimate_period(x) == 25
+    # and a cycle a millionth of its level, as a large counter's daily swing
+    assert estimate_period(3e9 + 1e3 * x) == 25
+
+
+def test_rounding_noise_is_constant_relative_to_the_magnitude_it_came_from():
+    assert not autocorrelation(np.full(50, 1e-300), 5).any()
+    # a level of 1e6 less its mean: what is left is rounding, with the magnitude given
+    rng = np.random.default_rng(2)
+    noise = 1e-11 * rng.normal(size=200)
+    assert not autocorrelation(noise, 5, magnitude=1e6).any()
+    assert autocorrelation(noise, 5)[0] == 1.0  # on its own, the same values are a series
+
+
+def test_values_near_the_float_limit_do_not_overflow():
+    x = np.sin(2 * np.pi * np.arange(600) / 25)
+    np.testing.assert_allclose(autocorrelation(1e300 * x, 40), autocorrelation(x, 40), atol=1e-12)
+    assert estimate_period(1e300 * x) == 25
+
+
 def test_bad_input_is_rejected_with_a_reason():
     with pytest.raises(ValueError, match="fill missing"):
         estimate_period(np.r_[np.ones(50), np.nan])

@@ -104,6 +104,26 @@ def test_a_quarter_cycle_rounds_to_the_nearest_sample_and_never_falls_below_the_
     assert subsequence_width(np.sin(2 * np.pi * np.arange(600) / 8)) == (DEFAULT_WIDTH, 8)
 
 
+@pytest.mark.parametrize("band", ["peak", "zero_crossing"])
+def test_the_period_does_not_depend_on_the_units(band):
+    rng = np.random.default_rng(4)
+    x = np.sin(2 * np.pi * np.arange(600) / 30) + rng.normal(0, 0.3, 600)
+    expected = significant_period(x, band=band)
+    assert expected == 30
+    for scale in (1e-12, 1e-7, 1e7, 1e300, 2.0 ** -1000):
+        assert significant_period(scale * x, band=band) == expected, scale
+
+
+def test_a_line_at_a_large_level_leaves_rounding_noise_without_a_period():
+    # detrended, a straight line is rounding noise of the line's magnitude, which can look cyclic
+    t = np.arange(900.0)
+    ulps = 1e6 + 2e-10 * np.sin(2 * np.pi * t / 25)  # a cycle of one or two units in the last place
+    assert np.unique(ulps).size <= 5
+    for line in (1e6 + 0.0 * t, 1e6 + 3.0 * t, 1e-7 * t, ulps):
+        assert significant_period(line, band="zero_crossing") == 0
+        assert significant_period(line) == 0
+
+
 def test_constant_and_bad_inputs():
     assert significant_period(np.ones(100)) == 0
     with pytest.raises(ValueError, match="band"):
