@@ -105,12 +105,42 @@ def _rows(x) -> np.ndarray:
     return x[:, None] if x.ndim == 1 else x
 
 
-def _line(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+#: chance that a change-free Gaussian segment has a value clipped by :func:`clip_gross`
+GROSS_LEVEL = 0.01
+
+
+def clip_gross(x: np.ndarray, level: float = GROSS_LEVEL) -> np.ndarray:
+    """Each column of ``x`` (T, m) clipped to its median +- ``z`` robust standard deviations (1.4826
+    x MAD), ``z`` the normal quantile that T Gaussian values all stay within with probability
+    ``1 - level``; a column whose MAD is 0 (more than half its values one value) is left as it is.
+
+    A segment without such values comes back unchanged, value for value.
+
+    Examples
+    --------
+    >>> x = np.r_[np.random.default_rng(0).normal(size=300), 1e4][:, None]
+    >>> c = clip_gross(x)
+    >>> bool(np.array_equal(c[:300], x[:300])), round(float(c[300, 0]), 1)  # 1e4 clipped to about 4 sd
+    (True, 4.2)
+    """
+    from scipy.special import ndtri
+
+    x = _rows(x)
+    med = np.median(x, axis=0)
+    spread = 1.4826 * np.median(np.abs(x - med), axis=0)
+    z = -float(ndtri(float(level) / (2.0 * x.shape[0])))
+    bound = np.where(spread > 0.0, z * spread, np.inf)
+    return np.clip(x, med - bound, med + bound)
+
+
+def _line(x: np.ndarray, robust: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(level, slope, residual) of each column of ``x`` (T, m) about its least-squares line over
-    t in [-1, 1]."""
+    t in [-1, 1]; ``robust``: the line of :func:`clip_gross` of ``x`` (the residual is still ``x``
+    less the line)."""
     tt = np.linspace(-1.0, 1.0, x.shape[0])
-    mu = x.mean(axis=0)
-    slope = (tt @ (x - mu)) / (tt @ tt)
+    fit = clip_gross(x) if robust else x
+    mu = fit.mean(axis=0)
+    slope = (tt @ (fit - mu)) / (tt @ tt)
     return mu, slope, x - (mu[None, :] + tt[:, None] * slope[None, :])
 
 
@@ -432,14 +462,20 @@ def _white_noise_segmentation(y: np.ndarray, gate: float, min_len: int, room: in
 
 
 def null_fit(x: np.ndarray, max_order: int = MAX_ORDER, shift_level: float | None = None,
-             smooth_steps: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
+             smooth_steps: bool = False, robust_line: bool = False
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
     """(level, slope, residual, shifts) of ``x`` (T, m) that :func:`ar_surrogates` simulates from:
-    each channel's least-squares line, or with ``shift_level`` its line fitted jointly with its
-    significant level shifts (:func:`remove_level_shifts`, with ``smooth_steps``)."""
+    each channel's least-squares line (``robust_line``: of :func:`clip_gross` of the channel), or
+    with ``shift_level`` its line fitted jointly with its significant level shifts
+    (:func:`remove_level_shifts`, with ``smooth_steps``).
+
+    Why ``robust_line``: one gross value (1e4 times the noise, a sensor's error code) tilts the
+    least-squares line of a few thousand samples by more than the noise, every surrogate is then a
+    ramp, and the null's threshold rises twentyfold."""
     x = _rows(x)
     if shift_level is not None:
         return remove_level_shifts(x, max_order, float(shift_level), smooth_steps=smooth_steps)
-    return (*_line(x), [[] for _ in range(x.shape[1])])
+    return (*_line(x, robust_line), [[] for _ in range(x.shape[1])])
 
 
 def ar_surrogates(x, rng: np.random.Generator, count: int, max_order: int = MAX_ORDER,

@@ -28,7 +28,9 @@ Everything the offline detector learns from a whole series it learns here from t
   previous calibration), not to its newest samples: fitted across a fresh level shift it is nearly
   a random walk, and the threshold would climb with the shift's own evidence (6-sd shifts in the
   middle of 300-sample series: found 0 of 20 times with the whole window, 17 of 20 with the older
-  part).
+  part). The line is fitted with gross values clipped (``robust_line``): one value of 1e4 times
+  the noise tilted the least-squares line, every surrogate became a ramp, and half the level steps
+  after such a value went unseen while it was in the window.
 - **A second null for a periodic window** (opt-in, ``cycle_permutation=True``): a univariate window with
   a period and at least 16 cycles is also scored at a quarter cycle with rows at stride 1, against
   :data:`CYCLE_DRAWS` orders of its own rows in blocks of two cycles
@@ -91,7 +93,7 @@ from ratiowatch.core.split_profile import Kernel
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import (applies, block_profile, permutation_profile,
                                                              window_null_maxima)
-from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, gumbel_threshold,
+from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, gumbel_threshold, null_fit,
                                                       remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
@@ -153,6 +155,13 @@ class SplitProfileDetector:
         windows, but on clean cycles (noise 1 % of the amplitude) it raises 1.3-1.4 false alarms
         per 10,000 samples, above ``false_alarm_rate``, and it cuts long physiological series
         into many more pieces (UTSA); off by default (module docstring).
+    robust_line : bool
+        The AR null's line is fitted with gross values clipped
+        (:func:`~ratiowatch.stream.calibration.split_test.clip_gross`: beyond what the window's
+        length of Gaussian values reaches with probability 1 %). With the plain least-squares
+        line, one value of 1e4 times the noise (a sensor's error code) made every surrogate a
+        ramp, and the detector missed every change while that value was in its window (up to
+        ``max_window`` samples). A window without such values gets the same line either way.
     seed : int
         Drives the surrogates (alarms are deterministic given it).
 
@@ -167,7 +176,8 @@ class SplitProfileDetector:
                  tests_per_window: int = 50, n_null: int = 40, alpha: float = OFFLINE_DEFAULTS["alpha"],
                  lam: float = OFFLINE_DEFAULTS["lam"], sigma_factor: float = OFFLINE_DEFAULTS["sigma_factor"],
                  n_centres: int = OFFLINE_DEFAULTS["n_centres"], grid: int = 100,
-                 max_order: int = MAX_ORDER, cycle_permutation: bool = False, seed: int = 0):
+                 max_order: int = MAX_ORDER, cycle_permutation: bool = False, robust_line: bool = True,
+                 seed: int = 0):
         if not 0.0 < false_alarm_rate < 1.0:
             raise ValueError(f"false_alarm_rate must be in (0, 1), e.g. 1e-4; got {false_alarm_rate}")
         if min_window < 15:
@@ -183,6 +193,7 @@ class SplitProfileDetector:
         self.n_null = int(n_null)
         self.max_order = int(max_order)
         self.cycle_permutation = bool(cycle_permutation)
+        self.robust_line = bool(robust_line)
         self.seed = int(seed)
         self._profile_cfg = {"alpha": float(alpha), "lam": float(lam), "sigma_factor": float(sigma_factor),
                              "n_centres": int(n_centres), "grid": int(grid), "widths": "both"}
@@ -352,8 +363,9 @@ class SplitProfileDetector:
         # part of the null (an AR fit across a level shift is nearly a random walk) and the
         # threshold would grow with the change's own evidence
         fit = w if self._fresh else w[:max(self.min_window, math.ceil(size / LADDER))]
+        model = null_fit(fit, self.max_order, robust_line=self.robust_line)
         maxima = np.array([prof.maximum(z) for z in ar_surrogates(fit, rng, self.n_null, self.max_order,
-                                                                   length=serves)])
+                                                                   length=serves, fit=model)])
         self._cal = _Calibration(prof, gumbel_threshold(maxima, level), serves, width, period, cycle,
                                  cycle_threshold)
         self.threshold = self._cal.threshold
@@ -435,7 +447,7 @@ class SplitProfileDetector:
         return {"false_alarm_rate": self.false_alarm_rate, "min_window": self.min_window,
                 "max_window": self.max_window, "tests_per_window": self.tests_per_window,
                 "n_null": self.n_null, "max_order": self.max_order, "cycle_permutation": self.cycle_permutation,
-                "seed": self.seed,
+                "robust_line": self.robust_line, "seed": self.seed,
                 **{k: v for k, v in self._profile_cfg.items() if k != "widths"}}
 
     def to_state(self) -> dict:
@@ -465,8 +477,8 @@ class SplitProfileDetector:
             raise ValueError(f"unsupported SplitProfileDetector state version {meta.get('version')}")
         # version 1 predates the cycle null: such a detector ran without it and continues so.
         # Version 2 did not keep the cycle null's kernel: it restores without the null until
-        # its next calibration
-        obj = cls(**{"cycle_permutation": version > 1, **meta["params"]})
+        # its next calibration. A state saved before the robust line ran without it and continues so
+        obj = cls(**{"cycle_permutation": version > 1, "robust_line": False, **meta["params"]})
         if meta["channels"] is not None:
             window = np.asarray(state["window"], dtype=np.float64).reshape(-1, int(meta["channels"]))
             obj._buf = np.empty((2 * obj.max_window, window.shape[1]))

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from ratiowatch.core.split_profile import SplitProfile
-from ratiowatch.stream.calibration.split_test import (_dynamic_t, _step_design, _white_noise_segmentation,
-                                                      ar_surrogates, intervention_t, max_split_test, n_surrogates,
+from ratiowatch.stream.calibration.split_test import (GROSS_LEVEL, _dynamic_t, _step_design,
+                                                      _white_noise_segmentation, ar_surrogates, clip_gross,
+                                                      intervention_t, max_split_test, n_surrogates, null_fit,
                                                       remove_level_shifts, shift_gate, slope_standard_error)
 from ratiowatch.stream.calibration.surrogate import fit_ar_channels
 
@@ -295,3 +296,38 @@ def test_a_clean_shift_is_not_reproduced_by_its_own_surrogates():
     assert cleaned.null.max() < 0.2 * stat
     sims = list(ar_surrogates(x[:, None], np.random.default_rng(3), 5, shift_level=0.05))
     assert all(abs(np.polyfit(np.arange(1500), s[:, 0], 1)[0]) < 1e-5 for s in sims)  # no ramp
+
+
+def test_gross_values_are_clipped_where_gaussian_values_rarely_reach():
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(1000, 2))
+    x[10, 0], x[20, 1] = 1e6, -50.0
+    c = clip_gross(x)
+    changed = np.argwhere(c != x).tolist()
+    assert changed == [[10, 0], [20, 1]]
+    med = np.median(x, axis=0)
+    bound = norm.isf(GROSS_LEVEL / 2000) * 1.4826 * np.median(np.abs(x - med), axis=0)
+    assert c[10, 0] == pytest.approx(med[0] + bound[0]) and c[20, 1] == pytest.approx(med[1] - bound[1])
+    # over change-free Gaussian segments, about GROSS_LEVEL of them have a value clipped
+    segments = (rng.normal(size=(300, 1)) for _ in range(2000))
+    hits = sum(bool(np.any(clip_gross(z) != z)) for z in segments)
+    assert 0.002 < hits / 2000 < 0.03
+    # more than half the values one value (counts among zeros): left as they are
+    events = np.zeros((500, 1))
+    events[::50] = 7.0
+    assert np.array_equal(clip_gross(events), events)
+
+
+def test_a_gross_value_does_not_tilt_the_robust_line():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3000, 1))
+    x[300, 0] = 1e6
+    plain = null_fit(x)
+    robust = null_fit(x, robust_line=True)
+    assert abs(plain[1][0]) > 100  # a ramp of hundreds of noise sd over the segment
+    assert abs(robust[1][0]) < 0.1
+    assert robust[2][300, 0] > 9e5  # the residual keeps the value: the surrogates' values are the data's
+    clean = rng.normal(size=(3000, 1)) + np.linspace(0, 3, 3000)[:, None]
+    assert all(np.array_equal(a, b) for a, b in zip(null_fit(clean)[:3], null_fit(clean, robust_line=True)[:3]))

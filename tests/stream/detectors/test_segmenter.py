@@ -244,6 +244,36 @@ class TestNull:
                                                                   np.arange(200))).std(), rel=0.1)
 
 
+class TestGrossValues:
+    """One gross value (a sensor's error code) in a window must not blind the detector to a change."""
+
+    @staticmethod
+    def stream(glitch: float, seed: int):
+        rng = np.random.default_rng(seed)
+        t = np.arange(3000)
+        x = np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, t.size) + np.where(t >= 2000, 3.0, 0.0)
+        x[700] = glitch
+        return x
+
+    @pytest.mark.parametrize("glitch", [1e4, 1e6, -1e6])
+    def test_a_step_after_a_gross_value_is_found(self, glitch):
+        _, alarms = run(self.stream(glitch, 5), seed=0)
+        assert [abs(a.change_index - 2000) <= 10 for a in alarms] == [True], alarms
+
+    def test_with_the_plain_line_the_gross_value_hid_the_step(self):
+        # the least-squares line through the value is a ramp of hundreds of noise sd: every
+        # surrogate is a ramp, and the threshold (about 5,000) stays above the window's profile
+        det, alarms = run(self.stream(1e6, 5), seed=0, robust_line=False)
+        assert alarms == [] and det.threshold > 1000
+        clean, _ = run(self.stream(0.0, 5)[:1999], seed=0)
+        assert clean.threshold < 500
+
+    def test_the_same_line_where_no_value_is_gross(self):
+        x = change_series("mean", 0).x
+        assert [(a.change_index, a.score, a.threshold) for a in run(x, seed=0)[1]] == [
+            (a.change_index, a.score, a.threshold) for a in run(x, seed=0, robust_line=False)[1]]
+
+
 class TestCheckpoint:
     def test_restored_detector_continues_exactly(self):
         import json
@@ -290,6 +320,22 @@ class TestCheckpoint:
         del meta["calibration"]["cycle_threshold"]
         again = SplitProfileDetector.from_state({"meta": json.dumps(meta), "window": state["window"]})
         assert again.cycle_permutation is False
+        got += [again.step(v) for v in x[900:].tolist()]
+        assert got == expected
+
+    def test_a_state_saved_before_the_robust_line_continues_without_it(self):
+        import json
+
+        x = TestGrossValues.stream(1e6, 5)[:2600]
+        plain = SplitProfileDetector(seed=0, robust_line=False)
+        expected = [plain.step(v) for v in x.tolist()]
+        old = SplitProfileDetector(seed=0, robust_line=False)
+        got = [old.step(v) for v in x[:900].tolist()]
+        state = old.to_state()
+        meta = json.loads(state["meta"])
+        del meta["params"]["robust_line"]  # the parameters before the option
+        again = SplitProfileDetector.from_state({"meta": json.dumps(meta), "window": state["window"]})
+        assert again.robust_line is False
         got += [again.step(v) for v in x[900:].tolist()]
         assert got == expected
 
