@@ -82,6 +82,11 @@ def _kth_smallest_sq_dist(q, x, k):
     return out
 
 
+#: largest magnitude :class:`DensityRatioOutlierDetector` takes: the squared distances between
+#: values beyond it overflow float64
+MAX_MAGNITUDE = 1e150
+
+
 def local_scale(x: np.ndarray, k: int = 10, max_query: int = 500, seed=0) -> float:
     """Median distance from a point of ``x`` to its ``k``-th nearest other point of ``x``.
 
@@ -272,6 +277,10 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
             x = _plain_validate(self, X, reset)
         if reset and x.shape[0] < self.MIN_SAMPLES:
             raise ValueError(f"X needs at least {self.MIN_SAMPLES} samples to fit; got {x.shape[0]} sample(s)")
+        big = float(np.abs(x).max(initial=0.0))
+        if big > MAX_MAGNITUDE:
+            raise ValueError(f"X holds values up to {big:.3g}: squared distances beyond {MAX_MAGNITUDE:.0e} overflow "
+                             "float64; divide X by a constant first (e.g. sklearn.preprocessing.StandardScaler)")
         return np.ascontiguousarray(x, dtype=np.float64)
 
     def _width(self, ref: np.ndarray) -> float | None:

@@ -101,6 +101,12 @@ def test_bad_input_raises_clear_errors():
         DensityRatioOutlierDetector(contamination=0.7).fit(np.zeros((20, 2)))
     with pytest.raises(ValueError, match="sigma"):
         DensityRatioOutlierDetector(sigma="wide").fit(np.zeros((20, 2)))
+    # values whose squared distances overflow float64: once "sigma must be positive and finite; got [inf]"
+    huge = 1e200 * np.random.default_rng(1).normal(size=(30, 2))
+    with pytest.raises(ValueError, match="divide X by a constant"):
+        DensityRatioOutlierDetector().fit(huge)
+    with pytest.raises(ValueError, match="divide X by a constant"):
+        det.score_samples(huge)
 
 
 # --- scikit-learn conventions -----------------------------------------------------------------
