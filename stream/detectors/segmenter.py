@@ -160,8 +160,9 @@ class SplitProfileDetector:
         (:func:`~ratiowatch.stream.calibration.split_test.clip_gross`: beyond what the window's
         length of Gaussian values reaches with probability 1 %). With the plain least-squares
         line, one value of 1e4 times the noise (a sensor's error code) made every surrogate a
-        ramp, and the detector missed every change while that value was in its window (up to
-        ``max_window`` samples). A window without such values gets the same line either way.
+        ramp, and the detector missed half the level steps that came while that value was in its
+        window (up to ``max_window`` samples). A window without such values gets the same line
+        either way. False restores the plain line.
     seed : int
         Drives the surrogates (alarms are deterministic given it).
 
