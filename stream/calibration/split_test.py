@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.calibration.surrogate import ARModel, fit_ar_channels, simulate_ar
+from ratiowatch.stream.series.width import winsorised
 
 #: largest AR order of the surrogates (see the module docstring for why it is small)
 MAX_ORDER = 5
@@ -110,9 +111,10 @@ GROSS_LEVEL = 0.01
 
 
 def clip_gross(x: np.ndarray, level: float = GROSS_LEVEL) -> np.ndarray:
-    """Each column of ``x`` (T, m) clipped to its median +- ``z`` robust standard deviations (1.4826
-    x MAD), ``z`` the normal quantile that T Gaussian values all stay within with probability
-    ``1 - level``; a column whose MAD is 0 (more than half its values one value) is left as it is.
+    """Each column of ``x`` (T, m) winsorised (:func:`~ratiowatch.stream.series.width.winsorised`)
+    at its median +- ``z`` robust standard deviations (1.4826 x MAD), ``z`` the normal quantile
+    that T Gaussian values all stay within with probability ``1 - level``; a column whose MAD is 0
+    (more than half its values one value) is left as it is.
 
     A segment without such values comes back unchanged, value for value.
 
@@ -126,11 +128,8 @@ def clip_gross(x: np.ndarray, level: float = GROSS_LEVEL) -> np.ndarray:
     from scipy.special import ndtri
 
     x = _rows(x)
-    med = np.median(x, axis=0)
-    spread = 1.4826 * np.median(np.abs(x - med), axis=0)
     z = -float(ndtri(float(level) / (2.0 * x.shape[0])))
-    bound = np.where(spread > 0.0, z * spread, np.inf)
-    return np.clip(x, med - bound, med + bound)
+    return np.stack([winsorised(x[:, j], z) for j in range(x.shape[1])], axis=1)
 
 
 def _line(x: np.ndarray, robust: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
