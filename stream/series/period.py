@@ -98,8 +98,8 @@ def autocorrelation(x: np.ndarray, max_lag: int, magnitude: float | None = None)
     if not ref > 0.0:
         return np.zeros(max_lag)
     # scaled by the power of two that brings ref into [0.5, 1): exact, and no square overflows
-    mantissa, exponent = math.frexp(ref)
-    xs = np.ldexp(x, -exponent)
+    xs = unit_scaled(x, ref)
+    mantissa = math.frexp(ref)[0]  # ref after the same scaling
     xc = xs - xs.mean()
     f = np.fft.rfft(xc, 2 * x.size)
     ac = np.fft.irfft(f * np.conj(f), 2 * x.size)[:max_lag]
