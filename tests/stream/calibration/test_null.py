@@ -326,3 +326,44 @@ def test_state_round_trip_keeps_the_permutation_floor_and_the_degenerate_flag():
 def test_unknown_null_is_rejected_with_the_choices():
     with pytest.raises(ValueError, match="'ar' or 'permutation'"):
         _calibrator("bootstrap")
+
+
+def _stretch_with_a_gross_value(value, seed=0, length=103, at=20):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(length, 1))
+    x[at, 0] += value
+    return x
+
+
+def test_a_robust_line_is_not_tilted_by_one_gross_value():
+    from ratiowatch.stream.calibration.null import _around_trend
+
+    x = 0.01 * np.arange(103)[:, None] + _stretch_with_a_gross_value(1e4)
+    values = x[-53:]
+    _, plain = _around_trend(values, x)
+    _, robust = _around_trend(values, x, robust=True)
+    assert abs(plain[0]) > 0.2  # over 20 noise sd across the stretch: every surrogate a ramp
+    assert robust[0] == pytest.approx(0.01, abs=0.005)
+
+
+def test_a_robust_line_is_the_plain_line_where_no_value_is_gross():
+    from ratiowatch.stream.calibration.null import _around_trend
+
+    x = 0.02 * np.arange(103)[:, None] + _stretch_with_a_gross_value(0.0, seed=3)
+    fit_plain, plain = _around_trend(x[-53:], x)
+    fit_robust, robust = _around_trend(x[-53:], x, robust=True)
+    assert np.array_equal(plain, robust) and np.array_equal(fit_plain, fit_robust)
+
+
+def test_the_calibrator_fits_the_robust_line_when_asked():
+    x = _stretch_with_a_gross_value(1e4, seed=1)
+    thresholds = {}
+    for robust in (False, True):
+        cal = NullCalibrator("ar", "rulsif", 0.1, True, 10, 1e-4, 3, robust_line=robust)
+        cal.calibrate_ar(x[-53:], 20, 1.0, 0.1, np.random.default_rng(0), trend_values=x)
+        thresholds[robust] = cal.threshold
+    clean = _stretch_with_a_gross_value(0.0, seed=1)
+    cal = NullCalibrator("ar", "rulsif", 0.1, True, 10, 1e-4, 3)
+    cal.calibrate_ar(clean[-53:], 20, 1.0, 0.1, np.random.default_rng(0), trend_values=clean)
+    assert thresholds[False] > 2 * cal.threshold
+    assert thresholds[True] == pytest.approx(cal.threshold, rel=0.25)

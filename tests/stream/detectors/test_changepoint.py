@@ -301,7 +301,7 @@ def _continue_after_restore(ref, x, split=437, check_score_one=False):
 
 @pytest.mark.parametrize("params", [SMALL, {"n": 20}, {"n": 12, "difference": True, "k": 4},
                                     {"n": 20, "null": "permutation"}, {"n": 12, "symmetric": False},
-                                    {"n": 20, "null": "ar_or_permutation"}])
+                                    {"n": 20, "null": "ar_or_permutation"}, {"n": 20, "robust_line": True}])
 def test_restored_detector_continues_identically(params):
     rng = np.random.default_rng(9)
     x = np.r_[rng.normal(0, 1, 500), rng.normal(2, 3, 500)]
@@ -678,3 +678,70 @@ def test_views_kept_sorted_equal_the_views_sorted_afresh_at_every_step():
             assert det._corr_ratio == pytest.approx(want, rel=1e-12)
             checked += 1
     assert det._diff_on and checked > 200
+
+
+def _step_after_a_gross_value(value, seed=2, at=1268):
+    """AR(1) noise (phi = 0.5), a step of 2 marginal sd at 1500, one value of ``value`` marginal sd."""
+    rng = np.random.default_rng([seed, 7])
+    e = rng.normal(size=3000)
+    x = np.empty(3000)
+    x[0] = e[0]
+    for i in range(1, 3000):
+        x[i] = 0.5 * x[i - 1] + e[i]
+    sd = 1 / math.sqrt(0.75)
+    x[1500:] += 2 * sd
+    x[at] += value * sd
+    return x
+
+
+def _alarms(det, x):
+    out = []
+    for v in x:
+        alarm = det.step(v)
+        if alarm is not None:
+            out.append(alarm)
+    return out
+
+
+class TestGrossValues:
+    """With ``robust_line``, one gross value (a sensor's error code) does not blind the detector to
+    a change after it."""
+
+    @pytest.mark.parametrize("value", [1e4, -1e6])
+    def test_a_step_after_a_gross_value_is_found(self, value):
+        alarms = _alarms(ChangePointDetector(seed=2, robust_line=True), _step_after_a_gross_value(value))
+        assert [abs(a.change_index - 1500) <= 100 for a in alarms] == [True], alarms
+
+    def test_with_the_plain_line_the_gross_value_hid_the_step(self):
+        # the default: once the value is behind the windows, the line through it tilts every
+        # surrogate into a ramp, and the pooled null holds the ramps for eight calibrations
+        det = ChangePointDetector(seed=2)
+        assert det.robust_line is False
+        assert _alarms(det, _step_after_a_gross_value(1e4)) == []
+        clean = ChangePointDetector(seed=2)
+        assert [abs(a.change_index - 1500) <= 100 for a in _alarms(clean, _step_after_a_gross_value(0.0))] == [True]
+
+    def test_the_same_alarms_where_no_value_is_gross(self):
+        x = _step_after_a_gross_value(0.0)
+        got = [(a.change_index, a.score, a.threshold) for a in _alarms(ChangePointDetector(seed=0), x)]
+        assert got and got == [(a.change_index, a.score, a.threshold)
+                               for a in _alarms(ChangePointDetector(seed=0, robust_line=True), x)]
+
+    def test_a_state_saved_before_the_robust_line_continues_without_it(self):
+        x = _step_after_a_gross_value(1e4)[:1600]
+        ref = ChangePointDetector(seed=2)
+        for v in x[:1000]:
+            ref.step(v)
+        state = ref.to_state()
+        meta = json.loads(str(state["meta"]))
+        del meta["params"]["robust_line"]  # as written by the release before the option
+        state["meta"] = json.dumps(meta)
+        restored = ChangePointDetector.from_state(_roundtrip_npz(state))
+        assert restored.robust_line is False
+        for v in x[1000:]:
+            assert restored.step(v) == ref.step(v)
+            assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9, nan_ok=True)
+
+    def test_the_switch_must_be_a_bool(self):
+        with pytest.raises(ValueError, match="robust_line"):
+            ChangePointDetector(robust_line="yes")
