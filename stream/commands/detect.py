@@ -105,6 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --streaming and --detector auto or window: also compare the windows' mean "
                              "levels where the two-window detector differences a smooth column (its opt-in "
                              "level_view; finds level steps in smooth series that it misses otherwise)")
+    parser.add_argument("--robust-line", action="store_true",
+                        help="with --streaming and --detector auto or window: fit the two-window detector's "
+                             "null line with gross values clipped (its opt-in robust_line; one error code such "
+                             "as 1e6 among the readings otherwise hides the changes of the next few hundred rows)")
     parser.add_argument("--with-history", action="store_true",
                         help="with --streaming and --detector auto (the default): also ask for a period at each "
                              "change the two-window detector reports, across changes, and hand a column that "
@@ -139,9 +143,10 @@ def run(args) -> int:
         return _fail("--detector chooses a streaming detector: add --streaming (without it the offline "
                      "detector segments the whole file)")
     two_window = streaming and (args.detector or DEFAULT_KIND) in ("auto", "window")
-    if getattr(args, "level_view", False) and not two_window:
-        return _fail("--level-view is an option of the two-window detector: add --streaming (with --detector "
-                     "auto, the default, or window)")
+    for flag in ("level_view", "robust_line"):
+        if getattr(args, flag, False) and not two_window:
+            return _fail(f"--{flag.replace('_', '-')} is an option of the two-window detector: add --streaming "
+                         "(with --detector auto, the default, or window)")
     if getattr(args, "with_history", False) and not (streaming and (args.detector or DEFAULT_KIND) == "auto"):
         return _fail("--with-history is an option of the routed detector: add --streaming (with --detector "
                      "auto, the default)")
@@ -246,7 +251,8 @@ def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_lab
 
 
 def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: float | None = None,
-                     progress=None, level_view: bool = False, with_history: bool = False) -> tuple[list, np.ndarray]:
+                     progress=None, level_view: bool = False, with_history: bool = False,
+                     robust_line: bool = False) -> tuple[list, np.ndarray]:
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
@@ -254,7 +260,8 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
     ``"split_profile"`` (:class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`) or
     ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`, the default),
     each with its defaults (the daemon's), and ``false_alarm_rate`` if given; ``level_view`` turns
-    on the two-window detector's level view (``window`` and ``auto`` only), ``with_history`` the
+    on the two-window detector's level view and ``robust_line`` its null line fitted with gross
+    values clipped (``window`` and ``auto`` only), ``with_history`` the
     routed detector's questions across changes (``auto`` only). Rows with NaN are
     missing values (carried forward by the detector). ``progress(done, total)`` is called now and
     then.
@@ -273,10 +280,12 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
 
     module, cls = DETECTOR_KINDS[kind]  # the daemon's [detector] kind -> class
     params = {} if false_alarm_rate is None else {"false_alarm_rate": float(false_alarm_rate)}
-    if level_view:
-        if kind not in ("window", "auto"):
-            raise ValueError(f"level_view is an option of the two-window detector (kind window or auto); got {kind!r}")
-        params.update({"level_view": True} if kind == "window" else {"window": {"level_view": True}})
+    for name, on in (("level_view", level_view), ("robust_line", robust_line)):
+        if on and kind not in ("window", "auto"):
+            raise ValueError(f"{name} is an option of the two-window detector (kind window or auto); got {kind!r}")
+    window = {**({"level_view": True} if level_view else {}), **({"robust_line": True} if robust_line else {})}
+    if window:
+        params.update(window if kind == "window" else {"window": window})
     if with_history:
         if kind != "auto":
             raise ValueError(f"with_history is an option of the routed detector (kind auto); got {kind!r}")
@@ -404,6 +413,7 @@ def _run_streaming(args, table) -> int:
         alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
                                          progress=None if bar is None else bar.callback,
                                          level_view=getattr(args, "level_view", False),
+                                         robust_line=getattr(args, "robust_line", False),
                                          with_history=getattr(args, "with_history", False))
     cps = [a.change_index for a in alarms]
     tested = int(np.isfinite(ratio).sum())

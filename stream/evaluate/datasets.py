@@ -70,6 +70,9 @@ def add_eval_arguments(parser, name: str) -> None:
     parser.add_argument("--level-view", action="store_true",
                         help="with --streaming or --auto: turn on the two-window detector's level view for "
                              "differenced windows (ChangePointDetector(level_view=True); off by default)")
+    parser.add_argument("--robust-line", action="store_true",
+                        help="with --streaming or --auto: fit the two-window detector's null line with gross "
+                             "values clipped (ChangePointDetector(robust_line=True); off by default)")
     parser.add_argument("--with-history", action="store_true",
                         help="with --auto: also ask the period question at each change the two-window detector "
                              "reports, on the stream's newest samples across changes, and hand a periodic stream "
@@ -136,6 +139,12 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
                   "add --streaming or --auto", file=sys.stderr)
             return 2
         window = {"window": {"level_view": True}}
+    if getattr(args, "robust_line", False):
+        if not (args.streaming or getattr(args, "auto", False)):
+            print(f"ratiowatch eval {name}: --robust-line is an option of the two-window detector; "
+                  "add --streaming or --auto", file=sys.stderr)
+            return 2
+        window = {"window": {**window.get("window", {}), "robust_line": True}}
     auto = getattr(args, "auto", False)
     if getattr(args, "with_history", False):
         if not auto:

@@ -346,9 +346,10 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
 #: periodic window's own cycles (``cycle_permutation=True``), the ``PeriodRoutedDetector`` (the
 #: daemon's ``kind = "auto"``: the first, handed to the second once the stream shows a period), and
 #: the first and the last with the two-window detector's opt-in level view (``level_view=True``),
-#: and ``auto`` asking its period question across changes too (``with_history=True``)
+#: ``auto`` asking its period question across changes too (``with_history=True``), and the first and
+#: the last with the two-window detector's null line fitted with gross values clipped (``robust_line=True``)
 STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto", "window_levels", "auto_levels",
-                       "auto_history")
+                       "auto_history", "window_robust", "auto_robust")
 
 
 def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
@@ -359,15 +360,16 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
         raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
     if name == "window":
         return default_detector_factory(seed)
-    if name in ("auto", "auto_levels", "auto_history"):
+    window = {"auto_levels": {"level_view": True}, "auto_robust": {"robust_line": True}}.get(name)
+    if name in ("auto", "auto_levels", "auto_history", "auto_robust"):
         from ratiowatch.stream.evaluate.streaming import routed_factory
 
-        return routed_factory(seed, **({"window": {"level_view": True}} if name == "auto_levels" else {}),
+        return routed_factory(seed, **({"window": window} if window else {}),
                               **({"with_history": True} if name == "auto_history" else {}))
-    if name == "window_levels":
+    if name in ("window_levels", "window_robust"):
         from ratiowatch.stream.evaluate.streaming import default_factory
 
-        return default_factory(seed, level_view=True)
+        return default_factory(seed, **({"level_view": True} if name == "window_levels" else {"robust_line": True}))
     return profile_factory(seed, cycle_permutation=name == "profile_cycles")
 
 
@@ -654,7 +656,8 @@ def add_arguments(parser) -> None:
                              "first, handed to the second once the stream shows a period); window_levels and "
                              "auto_levels: window and auto with the two-window detector's opt-in level view "
                              "(level_view=True); auto_history: auto asking for a period across changes too "
-                             "(with_history=True)")
+                             "(with_history=True); window_robust and auto_robust: window and auto with the "
+                             "two-window detector's null line fitted with gross values clipped (robust_line=True)")
     parser.add_argument("--smooth-steps", action="store_true",
                         help="offline: the detector's harder search for level steps in smooth series "
                              "(detect(smooth_steps=True); off by default)")

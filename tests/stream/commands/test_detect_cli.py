@@ -173,6 +173,9 @@ def test_streaming_options_are_checked_before_reading(tmp_path):
     one_line_error(cli("detect", p, "--level-view"), 2, "add --streaming")
     one_line_error(cli("detect", p, "--streaming", "--detector", "split_profile", "--level-view"), 2,
                    "option of the two-window detector")
+    one_line_error(cli("detect", p, "--robust-line"), 2, "add --streaming")
+    one_line_error(cli("detect", p, "--streaming", "--detector", "split_profile", "--robust-line"), 2,
+                   "option of the two-window detector")
     one_line_error(cli("detect", p, "--with-history"), 2, "add --streaming")
     one_line_error(cli("detect", p, "--streaming", "--detector", "window", "--with-history"), 2,
                    "option of the routed detector")
@@ -195,6 +198,27 @@ def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert not near(plain["change_points"], 1500), plain["alarms"]
         assert near(json.loads(proc.stdout)["change_points"], 1500, tol=3), proc.stdout
+
+
+def test_robust_line_finds_a_step_after_an_error_code(tmp_path):
+    """AR(1) with phi = 0.5, a step of 2 marginal sd at row 1,500 and one value of 1e4 marginal sd at
+    row 1,268: the line of the two-window detector's null follows the value and hides the step;
+    with --robust-line it is reported."""
+    rng = np.random.default_rng([2, 7])
+    e = rng.normal(size=3000)
+    x = np.empty(3000)
+    x[0] = e[0]
+    for t in range(1, 3000):
+        x[t] = 0.5 * x[t - 1] + e[t]
+    sd = 1 / np.sqrt(0.75)
+    x[1500:] += 2 * sd
+    x[1268] += 1e4 * sd
+    p = write(tmp_path / "code.csv", [(i, repr(float(v))) for i, v in enumerate(x)], header="time,reading")
+    plain = json.loads(cli("detect", p, "--streaming", "--detector", "window", "--json").stdout)
+    proc = cli("detect", p, "--streaming", "--detector", "window", "--robust-line", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert not near(plain["change_points"], 1500, tol=100), plain["alarms"]
+    assert near(json.loads(proc.stdout)["change_points"], 1500, tol=100), proc.stdout
 
 
 def test_with_history_quiets_a_daily_schedule(tmp_path):

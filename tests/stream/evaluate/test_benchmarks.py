@@ -276,6 +276,17 @@ def test_eval_level_view_reaches_the_window_detector_alone_and_inside_auto(tmp_p
     assert not any(d.level_view for d in built[4:])
     assert main(["eval", "tssb", str(root), "--level-view"]) == 2
     assert "add --streaming or --auto" in capsys.readouterr().err
+    # the robust line reaches the same detectors, beside the level view or alone
+    del built[:]
+    assert main(["eval", "tssb", str(root), "--json", "--streaming", "--auto", "--level-view", "--robust-line",
+                 "--half", "tune"]) == 0
+    assert json.loads(capsys.readouterr().out)["window_options"] == {"level_view": True, "robust_line": True}
+    windows = [d for d in built if hasattr(d, "level_view")]
+    assert len(windows) == 2 and all(d.robust_line and d.level_view for d in windows)
+    assert main(["eval", "tssb", str(root), "--json", "--auto", "--robust-line", "--half", "tune"]) == 0
+    assert json.loads(capsys.readouterr().out)["window_options"] == {"robust_line": True}
+    assert main(["eval", "tssb", str(root), "--robust-line"]) == 2
+    assert "add --streaming or --auto" in capsys.readouterr().err
 
 
 def test_eval_smooth_steps_reaches_the_offline_detector(tmp_path, capsys, monkeypatch):

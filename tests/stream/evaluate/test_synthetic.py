@@ -268,6 +268,8 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
     assert S.named_factory("auto_levels")().window_options == {"level_view": True}
     assert S.named_factory("auto_history")().with_history and not S.named_factory("auto")().with_history
     assert S.named_factory("auto")().window_options == {}
+    assert S.named_factory("window_robust")().robust_line is True and S.named_factory("window")().robust_line is False
+    assert S.named_factory("auto_robust")().window_options == {"robust_line": True}
 
 
 # ---------------------------------------------------------------- channels suite
