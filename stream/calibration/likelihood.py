@@ -25,16 +25,15 @@ True
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 from numba import njit
 
 
 @njit(cache=True, inline="always")
-def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
-    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread (at
-    least ``min_spread``), over ``decades`` and clipped to [0, 1]; 0 below the mean or at or
-    below ``min_raw``."""
+def _spread(mean, mean_sq, min_std, min_spread):
+    """The history's standard deviation, at least ``min_std x |mean|`` and ``min_spread``."""
     var = mean_sq - mean * mean
     sd = math.sqrt(var) if var > 0.0 else 0.0
     floor = min_std * (abs(mean) + 1e-12)
@@ -42,6 +41,15 @@ def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
         floor = min_spread
     if sd < floor:
         sd = floor
+    return sd
+
+
+@njit(cache=True, inline="always")
+def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
+    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread (at
+    least ``min_spread``), over ``decades`` and clipped to [0, 1]; 0 below the mean or at or
+    below ``min_raw``."""
+    sd = _spread(mean, mean_sq, min_std, min_spread)
     z = (a - mean) / sd
     if z <= 0.0 or a <= min_raw:
         return 0.0
@@ -54,8 +62,11 @@ def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
 
 @njit(cache=True)
 def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ring, raw_ring, st_f, st_i,
-              out):
+              out, clip_z=math.inf):
     """Causal pass: smoothed score vs mean/std of the previous smoothed scores held in ``ring``.
+
+    Once ``min_history`` scores are held, a smoothed score enters the history at most ``clip_z``
+    spreads above its mean (inf = as it is); its output is that of the score itself.
 
     State: st_f = [sum, sum of squares, short-window sum], st_i = [count, pos, t] (updated in place).
     """
@@ -71,7 +82,12 @@ def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ri
         count = st_i[0]
         out[j] = 0.0
         if count >= min_history:
-            out[j] = _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, min_spread, min_raw, decades)
+            mean, mean_sq = st_f[0] / count, st_f[1] / count
+            out[j] = _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades)
+            if clip_z < math.inf:
+                bound = mean + clip_z * _spread(mean, mean_sq, min_std, min_spread)
+                if a > bound:
+                    a = bound
         pos = st_i[1]
         if count == history:
             old = ring[pos]
@@ -133,6 +149,11 @@ class TailProbability:
     min_raw : float
         Smoothed scores at or below this map to 0 whatever the history (-inf = none): a score
         that means "not anomalous" on its own scale stays so.
+    clip_tail : float in [0, 0.5)
+        A smoothed score beyond the history's upper ``clip_tail`` quantile (under its Gaussian fit)
+        enters the history at that quantile; its own output is unchanged (0 = every score enters
+        as it is). One far-out score would otherwise inflate the history's spread, and every
+        score after it would look less extreme for as long as the history holds it.
 
     Examples
     --------
@@ -140,11 +161,18 @@ class TailProbability:
     >>> out = TailProbability(min_history=10).transform(np.r_[0.1 + 0.01 * (np.arange(50) % 3), 3.0])
     >>> float(out[-1]) > 0.9
     True
+
+    A far-out score masks the next one unless it enters the history clipped:
+
+    >>> calm = 0.1 + 0.01 * (np.arange(200) % 3)
+    >>> x = np.r_[calm, 50.0, calm, 0.2]
+    >>> float(TailProbability().transform(x)[-1]) < 0.1 < 0.9 < float(TailProbability(clip_tail=1e-5).transform(x)[-1])
+    True
     """
 
     def __init__(self, short: int = 1, history: int = 2000, min_history: int = 100,
                  min_std: float = 0.01, decades: float = 10.0, min_spread: float = 0.0,
-                 min_raw: float = -math.inf):
+                 min_raw: float = -math.inf, clip_tail: float = 0.0):
         for name, v in (("short", short), ("history", history), ("min_history", min_history)):
             if int(v) < 1:
                 raise ValueError(f"{name} must be a positive integer; got {v}")
@@ -157,6 +185,10 @@ class TailProbability:
             raise ValueError(f"min_spread must be >= 0; got {min_spread}")
         self.min_std, self.decades, self.min_spread = float(min_std), float(decades), float(min_spread)
         self.min_raw = float(min_raw)
+        if not 0.0 <= float(clip_tail) < 0.5:
+            raise ValueError(f"clip_tail must be in [0, 0.5) (0 = no clipping), e.g. 1e-5; got {clip_tail}")
+        self.clip_tail = float(clip_tail)
+        self._clip_z = -NormalDist().inv_cdf(self.clip_tail) if self.clip_tail > 0.0 else math.inf
         self.reset()
 
     def _settings(self) -> tuple:
@@ -176,7 +208,7 @@ class TailProbability:
         if not np.isfinite(raw).all():
             raise ValueError("raw scores contain NaN or infinity; a detector must emit finite scores")
         out = np.empty(raw.shape[0])
-        _tail_map(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i, out)
+        _tail_map(raw, *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i, out, self._clip_z)
         return out
 
     def peek(self, raw: float) -> float:
@@ -192,5 +224,5 @@ class TailProbability:
         if not math.isfinite(raw):
             raise ValueError(f"raw score must be finite; got {raw}")
         _tail_map(np.array([raw]), *self._settings(), self._ring, self._raw_ring, self._st_f, self._st_i,
-                  self._out1)
+                  self._out1, self._clip_z)
         return float(self._out1[0])

@@ -292,3 +292,68 @@ def test_warmup_placeholders_stay_out_of_the_likelihood_history():
     assert all(int(t._st_i[2]) == 700 - warm for t in det._tails)
     assert np.all(s[: warm + det.params["min_history"]] == 0.0)
 
+
+
+def test_a_clipped_history_holds_a_far_out_score_at_its_quantile():
+    # written out: with clip_tail, each score enters the history at most at the Gaussian upper
+    # clip_tail quantile of the history before it; its own output is the unclipped score's
+    rng = np.random.default_rng(6)
+    raw = np.r_[rng.normal(size=150), 40.0, rng.normal(size=60), 40.0, rng.normal(size=30)]
+    tp = TailProbability(history=120, min_history=50, clip_tail=1e-10)
+    z = NormalDist().inv_cdf(1 - 1e-10)
+    held = []
+    for v in raw:
+        window = np.array(held[-120:])
+        expect = tail_score(window, v) if window.size >= 50 else 0.0
+        assert tp.update(v) == pytest.approx(expect, abs=1e-9)
+        if window.size >= 50:
+            v = min(v, window.mean() + z * max(window.std(), 0.01 * (abs(window.mean()) + 1e-12)))
+        held.append(v)
+    assert max(held) < 10.0  # neither 40 entered as it was
+
+
+def test_without_the_clip_a_far_out_score_masks_the_next_one():
+    calm = 0.1 + 0.01 * (np.arange(200) % 3)
+    x = np.r_[calm, 50.0, calm, 0.2]
+    assert TailProbability().transform(x)[-1] < 0.1  # 0.2 is 10 spreads out, but the 50 is held
+    assert TailProbability(clip_tail=1e-10).transform(x)[-1] == 1.0
+    np.testing.assert_array_equal(TailProbability(clip_tail=0.0).transform(x), TailProbability().transform(x))
+
+
+def test_tail_probability_clip_must_be_a_tail():
+    for bad in (-1e-5, 0.5, 2.0):
+        with pytest.raises(ValueError, match="clip_tail"):
+            TailProbability(clip_tail=bad)
+    with pytest.raises(ValueError, match="history_clip"):
+        TimeSeriesAnomalyDetector(history_clip=0.7)
+
+
+def _ar_with_an_error_code(seed, code):
+    rng = np.random.default_rng([seed, 3])
+    e = rng.normal(size=4000)
+    y = np.empty(4000)
+    y[0] = e[0]
+    for i in range(1, 4000):
+        y[i] = 0.5 * y[i - 1] + e[i]
+    sd = y.std()
+    y[int(rng.integers(1000, 2800))] = code
+    y[3000:3005] += 5 * sd
+    return y
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_with_a_clipped_history_an_error_code_does_not_hide_the_anomaly_after_it(seed):
+    # by default the code's floor score (-log 1e-6) widens the history's spread sixfold for
+    # 2,000 rows, and a 5-sd anomaly 200-2,000 rows later stays below 0.5
+    y = _ar_with_an_error_code(seed, 1e6)
+    assert TimeSeriesAnomalyDetector(history_clip=1e-10).score_series(y)[2995:3020].max() == 1.0
+    assert TimeSeriesAnomalyDetector().score_series(y)[2995:3020].max() < 0.5
+
+
+def test_a_state_written_before_the_clipped_history_continues_without_it():
+    y = seasonal(1200)
+    old = TimeSeriesAnomalyDetector(history_clip=None)
+    old.score_series(y[:700])
+    restored = TimeSeriesAnomalyDetector.from_state(written_before(old.to_state(), "history_clip", "no such array"))
+    assert restored.history_clip is None
+    np.testing.assert_array_equal(restored.score_series(y[700:]), old.score_series(y[700:]))
