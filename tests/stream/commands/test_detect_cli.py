@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cli_util import cli, jump_rows, near, one_line_error, write
+from series_util import step_after_a_gross_value
 
 
 # ------------------------------------------------------------------ detect: no silent wrong answers
@@ -204,15 +205,7 @@ def test_robust_line_finds_a_step_after_an_error_code(tmp_path):
     """AR(1) with phi = 0.5, a step of 2 marginal sd at row 1,500 and one value of 1e4 marginal sd at
     row 1,268: the line of the two-window detector's null follows the value and hides the step;
     with --robust-line it is reported."""
-    rng = np.random.default_rng([2, 7])
-    e = rng.normal(size=3000)
-    x = np.empty(3000)
-    x[0] = e[0]
-    for t in range(1, 3000):
-        x[t] = 0.5 * x[t - 1] + e[t]
-    sd = 1 / np.sqrt(0.75)
-    x[1500:] += 2 * sd
-    x[1268] += 1e4 * sd
+    x = step_after_a_gross_value(1e4)
     p = write(tmp_path / "code.csv", [(i, repr(float(v))) for i, v in enumerate(x)], header="time,reading")
     plain = json.loads(cli("detect", p, "--streaming", "--detector", "window", "--json").stdout)
     proc = cli("detect", p, "--streaming", "--detector", "window", "--robust-line", "--json")

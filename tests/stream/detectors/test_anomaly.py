@@ -12,6 +12,7 @@ from ratiowatch.stream.detectors.anomaly import MIN_SPREAD, TimeSeriesAnomalyDet
 from ratiowatch.stream.calibration.likelihood import TailProbability
 import naive
 from naive import tail_score
+from series_util import ar1
 from state_util import written_before
 
 
@@ -330,11 +331,7 @@ def test_tail_probability_clip_must_be_a_tail():
 
 def _ar_with_an_error_code(seed, code):
     rng = np.random.default_rng([seed, 3])
-    e = rng.normal(size=4000)
-    y = np.empty(4000)
-    y[0] = e[0]
-    for i in range(1, 4000):
-        y[i] = 0.5 * y[i - 1] + e[i]
+    y = ar1(rng.normal(size=4000), 0.5)
     sd = y.std()
     y[int(rng.integers(1000, 2800))] = code
     y[3000:3005] += 5 * sd

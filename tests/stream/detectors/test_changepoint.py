@@ -9,6 +9,7 @@ import pytest
 
 from ratiowatch.stream.detectors.offline import detect, replay
 from ratiowatch.stream.detectors.changepoint import ChangePointDetector, KeysChangedWarning
+from series_util import step_after_a_gross_value
 
 SMALL = {"n": 8, "n_min": 4, "k": 2}
 
@@ -680,20 +681,6 @@ def test_views_kept_sorted_equal_the_views_sorted_afresh_at_every_step():
     assert det._diff_on and checked > 200
 
 
-def _step_after_a_gross_value(value, seed=2, at=1268):
-    """AR(1) noise (phi = 0.5), a step of 2 marginal sd at 1500, one value of ``value`` marginal sd."""
-    rng = np.random.default_rng([seed, 7])
-    e = rng.normal(size=3000)
-    x = np.empty(3000)
-    x[0] = e[0]
-    for i in range(1, 3000):
-        x[i] = 0.5 * x[i - 1] + e[i]
-    sd = 1 / math.sqrt(0.75)
-    x[1500:] += 2 * sd
-    x[at] += value * sd
-    return x
-
-
 def _alarms(det, x):
     out = []
     for v in x:
@@ -709,7 +696,7 @@ class TestGrossValues:
 
     @pytest.mark.parametrize("value", [1e4, -1e6])
     def test_a_step_after_a_gross_value_is_found(self, value):
-        alarms = _alarms(ChangePointDetector(seed=2, robust_line=True), _step_after_a_gross_value(value))
+        alarms = _alarms(ChangePointDetector(seed=2, robust_line=True), step_after_a_gross_value(value))
         assert [abs(a.change_index - 1500) <= 100 for a in alarms] == [True], alarms
 
     def test_with_the_plain_line_the_gross_value_hid_the_step(self):
@@ -717,18 +704,18 @@ class TestGrossValues:
         # surrogate into a ramp, and the pooled null holds the ramps for eight calibrations
         det = ChangePointDetector(seed=2)
         assert det.robust_line is False
-        assert _alarms(det, _step_after_a_gross_value(1e4)) == []
+        assert _alarms(det, step_after_a_gross_value(1e4)) == []
         clean = ChangePointDetector(seed=2)
-        assert [abs(a.change_index - 1500) <= 100 for a in _alarms(clean, _step_after_a_gross_value(0.0))] == [True]
+        assert [abs(a.change_index - 1500) <= 100 for a in _alarms(clean, step_after_a_gross_value(0.0))] == [True]
 
     def test_the_same_alarms_where_no_value_is_gross(self):
-        x = _step_after_a_gross_value(0.0)
+        x = step_after_a_gross_value(0.0)
         got = [(a.change_index, a.score, a.threshold) for a in _alarms(ChangePointDetector(seed=0), x)]
         assert got and got == [(a.change_index, a.score, a.threshold)
                                for a in _alarms(ChangePointDetector(seed=0, robust_line=True), x)]
 
     def test_a_state_saved_before_the_robust_line_continues_without_it(self):
-        x = _step_after_a_gross_value(1e4)[:1600]
+        x = step_after_a_gross_value(1e4)[:1600]
         ref = ChangePointDetector(seed=2)
         for v in x[:1000]:
             ref.step(v)
