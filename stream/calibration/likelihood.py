@@ -45,11 +45,10 @@ def _spread(mean, mean_sq, min_std, min_spread):
 
 
 @njit(cache=True, inline="always")
-def _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades):
-    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread (at
-    least ``min_spread``), over ``decades`` and clipped to [0, 1]; 0 below the mean or at or
-    below ``min_raw``."""
-    sd = _spread(mean, mean_sq, min_std, min_spread)
+def _tail_value(a, mean, sd, min_raw, decades):
+    """``-log10`` of the Gaussian upper tail of ``a`` against the history's mean and spread
+    (:func:`_spread`), over ``decades`` and clipped to [0, 1]; 0 below the mean or at or below
+    ``min_raw``."""
     z = (a - mean) / sd
     if z <= 0.0 or a <= min_raw:
         return 0.0
@@ -82,12 +81,11 @@ def _tail_map(raw, short, min_history, min_std, min_spread, min_raw, decades, ri
         count = st_i[0]
         out[j] = 0.0
         if count >= min_history:
-            mean, mean_sq = st_f[0] / count, st_f[1] / count
-            out[j] = _tail_value(a, mean, mean_sq, min_std, min_spread, min_raw, decades)
-            if clip_z < math.inf:
-                bound = mean + clip_z * _spread(mean, mean_sq, min_std, min_spread)
-                if a > bound:
-                    a = bound
+            mean = st_f[0] / count
+            sd = _spread(mean, st_f[1] / count, min_std, min_spread)
+            out[j] = _tail_value(a, mean, sd, min_raw, decades)
+            if a > mean + clip_z * sd:  # never with clip_z = inf
+                a = mean + clip_z * sd
         pos = st_i[1]
         if count == history:
             old = ring[pos]
@@ -124,7 +122,8 @@ def _tail_peek(raw, short, min_history, min_std, min_spread, min_raw, decades, r
     count = st_i[0]
     if count < min_history:
         return 0.0
-    return _tail_value(a, st_f[0] / count, st_f[1] / count, min_std, min_spread, min_raw, decades)
+    mean = st_f[0] / count
+    return _tail_value(a, mean, _spread(mean, st_f[1] / count, min_std, min_spread), min_raw, decades)
 
 
 class TailProbability:
