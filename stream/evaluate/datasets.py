@@ -132,19 +132,13 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
                   "add --split-profile", file=sys.stderr)
             return 2
         split_profile = {"cycle_permutation": True}
-    window = {}
-    if getattr(args, "level_view", False):
-        if not (args.streaming or getattr(args, "auto", False)):
-            print(f"ratiowatch eval {name}: --level-view is an option of the two-window detector; "
-                  "add --streaming or --auto", file=sys.stderr)
-            return 2
-        window = {"window": {"level_view": True}}
-    if getattr(args, "robust_line", False):
-        if not (args.streaming or getattr(args, "auto", False)):
-            print(f"ratiowatch eval {name}: --robust-line is an option of the two-window detector; "
-                  "add --streaming or --auto", file=sys.stderr)
-            return 2
-        window = {"window": {**window.get("window", {}), "robust_line": True}}
+    options = {flag: True for flag in ("level_view", "robust_line") if getattr(args, flag, False)}
+    if options and not (args.streaming or getattr(args, "auto", False)):
+        flag = next(iter(options)).replace("_", "-")
+        print(f"ratiowatch eval {name}: --{flag} is an option of the two-window detector; "
+              "add --streaming or --auto", file=sys.stderr)
+        return 2
+    window = {"window": options} if options else {}
     auto = getattr(args, "auto", False)
     if getattr(args, "with_history", False):
         if not auto:

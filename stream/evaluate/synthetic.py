@@ -360,16 +360,17 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
         raise ValueError(f"streaming detector must be one of {STREAMING_DETECTORS}; got {name!r}")
     if name == "window":
         return default_detector_factory(seed)
-    window = {"auto_levels": {"level_view": True}, "auto_robust": {"robust_line": True}}.get(name)
-    if name in ("auto", "auto_levels", "auto_history", "auto_robust"):
+    # the two-window detector's options, by the name's suffix (alone, or inside auto)
+    window = {"levels": {"level_view": True}, "robust": {"robust_line": True}}.get(name.partition("_")[2], {})
+    if name.startswith("auto"):
         from ratiowatch.stream.evaluate.streaming import routed_factory
 
         return routed_factory(seed, **({"window": window} if window else {}),
                               **({"with_history": True} if name == "auto_history" else {}))
-    if name in ("window_levels", "window_robust"):
+    if name.startswith("window"):
         from ratiowatch.stream.evaluate.streaming import default_factory
 
-        return default_factory(seed, **({"level_view": True} if name == "window_levels" else {"robust_line": True}))
+        return default_factory(seed, **window)
     return profile_factory(seed, cycle_permutation=name == "profile_cycles")
 
 
