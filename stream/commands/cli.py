@@ -39,6 +39,9 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("eval", "odds"), "ratiowatch.stream.evaluate.odds",
      "accuracy of the outlier detector on ODDS: ROC-AUC (inlier-based protocol) next to "
      "scikit-learn baselines"),
+    (("eval", "compare"), "ratiowatch.stream.evaluate.compare",
+     "paired comparison of two change-point runs (eval tcpd|tssb|utsa --json) on the same series: per half, "
+     "the mean difference, its standard error and the series that moved most"),
     (("bench", "estimators"), "ratiowatch.stream.bench.estimators",
      "speed of the batch estimators against densratio, and of one incremental window step"),
     (("bench", "cpd"), "ratiowatch.stream.bench.cpd",

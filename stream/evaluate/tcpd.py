@@ -68,7 +68,9 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
     """Score ours (offline, and streaming if asked) and the ``peers`` on the series ``names`` (default all).
 
     Means: ``mean`` over the selected series (univariate default set: ``f1``, ``cover``;
-    multivariate: ``f1_multi``, ``cover_multi``), ``by_half`` per protocol half and method.
+    multivariate: ``f1_multi``, ``cover_multi``), ``by_half`` per protocol half and method;
+    ``univariate`` lists the series of the univariate default set (``ratiowatch eval compare``
+    compares those).
     """
     from ratiowatch.stream.evaluate.metrics import covering, f1_score
     from ratiowatch.stream.evaluate.protocol import half_means, methods_present, split_halves
@@ -100,6 +102,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
                          {"": lambda n: is_univariate_default(n, data[n]), "_multi": lambda n: data[n].shape[1] > 1},
                          se=True)
     return {"benchmark": "tcpd", "config": _config(params), "datasets": results, "mean": mean,
+            "univariate": sorted(n for n in results if is_univariate_default(n, data[n])),
             "by_half": by_half, "halves": {n: halves[n] for n in results}, "notes": notes,
             "points_per_s": throughput(results, {n: int(x.shape[0]) for n, x in data.items()})}
 

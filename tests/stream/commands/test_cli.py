@@ -20,10 +20,11 @@ def test_help_lists_every_top_level_command(capsys):
 
 def test_every_registered_command_module_exists():
     parser = build_parser()
+    one_file = {("eval", "tcpd"), ("eval", "tssb"), ("eval", "utsa"), ("eval", "nab"), ("eval", "odds"),
+                ("validate",), ("run",), ("detect",)}
     for path, module, _help in COMMANDS:
-        args = parser.parse_args(list(path) + (["x"] if path in {("eval", "tcpd"), ("eval", "tssb"), ("eval", "utsa"),
-                                                                  ("eval", "nab"), ("eval", "odds"),
-                                                                  ("validate",), ("run",), ("detect",)} else []))
+        positional = ["x"] if path in one_file else ["x", "y"] if path == ("eval", "compare") else []
+        args = parser.parse_args(list(path) + positional)
         assert not getattr(args, "_missing", None), f"{' '.join(path)}: {args._missing}"
 
 

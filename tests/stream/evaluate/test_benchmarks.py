@@ -40,8 +40,9 @@ def test_eval_tcpd_json_layout(tmp_path, capsys):
     assert main(["eval", "tcpd", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["benchmark"] == "tcpd" and set(out["datasets"]) == {"ozone", "quality_control_1"}
-    # quality_control_* is excluded from the univariate mean
+    # quality_control_* is excluded from the univariate mean, and the run lists the set it averaged
     assert out["mean"]["f1"] == pytest.approx(out["datasets"]["ozone"]["f1"])
+    assert out["univariate"] == ["ozone"]
     assert 0.0 <= out["mean"]["cover"] <= 1.0 and out["mean"]["f1_multi"] is None
     # --seeds adds the Monte-Carlo spread of the permutation null without changing seed 0's numbers
     assert main(["eval", "tcpd", str(tmp_path), "--json", "--seeds", "2"]) == 0

@@ -1,0 +1,206 @@
+"""Paired comparison of two change-point evaluation runs on the same series.
+
+The protocol keeps a change only if the check half improves by more than its noise
+(docs/evaluation.md). Two runs' half means differ by the change *and* by which series happen to
+move, so the question is a paired one: on each series scored by both runs, ``d = new - base``;
+the half's mean of ``d`` and its standard error ``sd(d) / sqrt(n)`` say how far the change moved
+the half and how steadily, and the series that moved most say where to look.
+
+``ratiowatch eval compare BASE.json NEW.json`` reads two files written by ``ratiowatch eval
+tcpd|tssb|utsa --json`` on the same benchmark and prints, for each half (tune, check, all), each
+method present in both runs (``ours``, ``ours_streaming``, ..., peers) and each metric: both means,
+the paired difference with its standard error, and how many series rose and fell. The seed spread
+of either run (``--seeds``) is shown beside it where present. TCPD runs compare the univariate
+default set that their means use.
+
+Examples
+--------
+>>> base = {"benchmark": "tssb", "datasets": {
+...     "a": {"half": "tune", "cover": 0.5}, "b": {"half": "check", "cover": 0.6},
+...     "c": {"half": "check", "cover": 0.9}}}
+>>> new = {"benchmark": "tssb", "datasets": {
+...     "a": {"half": "tune", "cover": 0.5}, "b": {"half": "check", "cover": 0.8},
+...     "c": {"half": "check", "cover": 0.9}}}
+>>> cell = compare_runs(base, new)["halves"]["check"]["ours"]["cover"]
+>>> cell["base"], cell["new"], cell["diff"], cell["up"], cell["down"]
+(0.75, 0.85, 0.1, 1, 0)
+>>> cell["moved"]
+[['b', 0.6, 0.8]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ratiowatch.stream.evaluate.protocol import HALVES, method_entry, methods_present
+
+#: metrics compared where a run has them (the change-point benchmarks' own)
+METRICS = ("f1", "cover", "delay_mean")
+#: a difference smaller than this is no move (the metrics are rounded to 4 places in places)
+TIE = 1e-9
+
+
+def load_run(path) -> dict:
+    """A run written by ``ratiowatch eval tcpd|tssb|utsa --json`` (ValueError if it is not one)."""
+    try:
+        run = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(run, dict) or not isinstance(run.get("datasets"), dict):
+        raise ValueError(f"{path}: not a change-point evaluation run; write one with "
+                         "'ratiowatch eval tcpd|tssb|utsa ... --json > FILE'")
+    return run
+
+
+def _scored_names(base: Mapping, new: Mapping) -> tuple[list[str], str]:
+    """(series scored by both runs, what the set is): the univariate default set for TCPD."""
+    names = sorted(set(base["datasets"]) & set(new["datasets"]))
+    listed = [run["univariate"] for run in (base, new) if "univariate" in run]
+    if listed:
+        keep = set.intersection(*(set(v) for v in listed))
+        return [n for n in names if n in keep], "univariate default set"
+    if base.get("benchmark") == "tcpd" or new.get("benchmark") == "tcpd":
+        return names, "every series (this run does not list its univariate set)"
+    return names, "every series"
+
+
+def paired(base_rows: Mapping, new_rows: Mapping, names: Sequence[str], method: str, metric: str) -> dict | None:
+    """Paired statistics of ``metric`` for ``method`` over the ``names`` both runs scored (None if none).
+
+    ``diff`` is the mean of ``new - base``, ``diff_se`` its standard error (None below two
+    series); ``moved`` lists ``[name, base, new]`` of every series that moved, largest move first.
+    """
+    pairs = []
+    for name in names:
+        b, n = method_entry(base_rows[name], method), method_entry(new_rows[name], method)
+        if b is None or n is None or b.get(metric) is None or n.get(metric) is None:
+            continue
+        pairs.append((name, float(b[metric]), float(n[metric])))
+    if not pairs:
+        return None
+    count = len(pairs)
+    diffs = [n - b for _, b, n in pairs]
+    mean_d = sum(diffs) / count
+    se = (math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (count - 1) / count) if count >= 2 else None)
+    moved = sorted((p for p in pairs if abs(p[2] - p[1]) > TIE), key=lambda p: (-abs(p[2] - p[1]), p[0]))
+    return {"n": count,
+            "base": round(sum(b for _, b, _ in pairs) / count, 4),
+            "new": round(sum(n for _, _, n in pairs) / count, 4),
+            "diff": round(mean_d, 4), "diff_se": None if se is None else round(se, 4),
+            "up": sum(d > TIE for d in diffs), "down": sum(d < -TIE for d in diffs),
+            "moved": [[name, round(b, 4), round(n, 4)] for name, b, n in moved]}
+
+
+def _config_changes(base: Mapping, new: Mapping) -> dict[str, list]:
+    """``{key: [base value, new value]}`` of every configuration entry that differs."""
+    out = {}
+    for section in ("config", "window_options", "split_profile_options", "auto_options"):
+        a, b = base.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                label = key if section == "config" else f"{section}.{key}"
+                out[label] = [a.get(key), b.get(key)]
+    return out
+
+
+def _seed_sd(run: Mapping, half: str, method: str, metric: str) -> float | None:
+    stats = (((run.get("seed_spread") or {}).get("by_half") or {}).get(half) or {}).get(method) or {}
+    return (stats.get(metric) or {}).get("sd")
+
+
+def compare_runs(base: Mapping, new: Mapping, methods: Sequence[str] | None = None,
+                 metrics: Sequence[str] = METRICS) -> dict:
+    """The paired comparison of two runs (module docstring); ``methods`` default: every method
+    present in both runs."""
+    if base.get("benchmark") != new.get("benchmark"):
+        raise ValueError(f"the runs are of different benchmarks: {base.get('benchmark')!r} and "
+                         f"{new.get('benchmark')!r}")
+    names, scored = _scored_names(base, new)
+    halves_seen = {base["datasets"][n].get("half") for n in names}
+    if methods is None:
+        in_new = set(methods_present({n: new["datasets"][n] for n in names}))
+        methods = [m for m in methods_present({n: base["datasets"][n] for n in names}) if m in in_new]
+    out: dict = {"benchmark": base.get("benchmark"), "series": len(names), "scored": scored,
+                 "only_in_base": sorted(set(base["datasets"]) - set(new["datasets"])),
+                 "only_in_new": sorted(set(new["datasets"]) - set(base["datasets"])),
+                 "config_changes": _config_changes(base, new), "halves": {}}
+    for half in [h for h in HALVES if h in halves_seen] + ["all"]:
+        chosen = [n for n in names if half == "all" or base["datasets"][n].get("half") == half]
+        per_method = {}
+        for method in methods:
+            cells = {}
+            for metric in metrics:
+                cell = paired(base["datasets"], new["datasets"], chosen, method, metric)
+                if cell is not None:
+                    cell["seed_sd"] = [_seed_sd(base, half, method, metric), _seed_sd(new, half, method, metric)]
+                    cells[metric] = cell
+            if cells:
+                per_method[method] = cells
+        out["halves"][half] = per_method
+    return out
+
+
+def _num(v, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.3f}" if signed else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
+
+
+def format_comparison(res: Mapping, top: int = 3) -> list[str]:
+    """Text lines: one per half, method and metric, with the series that moved most."""
+    lines = [f"benchmark {res['benchmark']}: {res['series']} series scored by both runs ({res['scored']})"]
+    for key, label in (("only_in_base", "only in the base run"), ("only_in_new", "only in the new run")):
+        if res[key]:
+            lines.append(f"{label} (left out): {', '.join(res[key])}")
+    if res["config_changes"]:
+        lines.append("configuration changes: " + "; ".join(
+            f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in res["config_changes"].items()))
+    else:
+        lines.append("configuration changes: none recorded")
+    lines.append(f"{'half':6s} {'method':28s} {'metric':10s} {'n':>3s} {'base':>7s} {'new':>7s} "
+                 f"{'diff':>7s} {'se':>6s} {'up':>3s} {'down':>4s}  seed sd  moved most")
+    for half, per_method in res["halves"].items():
+        for method, cells in per_method.items():
+            for metric, c in cells.items():
+                sd = "/".join(_num(v) for v in c["seed_sd"]) if any(v is not None for v in c["seed_sd"]) else "-"
+                moved = ", ".join(f"{name} {_num(b)}->{_num(n)}" for name, b, n in c["moved"][:top])
+                lines.append(f"{half:6s} {method:28s} {metric:10s} {c['n']:3d} {_num(c['base']):>7s} "
+                             f"{_num(c['new']):>7s} {_num(c['diff'], True):>7s} {_num(c['diff_se']):>6s} "
+                             f"{c['up']:3d} {c['down']:4d}  {sd:7s}  {moved}")
+    return lines
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", type=Path, help="the run to compare against (ratiowatch eval tcpd|tssb|utsa --json)")
+    parser.add_argument("new", type=Path, help="the run with the change, on the same benchmark")
+    parser.add_argument("--method", action="append", default=None, metavar="NAME",
+                        help="compare only this method (repeatable): ours, ours_streaming, ours_streaming_auto, "
+                             "ours_streaming_profile, peer:<name>, stored:<name>; default: all in both runs")
+    parser.add_argument("--top", type=int, default=3, metavar="K", help="series that moved most, per line (3)")
+    parser.add_argument("--json", action="store_true", help="print the full comparison as JSON")
+
+
+def run(args) -> int:
+    try:
+        base, new = load_run(args.base), load_run(args.new)
+        res = compare_runs(base, new, methods=args.method)
+    except ValueError as exc:
+        print(f"ratiowatch eval compare: {exc}", file=sys.stderr)
+        return 2
+    if args.top < 0:
+        print(f"ratiowatch eval compare: --top must be >= 0; got {args.top}", file=sys.stderr)
+        return 2
+    absent = [m for m in args.method or () if not any(m in per for per in res["halves"].values())]
+    if absent:
+        print(f"ratiowatch eval compare: no series has results of {', '.join(absent)} in both runs",
+              file=sys.stderr)
+        return 2
+    print(json.dumps(res, indent=2) if args.json else "\n".join(format_comparison(res, args.top)))
+    return 0

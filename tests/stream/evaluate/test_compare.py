@@ -1,0 +1,127 @@
+"""Paired comparison of two evaluation runs: the statistics, the series set, the command line."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.commands.cli import main
+from ratiowatch.stream.evaluate.compare import compare_runs, format_comparison, load_run, paired
+
+
+def _run(covers, benchmark="tssb", streaming=None, **extra):
+    names = sorted(covers)
+    halves = {n: ("tune", "check")[i % 2] for i, n in enumerate(names)}
+    rows = {n: {"half": halves[n], "cover": covers[n], "f1": covers[n] / 2} for n in names}
+    for n, v in (streaming or {}).items():
+        rows[n]["streaming"] = {"cover": v}
+    return {"benchmark": benchmark, "datasets": rows, **extra}
+
+
+def test_the_paired_difference_and_its_standard_error_match_numpy():
+    rng = np.random.default_rng(0)
+    base_v, new_v = rng.uniform(size=9), rng.uniform(size=9)
+    names = [f"s{i}" for i in range(9)]
+    base = {n: {"cover": float(v)} for n, v in zip(names, base_v)}
+    new = {n: {"cover": float(v)} for n, v in zip(names, new_v)}
+    cell = paired(base, new, names, "ours", "cover")
+    d = new_v - base_v
+    assert cell["n"] == 9
+    assert cell["diff"] == pytest.approx(d.mean(), abs=1e-4)
+    assert cell["diff_se"] == pytest.approx(d.std(ddof=1) / 3.0, abs=1e-4)
+    assert cell["base"] == pytest.approx(base_v.mean(), abs=1e-4) and cell["new"] == pytest.approx(new_v.mean(), abs=1e-4)
+    assert cell["up"] == int((d > 0).sum()) and cell["down"] == int((d < 0).sum())
+    # every series moved; the largest move comes first
+    assert [m[0] for m in cell["moved"]] == [names[i] for i in np.argsort(-np.abs(d), kind="stable")]
+
+
+def test_unchanged_series_are_neither_up_nor_down_nor_moved():
+    base = _run({"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8})
+    new = _run({"a": 0.5, "b": 0.6, "c": 0.9, "d": 0.8})
+    res = compare_runs(base, new)
+    check = res["halves"]["check"]["ours"]["cover"]  # b and d
+    assert (check["diff"], check["diff_se"], check["up"], check["down"], check["moved"]) == (0.0, 0.0, 0, 0, [])
+    tune = res["halves"]["tune"]["ours"]["cover"]  # a and c
+    assert tune["diff"] == pytest.approx(0.1) and tune["up"] == 1 and tune["moved"] == [["c", 0.7, 0.9]]
+    assert res["halves"]["all"]["ours"]["cover"]["n"] == 4
+
+
+def test_a_method_is_compared_only_where_both_runs_have_it():
+    base = _run({"a": 0.5, "b": 0.6}, streaming={"a": 0.1, "b": 0.2})
+    new = _run({"a": 0.5, "b": 0.6})  # no streaming row
+    assert "ours_streaming" not in compare_runs(base, new)["halves"]["all"]
+    new = _run({"a": 0.5, "b": 0.6}, streaming={"a": 0.4})
+    cell = compare_runs(base, new)["halves"]["all"]["ours_streaming"]["cover"]
+    assert cell["n"] == 1 and cell["diff"] == pytest.approx(0.3) and cell["diff_se"] is None
+
+
+def test_tcpd_runs_compare_their_univariate_default_set():
+    base = _run({"a": 0.5, "apple": 0.1, "b": 0.6}, benchmark="tcpd", univariate=["a", "b"])
+    new = _run({"a": 0.5, "apple": 0.9, "b": 0.6}, benchmark="tcpd", univariate=["a", "b"])
+    res = compare_runs(base, new)
+    assert res["series"] == 2 and res["scored"] == "univariate default set"
+    assert res["halves"]["all"]["ours"]["cover"]["diff"] == 0.0
+    # one run that lists the set is enough; runs written before the list existed compare every
+    # series, and the report says so
+    old = _run({"a": 0.5, "apple": 0.1, "b": 0.6}, benchmark="tcpd")
+    assert compare_runs(old, new)["series"] == 2
+    res = compare_runs(old, {k: v for k, v in new.items() if k != "univariate"})
+    assert res["series"] == 3 and "does not list" in res["scored"]
+
+
+def test_series_in_one_run_only_are_left_out_and_named():
+    res = compare_runs(_run({"a": 0.5, "b": 0.6, "c": 0.1}), _run({"a": 0.5, "b": 0.7, "d": 0.2}))
+    assert res["only_in_base"] == ["c"] and res["only_in_new"] == ["d"] and res["series"] == 2
+    lines = format_comparison(res)
+    assert any("only in the base run" in line and "c" in line for line in lines)
+
+
+def test_configuration_changes_are_listed():
+    base = _run({"a": 0.5}, config={"seed": 0, "width": None})
+    new = _run({"a": 0.5}, config={"seed": 1, "width": None}, window_options={"robust_line": True})
+    changes = compare_runs(base, new)["config_changes"]
+    assert changes == {"seed": [0, 1], "window_options.robust_line": [None, True]}
+
+
+def test_runs_of_different_benchmarks_are_refused():
+    with pytest.raises(ValueError, match="different benchmarks"):
+        compare_runs(_run({"a": 0.5}), _run({"a": 0.5}, benchmark="utsa"))
+
+
+def test_the_seed_spread_of_either_run_is_shown_beside_the_difference():
+    spread = {"by_half": {"check": {"ours": {"cover": {"mean": 0.6, "sd": 0.012, "per_seed": [0.59, 0.61]}}}}}
+    base = _run({"a": 0.5, "b": 0.6}, seed_spread=spread)
+    cell = compare_runs(base, _run({"a": 0.5, "b": 0.7}))["halves"]["check"]["ours"]["cover"]
+    assert cell["seed_sd"] == [0.012, None]
+
+
+def test_command_line_prints_a_table_or_json(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_run({"x": 0.5, "y": 0.6, "z": 0.2})))
+    b.write_text(json.dumps(_run({"x": 0.5, "y": 0.8, "z": 0.2})))
+    assert main(["eval", "compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    line = next(row for row in text.splitlines() if row.startswith("check") and " cover " in row)
+    assert "+0.200" in line and "y 0.600->0.800" in line
+    assert main(["eval", "compare", str(a), str(b), "--json", "--method", "ours"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert list(res["halves"]["check"]) == ["ours"] and res["halves"]["check"]["ours"]["f1"]["diff"] == 0.1
+
+
+def test_command_line_errors_say_what_to_do(tmp_path, capsys):
+    good, bad, broken = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "broken.json"
+    good.write_text(json.dumps(_run({"x": 0.5})))
+    bad.write_text(json.dumps({"null": {}}))
+    broken.write_text("{")
+    assert main(["eval", "compare", str(good), str(bad)]) == 2
+    assert "not a change-point evaluation run" in capsys.readouterr().err
+    assert main(["eval", "compare", str(good), str(broken)]) == 2
+    assert "not JSON" in capsys.readouterr().err
+    assert main(["eval", "compare", str(good), str(tmp_path / "missing.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["eval", "compare", str(good), str(good), "--method", "ours_streaming"]) == 2
+    assert "no series has results of ours_streaming" in capsys.readouterr().err
+    assert main(["eval", "compare", str(good), str(good), "--method", "nonsense"]) == 2
+    assert "unknown method" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="eval tcpd"):
+        load_run(bad)
