@@ -13,6 +13,11 @@ the paired difference with its standard error, and how many series rose and fell
 of either run (``--seeds``) is shown beside it where present. TCPD runs compare the univariate
 default set that their means use.
 
+Two runs of a synthetic suite (``ratiowatch eval synthetic ... --json``, ``eval synthetic-anomaly
+--json``) are compared kind by kind instead: every number of every table (``by_kind``,
+``by_length``, ``overall``, ...) in both runs, with its change; by default only the rows that
+changed are printed.
+
 Examples
 --------
 >>> base = {"benchmark": "tssb", "datasets": {
@@ -45,18 +50,110 @@ METRICS = ("f1", "cover", "delay_mean")
 TIE = 1e-9
 
 
+#: the synthetic suites' sections (``eval synthetic``: null, stress, change; ``eval synthetic-anomaly``:
+#: null, found)
+SUITES = ("null", "stress", "change", "found")
+#: a suite's settings: runs that differ in them are compared, with a warning
+SUITE_SETTINGS = ("mode", "seeds", "target", "tolerance", "thresholds", "lengths", "suite")
+
+
+def _suites(result: Mapping) -> list[str]:
+    return [k for k in SUITES if isinstance(result.get(k), dict)]
+
+
 def load_run(path) -> dict:
-    """A run written by ``ratiowatch eval tcpd|tssb|utsa --json`` (ValueError if it is not one)."""
+    """A result written by ``ratiowatch eval tcpd|tssb|utsa --json`` or by a synthetic suite's
+    ``--json`` (ValueError if it is neither)."""
     try:
         run = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(run, dict) or not isinstance(run.get("datasets"), dict):
-        raise ValueError(f"{path}: not a change-point evaluation run; write one with "
-                         "'ratiowatch eval tcpd|tssb|utsa ... --json > FILE'")
+    if not isinstance(run, dict) or not (isinstance(run.get("datasets"), dict) or _suites(run)):
+        raise ValueError(f"{path}: not an evaluation result; write one with "
+                         "'ratiowatch eval tcpd|tssb|utsa|synthetic|synthetic-anomaly ... --json > FILE'")
     return run
+
+
+def _numbers(row) -> dict[str, float]:
+    """The numeric fields of a table row (booleans are flags, not numbers)."""
+    if not isinstance(row, Mapping):
+        return {}
+    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _row_change(a, b) -> dict[str, list]:
+    """``{field: [base, new, new - base]}`` over the numeric fields of both rows."""
+    na, nb = _numbers(a), _numbers(b)
+    return {k: [na[k], nb[k], round(nb[k] - na[k], 6)] for k in na if k in nb}
+
+
+def compare_suites(base: Mapping, new: Mapping) -> dict:
+    """Two runs of a synthetic suite compared table by table (module docstring).
+
+    Examples
+    --------
+    >>> a = {"benchmark": "synthetic", "null": {"seeds": 10, "overall": {"alarms": 45, "per_10k": 0.248},
+    ...      "by_kind": {"ar0": {"alarms": 3, "in_spec": True}, "t3": {"alarms": 9}}}}
+    >>> b = {"benchmark": "synthetic", "null": {"seeds": 10, "overall": {"alarms": 46, "per_10k": 0.253},
+    ...      "by_kind": {"ar0": {"alarms": 3, "in_spec": True}, "t3": {"alarms": 10}}}}
+    >>> res = compare_suites(a, b)["suites"]["null"]
+    >>> res["tables"]["by_kind"]["t3"], res["tables"]["overall"]["all"]["alarms"]
+    ({'alarms': [9, 10, 1]}, [45, 46, 1])
+    """
+    suites = [k for k in _suites(base) if k in _suites(new)]
+    if not suites:
+        raise ValueError("the two results share no synthetic suite (null, stress, change, found); "
+                         "compare runs of the same suite")
+    if base.get("benchmark") != new.get("benchmark"):
+        raise ValueError(f"the results are of different evaluations: {base.get('benchmark')!r} and "
+                         f"{new.get('benchmark')!r}")
+    out: dict = {"benchmark": base.get("benchmark"),
+                 "detector": [base.get("detector"), new.get("detector")],
+                 "params": [base.get("params"), new.get("params")], "suites": {}}
+    for suite in suites:
+        a, b = base[suite], new[suite]
+        settings = {k: [a.get(k), b.get(k)] for k in SUITE_SETTINGS if a.get(k) != b.get(k)}
+        tables: dict[str, dict] = {}
+        for key in a:
+            if key not in b or not isinstance(a[key], Mapping):
+                continue
+            if all(isinstance(v, Mapping) for v in a[key].values()) and a[key]:  # a table: one row per name
+                rows = {name: _row_change(row, b[key].get(name)) for name, row in a[key].items() if name in b[key]}
+                rows = {name: r for name, r in rows.items() if r}
+                if rows:
+                    tables[key] = rows
+            elif _numbers(a[key]):  # one row (overall, found)
+                row = _row_change(a[key], b[key])
+                if row:
+                    tables[key] = {"all": row}
+        out["suites"][suite] = {"settings_differ": settings, "tables": tables}
+    return out
+
+
+def format_suite_comparison(res: Mapping, everything: bool = False) -> list[str]:
+    """Text lines: per suite and table, the rows whose numbers changed (``everything``: all rows)."""
+    head = f"{res['benchmark']}: {res['detector'][0]} -> {res['detector'][1]}"
+    if res["params"][0] != res["params"][1]:
+        head += f" (params {json.dumps(res['params'][0])} -> {json.dumps(res['params'][1])})"
+    lines = [head]
+    for suite, part in res["suites"].items():
+        lines.append(f"[{suite}]")
+        for key, (a, b) in part["settings_differ"].items():
+            lines.append(f"  warning: the runs differ in {key}: {json.dumps(a)} -> {json.dumps(b)}")
+        shown = 0
+        for table, rows in part["tables"].items():
+            for name, row in rows.items():
+                moved = {k: v for k, v in row.items() if abs(v[2]) > TIE}
+                if not (moved or everything):
+                    continue
+                cells = ", ".join(f"{k} {_num(v[0])} -> {_num(v[1])}" for k, v in (row if everything else moved).items())
+                lines.append(f"  {table:10s} {name:22s} {cells}")
+                shown += 1
+        if not shown:
+            lines.append(f"  no number changed ({sum(len(rows) for rows in part['tables'].values())} rows)")
+    return lines
 
 
 def _scored_names(base: Mapping, new: Mapping) -> tuple[list[str], str]:
@@ -150,6 +247,8 @@ def compare_runs(base: Mapping, new: Mapping, methods: Sequence[str] | None = No
 def _num(v, signed: bool = False) -> str:
     if v is None:
         return "-"
+    if isinstance(v, int) and not signed:
+        return str(v)
     return f"{v:+.3f}" if signed else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
 
 
@@ -184,18 +283,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compare only this method (repeatable): ours, ours_streaming, ours_streaming_auto, "
                              "ours_streaming_profile, peer:<name>, stored:<name>; default: all in both runs")
     parser.add_argument("--top", type=int, default=3, metavar="K", help="series that moved most, per line (3)")
+    parser.add_argument("--all", action="store_true", dest="everything",
+                        help="synthetic suites: print every row, not only the rows that changed")
     parser.add_argument("--json", action="store_true", help="print the full comparison as JSON")
 
 
 def run(args) -> int:
+    if args.top < 0:
+        print(f"ratiowatch eval compare: --top must be >= 0; got {args.top}", file=sys.stderr)
+        return 2
     try:
         base, new = load_run(args.base), load_run(args.new)
+        if "datasets" not in base or "datasets" not in new:
+            if args.method:
+                raise ValueError("--method is for benchmark runs (eval tcpd|tssb|utsa), not synthetic suites")
+            res = compare_suites(base, new)
+            print(json.dumps(res, indent=2) if args.json else "\n".join(format_suite_comparison(res, args.everything)))
+            return 0
         res = compare_runs(base, new, methods=args.method)
     except ValueError as exc:
         print(f"ratiowatch eval compare: {exc}", file=sys.stderr)
-        return 2
-    if args.top < 0:
-        print(f"ratiowatch eval compare: --top must be >= 0; got {args.top}", file=sys.stderr)
         return 2
     absent = [m for m in args.method or () if not any(m in per for per in res["halves"].values())]
     if absent:

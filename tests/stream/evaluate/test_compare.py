@@ -111,10 +111,10 @@ def test_command_line_prints_a_table_or_json(tmp_path, capsys):
 def test_command_line_errors_say_what_to_do(tmp_path, capsys):
     good, bad, broken = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "broken.json"
     good.write_text(json.dumps(_run({"x": 0.5})))
-    bad.write_text(json.dumps({"null": {}}))
+    bad.write_text(json.dumps({"mean": {"f1": 0.5}}))
     broken.write_text("{")
     assert main(["eval", "compare", str(good), str(bad)]) == 2
-    assert "not a change-point evaluation run" in capsys.readouterr().err
+    assert "not an evaluation result" in capsys.readouterr().err
     assert main(["eval", "compare", str(good), str(broken)]) == 2
     assert "not JSON" in capsys.readouterr().err
     assert main(["eval", "compare", str(good), str(tmp_path / "missing.json")]) == 2
@@ -125,3 +125,55 @@ def test_command_line_errors_say_what_to_do(tmp_path, capsys):
     assert "unknown method" in capsys.readouterr().err
     with pytest.raises(ValueError, match="eval tcpd"):
         load_run(bad)
+
+
+def _suite(t3_alarms, seeds=10, found=38):
+    return {"benchmark": "synthetic", "mode": "streaming", "detector": "window",
+            "null": {"suite": "null", "seeds": seeds, "cells": [{"kind": "t3"}],
+                     "by_kind": {"ar0": {"alarms": 3, "per_10k": 0.231, "in_spec": True},
+                                 "t3": {"alarms": t3_alarms, "per_10k": t3_alarms / 13.0, "in_spec": True}},
+                     "overall": {"alarms": 3 + t3_alarms, "in_spec": True}},
+            "change": {"suite": "change", "seeds": seeds, "by_kind": {"mean": {"found": found, "rate": found / 40}},
+                       "overall": {"found": found}}}
+
+
+def test_synthetic_suites_are_compared_kind_by_kind():
+    from ratiowatch.stream.evaluate.compare import compare_suites, format_suite_comparison
+
+    res = compare_suites(_suite(3), _suite(5))
+    null = res["suites"]["null"]
+    assert null["tables"]["by_kind"]["t3"]["alarms"] == [3, 5, 2]
+    assert null["tables"]["by_kind"]["ar0"]["alarms"] == [3, 3, 0]  # flags (in_spec) are not numbers
+    assert "in_spec" not in null["tables"]["by_kind"]["ar0"] and null["tables"]["overall"]["all"]["alarms"] == [6, 8, 2]
+    assert null["settings_differ"] == {} and "cells" not in null["tables"]
+    lines = format_suite_comparison(res)
+    assert any("t3" in line and "alarms 3 -> 5" in line for line in lines)
+    assert not any("ar0" in line for line in lines)  # unchanged rows are left out ...
+    assert any("ar0" in line for line in format_suite_comparison(res, everything=True))  # ... unless asked
+    assert "  no number changed (2 rows)" in lines  # the change suite
+
+
+def test_synthetic_runs_with_other_settings_are_compared_with_a_warning():
+    from ratiowatch.stream.evaluate.compare import compare_suites, format_suite_comparison
+
+    res = compare_suites(_suite(3, seeds=10), _suite(3, seeds=20))
+    assert res["suites"]["null"]["settings_differ"] == {"seeds": [10, 20]}
+    assert any("warning: the runs differ in seeds: 10 -> 20" in line for line in format_suite_comparison(res))
+    with pytest.raises(ValueError, match="share no synthetic suite"):
+        compare_suites({"null": {}, "benchmark": "synthetic"}, {"change": {}, "benchmark": "synthetic"})
+
+
+def test_command_line_compares_synthetic_suites(tmp_path, capsys):
+    a, b, run = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "run.json"
+    a.write_text(json.dumps(_suite(3)))
+    b.write_text(json.dumps(_suite(3, found=36)))
+    run.write_text(json.dumps(_run({"x": 0.5})))
+    assert main(["eval", "compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "found 38 -> 36" in out and "[null]" in out
+    assert main(["eval", "compare", str(a), str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["suites"]["change"]["tables"]["overall"]["all"]["found"] == [38, 36, -2]
+    assert main(["eval", "compare", str(a), str(b), "--method", "ours"]) == 2
+    assert "--method is for benchmark runs" in capsys.readouterr().err
+    assert main(["eval", "compare", str(run), str(a)]) == 2  # a benchmark run against a suite
+    assert "share no synthetic suite" in capsys.readouterr().err
