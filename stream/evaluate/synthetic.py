@@ -41,6 +41,10 @@ shows where a detector's calibration ends rather than promising anything.
   (high for 40 % of each cycle), plus N(0, 0.05^2) noise: a daily on/off schedule sampled every 5
   minutes (business hours, a thermostat), whose switches are sharp and whose dwell times outlast a
   short window. It is ``switching100`` of the anomaly suite with a day's period.
+* ``spikes288``: a narrow pulse (a Gaussian of 0.01 cycle, about 3 samples) once per jittered
+  cycle of 288 samples, plus N(0, 0.05^2) noise: a nightly batch job's spike on a service metric
+  sampled every 5 minutes. Unlike ``pulses40``, a window of a hundred samples holds one pulse or
+  none.
 
 Anomaly suite kind (:data:`ANOMALY_ONLY_KINDS`; :mod:`ratiowatch.stream.evaluate.anomaly_suite`
 scores it, the change-point suites do not):
@@ -125,7 +129,7 @@ NULL_KINDS: tuple[str, ...] = ("ar0", "ar05", "ar09", "t3", "trend", "seasonal7"
                                "seasonal50", "sine12", "smooth50", "random_walk", "counts", "quantized")
 STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_memory", "ar099", "pulses40",
                                  "two_seasons", "sawtooth30", "drifting_cycles", "wandering_cycles",
-                                 "schedule288")
+                                 "schedule288", "spikes288")
 #: kinds that only the anomaly suite scores (module docstring)
 ANOMALY_ONLY_KINDS: tuple[str, ...] = ("switching100",)
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "mean_smooth", "variance", "correlation",
@@ -221,6 +225,9 @@ def _stress_series(kind: str, rng: np.random.Generator, length: int) -> np.ndarr
         return np.sin(phase) + level + rng.normal(0.0, 0.1, size=length)
     if kind == "schedule288":
         return _schedule(rng, length, 288.0)
+    if kind == "spikes288":
+        phase = _jittered_phase(rng, length, 288.0) % 1.0
+        return np.exp(-((phase - 0.5) / 0.01) ** 2) + rng.normal(0.0, 0.05, size=length)
     raise ValueError(f"unknown null kind {kind!r}; one of {NULL_KINDS + STRESS_KINDS}")
 
 

@@ -104,6 +104,13 @@ def test_stress_series_follow_their_specification():
     ups = np.flatnonzero(on[1:] & ~on[:-1])
     assert on.mean() == pytest.approx(0.4, abs=0.02) and np.median(np.diff(ups)) == pytest.approx(288, abs=15)
     assert (day - on).std() == pytest.approx(0.05, rel=0.05)
+    # a nightly spike: one narrow pulse of height 1 per cycle of about 288 samples, a few samples wide
+    night = S.null_series("spikes288", 288 * 200, 0)
+    high = night > 0.5
+    starts = np.flatnonzero(high[1:] & ~high[:-1])
+    assert len(starts) == pytest.approx(200, abs=3) and np.median(np.diff(starts)) == pytest.approx(288, abs=15)
+    assert 3 <= high.sum() / len(starts) <= 7 and night.max() == pytest.approx(1.0, abs=0.25)
+    assert np.median(night) == pytest.approx(0.0, abs=0.01)
 
 
 def test_change_series_change_what_they_say_where_they_say():
