@@ -29,7 +29,11 @@ score per step. Measured in one run on the same data:
   as a subprocess, see :mod:`ratiowatch.stream.evaluate.peers`): points/s over all of them and over
   the 10,000 after its warm-up window. Otherwise the entry says how to build that environment.
 
-``--memory`` also streams 1,000,000 points and reports the RSS growth between 100k and 1M points.
+``--memory`` also streams 1,000,000 points and reports the RSS growth between 100k and 1M points,
+for the two-window detector (``memory``) and for the daemon's default ``kind = "auto"``
+(:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`, ``memory_auto``) on a cycle of
+24 samples whose amplitude or level switches every 10,000 points, so that the stream is handed to
+the split profile early and its window restarts at every change (about 9 minutes).
 Latencies are per update (``time.perf_counter_ns``), p50 / p99 in microseconds.
 """
 
@@ -224,6 +228,35 @@ def bench_memory(length: int) -> dict:
             "rss_growth_mb": round(marks[length] - marks[100_000], 2)}
 
 
+def make_cycle_stream(length: int, seed: int = 1) -> np.ndarray:
+    """A sine of period 24 under N(0, 0.2^2) noise whose amplitude (x 1.5) or level (+ 0.5) switches
+    every 10,000 points, in turn (the workload of ``memory_auto``)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(length)
+    regime = (t // 10_000) % 3
+    return (np.sin(2 * np.pi * t / 24) * np.where(regime == 1, 1.5, 1.0) + 0.5 * (regime == 2)
+            + 0.2 * rng.normal(size=length))
+
+
+def bench_memory_auto(length: int, first: int = 100_000) -> dict:
+    """RSS of the routed detector (``kind = "auto"``) after ``first`` and after ``length`` points of
+    :func:`make_cycle_stream`, with the alarms it raised and the changes the stream holds."""
+    from ratiowatch.stream.detectors.routed import PeriodRoutedDetector
+
+    if not 0 < first < length:
+        raise ValueError(f"need 0 < first < length; got {first}, {length}")
+    det = PeriodRoutedDetector()
+    y = make_cycle_stream(length)
+    marks, alarms = {}, 0
+    for i in range(length):
+        alarms += det.step(float(y[i])) is not None
+        if i + 1 in (first, length):
+            marks[i + 1] = rss_mb()
+    return {f"rss_mb_at_{first}": round(marks[first], 2), f"rss_mb_at_{length}": round(marks[length], 2),
+            "rss_growth_mb": round(marks[length] - marks[first], 2), "kind": det.kind,
+            "handed_over_at": det.handed_over_at, "alarms": alarms, "changes": (length - 1) // 10_000}
+
+
 CLASPY_POINTS = 20_000
 
 
@@ -255,7 +288,7 @@ def run(args) -> int:
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
                                           "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
-    with stages("bench cpd", 8 + bool(args.memory)) as phase:
+    with stages("bench cpd", 8 + 2 * bool(args.memory)) as phase:
         phase("incremental state")
         out["incremental_state"] = bench_state(y, sigma)
         phase("streaming detector")
@@ -279,6 +312,8 @@ def run(args) -> int:
         if args.memory:
             phase("memory")
             out["memory"] = bench_memory(1_000_000)
+            phase("memory, kind auto")
+            out["memory_auto"] = bench_memory_auto(1_000_000)
     base = out["densratio_fixed"]["points_per_s"]
     out["ratio_vs_densratio_fixed"] = round(out["detector"]["points_per_s"] / base, 1)
     out["ratio_state_vs_densratio_fixed"] = round(out["incremental_state"]["points_per_s"] / base, 1)
@@ -309,4 +344,5 @@ def run(args) -> int:
             print(f"claspy_streaming: {c['skipped']}")
         if "memory" in out:
             print("memory", out["memory"])
+            print("memory, kind auto", out["memory_auto"])
     return 0

@@ -31,3 +31,19 @@ def test_the_young_entry_times_every_point_of_fresh_detectors():
     res = cpd.bench_young(cpd.make_young("counts", 2, 300))
     assert res["points"] == 600 and res["points_per_s"] > 0 and res["p99_us"] >= res["p50_us"]
     assert res["alarms"] >= 0
+
+
+def test_the_auto_memory_workload_is_a_cycle_whose_amplitude_or_level_switches():
+    y = cpd.make_cycle_stream(30_000)
+    a, b, c = y[:10_000], y[10_000:20_000], y[20_000:]
+    assert b.std() > 1.3 * a.std() and abs(a.mean()) < 0.05 and c.mean() - a.mean() > 0.45
+    # the cycle itself: period 24
+    lag = [np.corrcoef(a[:-k], a[k:])[0, 1] for k in (12, 24)]
+    assert lag[0] < -0.8 and lag[1] > 0.8
+
+
+def test_the_auto_memory_entry_hands_the_cycle_over_and_reports_both_marks():
+    res = cpd.bench_memory_auto(2_000, first=500)
+    assert res["kind"] == "split_profile" and res["handed_over_at"] < 500
+    assert {"rss_mb_at_500", "rss_mb_at_2000", "rss_growth_mb"} <= set(res) and res["rss_mb_at_500"] > 0
+    assert res["changes"] == 0 and res["alarms"] >= 0
