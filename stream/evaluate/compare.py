@@ -46,7 +46,7 @@ from ratiowatch.stream.evaluate.protocol import HALVES, method_entry, methods_pr
 
 #: metrics compared where a run has them (the change-point benchmarks' own)
 METRICS = ("f1", "cover", "delay_mean")
-#: a difference smaller than this is no move (the metrics are rounded to 4 places in places)
+#: a difference smaller than this is no move (some metrics are stored rounded to 4 places)
 TIE = 1e-9
 
 
