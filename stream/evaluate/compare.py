@@ -16,7 +16,9 @@ default set that their means use.
 Two runs of a synthetic suite (``ratiowatch eval synthetic ... --json``, ``eval synthetic-anomaly
 --json``) are compared kind by kind instead: every number of every table (``by_kind``,
 ``by_length``, ``overall``, ...) in both runs, with its change; by default only the rows that
-changed are printed.
+changed are printed. Any other result of ``ratiowatch eval ... --json`` (``nab``, ``odds``) is
+compared number by number: every number both results hold, by its path, that changed (timings
+left out).
 
 Examples
 --------
@@ -62,18 +64,23 @@ def _suites(result: Mapping) -> list[str]:
 
 
 def load_run(path) -> dict:
-    """A result written by ``ratiowatch eval tcpd|tssb|utsa --json`` or by a synthetic suite's
-    ``--json`` (ValueError if it is neither)."""
+    """A result written by ``ratiowatch eval ... --json`` (ValueError if it is not one)."""
     try:
         run = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(run, dict) or not (isinstance(run.get("datasets"), dict) or _suites(run)):
+    if not isinstance(run, dict) or "benchmark" not in run:
         raise ValueError(f"{path}: not an evaluation result; write one with "
-                         "'ratiowatch eval tcpd|tssb|utsa|synthetic|synthetic-anomaly ... --json > FILE'")
+                         "'ratiowatch eval tcpd|tssb|utsa|nab|odds|synthetic|synthetic-anomaly ... --json > FILE'")
     return run
+
+
+def is_change_point_run(result: Mapping) -> bool:
+    """Whether ``result`` is a run of ``eval tcpd|tssb|utsa`` (series rows, each with its half)."""
+    rows = result.get("datasets")
+    return isinstance(rows, dict) and bool(rows) and all(isinstance(r, dict) and "half" in r for r in rows.values())
 
 
 def _numbers(row) -> dict[str, float]:
@@ -130,6 +137,55 @@ def compare_suites(base: Mapping, new: Mapping) -> dict:
                     tables[key] = {"all": row}
         out["suites"][suite] = {"settings_differ": settings, "tables": tables}
     return out
+
+
+#: keys of timings, which differ from run to run and say nothing of the detector's answers
+TIMING_KEYS = ("seconds", "points_per_s", "time")
+
+
+def _leaves(obj, prefix: str = "") -> dict[str, float]:
+    """``{path: number}`` of every number in nested dicts (paths joined by "."), timings left out."""
+    out: dict[str, float] = {}
+    for key, v in obj.items():
+        if any(t in str(key) for t in TIMING_KEYS):
+            continue
+        path = f"{prefix}{key}"
+        if isinstance(v, Mapping):
+            out.update(_leaves(v, path + "."))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[path] = v
+    return out
+
+
+def compare_numbers(base: Mapping, new: Mapping) -> dict:
+    """Two results of any ``eval`` compared number by number (module docstring).
+
+    Examples
+    --------
+    >>> a = {"benchmark": "odds", "datasets": {"cardio": {"auc": 0.95, "seconds": {"ours": 1.0}}}}
+    >>> b = {"benchmark": "odds", "datasets": {"cardio": {"auc": 0.96, "seconds": {"ours": 2.0}}}}
+    >>> compare_numbers(a, b)["changed"]
+    {'datasets.cardio.auc': [0.95, 0.96, 0.01]}
+    """
+    if base.get("benchmark") != new.get("benchmark"):
+        raise ValueError(f"the results are of different evaluations: {base.get('benchmark')!r} and "
+                         f"{new.get('benchmark')!r}")
+    a, b = _leaves(base), _leaves(new)
+    both = [k for k in a if k in b]
+    return {"benchmark": base.get("benchmark"),
+            "changed": {k: [a[k], b[k], round(b[k] - a[k], 6)] for k in both if abs(b[k] - a[k]) > TIE},
+            "unchanged": sum(abs(b[k] - a[k]) <= TIE for k in both),
+            "only_in_base": [k for k in a if k not in b], "only_in_new": [k for k in b if k not in a]}
+
+
+def format_number_comparison(res: Mapping) -> list[str]:
+    """Text lines: every number that changed, by its path."""
+    lines = [f"{res['benchmark']}: {len(res['changed'])} numbers changed, {res['unchanged']} unchanged"]
+    for key, label in (("only_in_base", "only in the base result"), ("only_in_new", "only in the new result")):
+        if res[key]:
+            lines.append(f"{label}: {len(res[key])} numbers (e.g. {', '.join(res[key][:3])})")
+    lines += [f"  {path}: {a:.6g} -> {b:.6g} ({d:+.6g})" for path, (a, b, d) in res["changed"].items()]
+    return lines
 
 
 def format_suite_comparison(res: Mapping, everything: bool = False) -> list[str]:
@@ -294,11 +350,16 @@ def run(args) -> int:
         return 2
     try:
         base, new = load_run(args.base), load_run(args.new)
-        if "datasets" not in base or "datasets" not in new:
+        if not (is_change_point_run(base) and is_change_point_run(new)):
             if args.method:
-                raise ValueError("--method is for benchmark runs (eval tcpd|tssb|utsa), not synthetic suites")
-            res = compare_suites(base, new)
-            print(json.dumps(res, indent=2) if args.json else "\n".join(format_suite_comparison(res, args.everything)))
+                raise ValueError("--method is for change-point runs (eval tcpd|tssb|utsa)")
+            if _suites(base) or _suites(new):
+                res = compare_suites(base, new)
+                lines = format_suite_comparison(res, args.everything)
+            else:
+                res = compare_numbers(base, new)
+                lines = format_number_comparison(res)
+            print(json.dumps(res, indent=2) if args.json else "\n".join(lines))
             return 0
         res = compare_runs(base, new, methods=args.method)
     except ValueError as exc:

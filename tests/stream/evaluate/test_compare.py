@@ -174,6 +174,38 @@ def test_command_line_compares_synthetic_suites(tmp_path, capsys):
     assert main(["eval", "compare", str(a), str(b), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["suites"]["change"]["tables"]["overall"]["all"]["found"] == [38, 36, -2]
     assert main(["eval", "compare", str(a), str(b), "--method", "ours"]) == 2
-    assert "--method is for benchmark runs" in capsys.readouterr().err
+    assert "--method is for change-point runs" in capsys.readouterr().err
     assert main(["eval", "compare", str(run), str(a)]) == 2  # a benchmark run against a suite
     assert "share no synthetic suite" in capsys.readouterr().err
+
+
+def test_other_results_are_compared_number_by_number_without_timings():
+    from ratiowatch.stream.evaluate.compare import compare_numbers, format_number_comparison
+
+    def nab(left_out, full, seconds):
+        return {"benchmark": "nab", "files": 58, "params": {}, "seconds": seconds,
+                "scores": {"standard": full, "reward_low_FP_rate": 65.7},
+                "leave_one_out": {"ratiowatch": {"standard": {"mean": left_out, "full_corpus": full,
+                                                              "categories": {"realTraffic": {"score": 71.5}}}}}}
+
+    res = compare_numbers(nab(68.46, 71.05, 100.0), nab(70.10, 71.05, 90.0))
+    assert res["changed"] == {"leave_one_out.ratiowatch.standard.mean": [68.46, 70.1, 1.64]}
+    assert res["unchanged"] == 5  # files, two scores, full_corpus, realTraffic; seconds left out
+    lines = format_number_comparison(res)
+    assert lines[0] == "nab: 1 numbers changed, 5 unchanged"
+    assert "leave_one_out.ratiowatch.standard.mean: 68.46 -> 70.1 (+1.64)" in lines[1]
+    with pytest.raises(ValueError, match="different evaluations"):
+        compare_numbers(nab(1.0, 1.0, 1.0), {"benchmark": "odds"})
+
+
+def test_command_line_compares_an_odds_result_number_by_number(tmp_path, capsys):
+    def odds(auc):
+        return {"benchmark": "odds", "seeds": 10, "datasets": {"cardio": {"auc": auc, "baselines": {"LOF": 0.92}}},
+                "mean": {"auc": auc}}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(odds(0.95)))
+    b.write_text(json.dumps(odds(0.97)))
+    assert main(["eval", "compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "datasets.cardio.auc: 0.95 -> 0.97 (+0.02)" in out and "mean.auc" in out and "LOF" not in out
