@@ -321,5 +321,9 @@ def run(args) -> int:
     if args.suite in ("found", "both"):
         out["found"] = score_anomaly_found(factory, seeds=args.seeds)
         lines += format_found(out["found"])
+    if args.json:
+        from ratiowatch.stream.evaluate.environment import environment
+
+        out["environment"] = environment()
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

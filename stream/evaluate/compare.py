@@ -118,7 +118,8 @@ def compare_suites(base: Mapping, new: Mapping) -> dict:
                          f"{new.get('benchmark')!r}")
     out: dict = {"benchmark": base.get("benchmark"),
                  "detector": [base.get("detector"), new.get("detector")],
-                 "params": [base.get("params"), new.get("params")], "suites": {}}
+                 "params": [base.get("params"), new.get("params")],
+                 "environment_changes": environment_changes(base, new), "suites": {}}
     for suite in suites:
         a, b = base[suite], new[suite]
         settings = {k: [a.get(k), b.get(k)] for k in SUITE_SETTINGS if a.get(k) != b.get(k)}
@@ -147,7 +148,7 @@ def _leaves(obj, prefix: str = "") -> dict[str, float]:
     """``{path: number}`` of every number in nested dicts (paths joined by "."), timings left out."""
     out: dict[str, float] = {}
     for key, v in obj.items():
-        if any(t in str(key) for t in TIMING_KEYS):
+        if any(t in str(key) for t in TIMING_KEYS) or (not prefix and key == "environment"):
             continue
         path = f"{prefix}{key}"
         if isinstance(v, Mapping):
@@ -172,7 +173,7 @@ def compare_numbers(base: Mapping, new: Mapping) -> dict:
                          f"{new.get('benchmark')!r}")
     a, b = _leaves(base), _leaves(new)
     both = [k for k in a if k in b]
-    return {"benchmark": base.get("benchmark"),
+    return {"benchmark": base.get("benchmark"), "environment_changes": environment_changes(base, new),
             "changed": {k: [a[k], b[k], round(b[k] - a[k], 6)] for k in both if abs(b[k] - a[k]) > TIE},
             "unchanged": sum(abs(b[k] - a[k]) <= TIE for k in both),
             "only_in_base": [k for k in a if k not in b], "only_in_new": [k for k in b if k not in a]}
@@ -180,7 +181,8 @@ def compare_numbers(base: Mapping, new: Mapping) -> dict:
 
 def format_number_comparison(res: Mapping) -> list[str]:
     """Text lines: every number that changed, by its path."""
-    lines = [f"{res['benchmark']}: {len(res['changed'])} numbers changed, {res['unchanged']} unchanged"]
+    lines = [f"{res['benchmark']}: {len(res['changed'])} numbers changed, {res['unchanged']} unchanged",
+             _environment_line(res["environment_changes"])]
     for key, label in (("only_in_base", "only in the base result"), ("only_in_new", "only in the new result")):
         if res[key]:
             lines.append(f"{label}: {len(res[key])} numbers (e.g. {', '.join(res[key][:3])})")
@@ -193,7 +195,7 @@ def format_suite_comparison(res: Mapping, everything: bool = False) -> list[str]
     head = f"{res['benchmark']}: {res['detector'][0]} -> {res['detector'][1]}"
     if res["params"][0] != res["params"][1]:
         head += f" (params {json.dumps(res['params'][0])} -> {json.dumps(res['params'][1])})"
-    lines = [head]
+    lines = [head, _environment_line(res["environment_changes"])]
     for suite, part in res["suites"].items():
         lines.append(f"[{suite}]")
         for key, (a, b) in part["settings_differ"].items():
@@ -263,6 +265,34 @@ def _config_changes(base: Mapping, new: Mapping) -> dict[str, list]:
     return out
 
 
+def _flat(obj, prefix: str = "") -> dict[str, object]:
+    """``{path: value}`` of the leaves of nested dicts and lists (paths joined by ".")."""
+    items = obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else None
+    if items is None:
+        return {prefix[:-1]: obj}
+    out: dict[str, object] = {}
+    for key, v in items:
+        out.update(_flat(v, f"{prefix}{key}."))
+    return out
+
+
+def environment_changes(base: Mapping, new: Mapping) -> dict[str, list] | None:
+    """``{path: [base, new]}`` of what differs in the two results' ``environment`` (versions, BLAS
+    kernels, BLAS variables; :mod:`.environment`), or None where either result does not record it."""
+    if not isinstance(base.get("environment"), Mapping) or not isinstance(new.get("environment"), Mapping):
+        return None
+    a, b = _flat(base["environment"]), _flat(new["environment"])
+    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _environment_line(changes: dict | None) -> str:
+    if changes is None:
+        return "environment: not recorded in one or both results (written before it was recorded)"
+    if not changes:
+        return "environment changes: none"
+    return "environment changes: " + "; ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in changes.items())
+
+
 def _seed_sd(run: Mapping, half: str, method: str, metric: str) -> float | None:
     stats = (((run.get("seed_spread") or {}).get("by_half") or {}).get(half) or {}).get(method) or {}
     return (stats.get(metric) or {}).get("sd")
@@ -283,7 +313,8 @@ def compare_runs(base: Mapping, new: Mapping, methods: Sequence[str] | None = No
     out: dict = {"benchmark": base.get("benchmark"), "series": len(names), "scored": scored,
                  "only_in_base": sorted(set(base["datasets"]) - set(new["datasets"])),
                  "only_in_new": sorted(set(new["datasets"]) - set(base["datasets"])),
-                 "config_changes": _config_changes(base, new), "halves": {}}
+                 "config_changes": _config_changes(base, new),
+                 "environment_changes": environment_changes(base, new), "halves": {}}
     for half in [h for h in HALVES if h in halves_seen] + ["all"]:
         chosen = [n for n in names if half == "all" or base["datasets"][n].get("half") == half]
         per_method = {}
@@ -319,6 +350,7 @@ def format_comparison(res: Mapping, top: int = 3) -> list[str]:
             f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in res["config_changes"].items()))
     else:
         lines.append("configuration changes: none recorded")
+    lines.append(_environment_line(res["environment_changes"]))
     lines.append(f"{'half':6s} {'method':28s} {'metric':10s} {'n':>3s} {'base':>7s} {'new':>7s} "
                  f"{'diff':>7s} {'se':>6s} {'up':>3s} {'down':>4s}  seed sd  moved most")
     for half, per_method in res["halves"].items():

@@ -204,6 +204,10 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     if out.get("points_per_s"):
         lines.append("points/s: " + ", ".join(f"{k} {v:.0f}" for k, v in out["points_per_s"].items() if v))
     lines += out.get("notes", [])
+    if args.json:
+        from ratiowatch.stream.evaluate.environment import environment
+
+        out["environment"] = environment()
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0
 

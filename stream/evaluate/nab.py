@@ -616,7 +616,9 @@ def run(args) -> int:
         print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(obj, indent=2))
+        from ratiowatch.stream.evaluate.environment import environment
+
+        print(json.dumps({**obj, "environment": environment()}, indent=2))
     else:
         for p, s in obj["scores"].items():
             print(f"{p:>20s}: {s:7.2f}  (threshold {obj['thresholds'][p]})")

@@ -231,7 +231,9 @@ def run(args) -> int:
         print(f"ratiowatch eval odds: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(obj, indent=2))
+        from ratiowatch.stream.evaluate.environment import environment
+
+        print(json.dumps({**obj, "environment": environment()}, indent=2))
     else:
         for name, d in obj["datasets"].items():
             base = "  ".join(f"{b} {v:.3f}" for b, v in d["baselines"].items())

@@ -779,5 +779,9 @@ def run(args) -> int:
         out["change"] = (score_change_streaming(seeds=args.seeds, kinds=kinds["change"], detector=args.detector)
                          if args.streaming else score_change_offline(offline, seeds=args.seeds, kinds=kinds["change"]))
         lines += format_change(out["change"])
+    if args.json:
+        from ratiowatch.stream.evaluate.environment import environment
+
+        out["environment"] = environment()
     print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
     return 0

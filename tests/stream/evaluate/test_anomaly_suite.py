@@ -148,6 +148,7 @@ def test_eval_synthetic_anomaly_command(monkeypatch, capsys):
     assert asked == [None]
     out = json.loads(capsys.readouterr().out)
     assert "found" not in out and set(out["null"]["by_kind"]) == set(NULL_KINDS) | {"switching100"}
+    assert "blas" in out["environment"]
     assert out["null"]["by_kind"]["ar0"]["0.5"] == 100.0 and out["null"]["within_target"] is False
     assert main(["eval", "synthetic-anomaly", "--lengths", "100", "--seeds", "1", "--suite", "stress"]) == 0
     text = capsys.readouterr().out

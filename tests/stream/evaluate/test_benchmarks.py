@@ -42,7 +42,7 @@ def test_eval_tcpd_json_layout(tmp_path, capsys):
     assert out["benchmark"] == "tcpd" and set(out["datasets"]) == {"ozone", "quality_control_1"}
     # quality_control_* is excluded from the univariate mean, and the run lists the set it averaged
     assert out["mean"]["f1"] == pytest.approx(out["datasets"]["ozone"]["f1"])
-    assert out["univariate"] == ["ozone"]
+    assert out["univariate"] == ["ozone"] and "blas" in out["environment"]
     assert 0.0 <= out["mean"]["cover"] <= 1.0 and out["mean"]["f1_multi"] is None
     # --seeds adds the Monte-Carlo spread of the permutation null without changing seed 0's numbers
     assert main(["eval", "tcpd", str(tmp_path), "--json", "--seeds", "2"]) == 0

@@ -193,7 +193,8 @@ def test_other_results_are_compared_number_by_number_without_timings():
     assert res["unchanged"] == 5  # files, two scores, full_corpus, realTraffic; seconds left out
     lines = format_number_comparison(res)
     assert lines[0] == "nab: 1 numbers changed, 5 unchanged"
-    assert "leave_one_out.ratiowatch.standard.mean: 68.46 -> 70.1 (+1.64)" in lines[1]
+    assert lines[1].startswith("environment: not recorded")
+    assert "leave_one_out.ratiowatch.standard.mean: 68.46 -> 70.1 (+1.64)" in lines[2]
     with pytest.raises(ValueError, match="different evaluations"):
         compare_numbers(nab(1.0, 1.0, 1.0), {"benchmark": "odds"})
 
@@ -209,3 +210,22 @@ def test_command_line_compares_an_odds_result_number_by_number(tmp_path, capsys)
     assert main(["eval", "compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "datasets.cardio.auc: 0.95 -> 0.97 (+0.02)" in out and "mean.auc" in out and "LOF" not in out
+
+
+def test_a_different_blas_kernel_is_named_beside_the_numbers_it_may_have_moved(tmp_path, capsys):
+    def env(arch):
+        return {"numpy": "2.4.0", "blas": [{"library": "openblas", "version": "0.3.31", "architecture": arch}],
+                "variables": {}}
+
+    base = _run({"a": 0.5, "b": 0.6}, environment=env("SkylakeX"))
+    new = _run({"a": 0.7, "b": 0.6}, environment=env("Haswell"))
+    res = compare_runs(base, new)
+    assert res["environment_changes"] == {"blas.0.architecture": ["SkylakeX", "Haswell"]}
+    assert 'environment changes: blas.0.architecture "SkylakeX" -> "Haswell"' in format_comparison(res)
+    assert compare_runs(base, base)["environment_changes"] == {}
+    assert compare_runs(base, _run({"a": 0.5, "b": 0.6}))["environment_changes"] is None  # an older result
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(dict(_suite(3), environment=env("SkylakeX"))))
+    b.write_text(json.dumps(dict(_suite(3), environment=env("Zen"))))
+    assert main(["eval", "compare", str(a), str(b)]) == 0
+    assert 'blas.0.architecture "SkylakeX" -> "Zen"' in capsys.readouterr().out

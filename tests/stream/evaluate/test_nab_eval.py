@@ -39,7 +39,7 @@ def test_eval_nab_cli_scores_and_writes_results(tmp_path, capsys):
     args = parser.parse_args([str(tmp_path), "--json", "--write-results", str(out)])
     assert nab.run(args) == 0
     obj = json.loads(capsys.readouterr().out)
-    assert obj["benchmark"] == "nab"
+    assert obj["benchmark"] == "nab" and "blas" in obj["environment"]
     assert set(obj["scores"]) == {"standard", "reward_low_FP_rate", "reward_low_FN_rate"}
     assert set(obj["thresholds"]) == set(obj["scores"])
     assert obj["scores"]["standard"] > 50  # the one obvious spike is found, early in its window

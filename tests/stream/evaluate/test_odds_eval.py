@@ -99,6 +99,7 @@ def test_cli_leave_one_out_on_synthetic_sets(tmp_path, capsys):
     assert odds.run(args) == 0
     obj = json.loads(capsys.readouterr().out)
     assert set(obj["datasets"]["set0"]["candidates"]) == {"lcv", "local"}  # the default always competes
+    assert obj["environment"]["numpy"] == np.__version__  # what the result ran on
     lo = obj["leave_one_out"]
     assert set(lo["sets"]) == {"set0", "set1"}
     for name, v in lo["sets"].items():

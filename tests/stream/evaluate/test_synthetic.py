@@ -217,7 +217,7 @@ def test_eval_synthetic_command(monkeypatch, capsys):
     monkeypatch.setattr(S, "default_detect", lambda: (lambda x: [3] if len(x) == 50 else []))
     assert main(["eval", "synthetic", "--lengths", "15,50", "--seeds", "2", "--suite", "null", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["mode"] == "offline" and "change" not in out
+    assert out["mode"] == "offline" and "change" not in out and "blas" in out["environment"]
     assert out["null"]["by_length"]["50"]["rate"] == 1.0 and out["null"]["by_length"]["15"]["rate"] == 0.0
     assert out["null"]["overall"]["series"] == 2 * 2 * len(S.NULL_KINDS)
     monkeypatch.setattr(S, "default_detector_factory", lambda seed=0: (lambda: FixedAlarms(at=(5,))))
