@@ -117,7 +117,7 @@ def compare_suites(base: Mapping, new: Mapping) -> dict:
         raise ValueError(f"the results are of different evaluations: {base.get('benchmark')!r} and "
                          f"{new.get('benchmark')!r}")
     out: dict = {"benchmark": base.get("benchmark"),
-                 "detector": [base.get("detector"), new.get("detector")],
+                 "detector": [base.get("detector") or base.get("mode"), new.get("detector") or new.get("mode")],
                  "params": [base.get("params"), new.get("params")],
                  "environment_changes": environment_changes(base, new), "suites": {}}
     for suite in suites:
