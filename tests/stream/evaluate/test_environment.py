@@ -29,3 +29,12 @@ def test_only_the_blas_variables_that_are_set_are_recorded(monkeypatch):
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     variables = environment()["variables"]
     assert variables["OPENBLAS_CORETYPE"] == "Haswell" and "MKL_NUM_THREADS" not in variables
+
+
+def test_without_threadpoolctl_the_record_says_how_to_get_the_kernel(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # a runtime install without scikit-learn
+    note = blas_libraries()
+    assert isinstance(note, str) and "install threadpoolctl" in note
+    assert environment()["blas"] == note
