@@ -50,17 +50,16 @@ from ratiowatch.stream.evaluate.protocol import HALVES, method_entry, methods_pr
 METRICS = ("f1", "cover", "delay_mean")
 #: a difference smaller than this is no move (some metrics are stored rounded to 4 places)
 TIE = 1e-9
-
-
 #: the synthetic suites' sections (``eval synthetic``: null, stress, change; ``eval synthetic-anomaly``:
 #: null, found)
 SUITES = ("null", "stress", "change", "found")
 #: a suite's settings: runs that differ in them are compared, with a warning
 SUITE_SETTINGS = ("mode", "seeds", "target", "tolerance", "thresholds", "lengths", "suite")
+#: keys of timings, which differ from run to run and say nothing of the detector's answers
+TIMING_KEYS = ("seconds", "points_per_s", "time")
 
 
-def _suites(result: Mapping) -> list[str]:
-    return [k for k in SUITES if isinstance(result.get(k), dict)]
+# -- results of any kind: reading them, what they ran on -------------------------------------
 
 
 def load_run(path) -> dict:
@@ -81,6 +80,163 @@ def is_change_point_run(result: Mapping) -> bool:
     """Whether ``result`` is a run of ``eval tcpd|tssb|utsa`` (series rows, each with its half)."""
     rows = result.get("datasets")
     return isinstance(rows, dict) and bool(rows) and all(isinstance(r, dict) and "half" in r for r in rows.values())
+
+
+def _flat(obj, prefix: str = "") -> dict[str, object]:
+    """``{path: value}`` of the leaves of nested dicts and lists (paths joined by ".")."""
+    items = obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else None
+    if items is None:
+        return {prefix[:-1]: obj}
+    out: dict[str, object] = {}
+    for key, v in items:
+        out.update(_flat(v, f"{prefix}{key}."))
+    return out
+
+
+def environment_changes(base: Mapping, new: Mapping) -> dict[str, list] | None:
+    """``{path: [base, new]}`` of what differs in the two results' ``environment`` (versions, BLAS
+    kernels, BLAS variables; :mod:`.environment`), or None where either result does not record it."""
+    if not isinstance(base.get("environment"), Mapping) or not isinstance(new.get("environment"), Mapping):
+        return None
+    a, b = _flat(base["environment"]), _flat(new["environment"])
+    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _environment_line(changes: dict | None) -> str:
+    if changes is None:
+        return "environment: not recorded in one or both results (written before it was recorded)"
+    if not changes:
+        return "environment changes: none"
+    return "environment changes: " + "; ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}"
+                                               for k, (a, b) in changes.items())
+
+
+def _num(v, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int) and not signed:
+        return str(v)
+    return f"{v:+.3f}" if signed else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
+
+
+# -- change-point runs (eval tcpd|tssb|utsa): series by series ---------------------------------
+def _scored_names(base: Mapping, new: Mapping) -> tuple[list[str], str]:
+    """(series scored by both runs, what the set is): the univariate default set for TCPD."""
+    names = sorted(set(base["datasets"]) & set(new["datasets"]))
+    listed = [run["univariate"] for run in (base, new) if "univariate" in run]
+    if listed:
+        keep = set.intersection(*(set(v) for v in listed))
+        return [n for n in names if n in keep], "univariate default set"
+    if base.get("benchmark") == "tcpd" or new.get("benchmark") == "tcpd":
+        return names, "every series (this run does not list its univariate set)"
+    return names, "every series"
+
+
+def paired(base_rows: Mapping, new_rows: Mapping, names: Sequence[str], method: str, metric: str) -> dict | None:
+    """Paired statistics of ``metric`` for ``method`` over the ``names`` both runs scored (None if none).
+
+    ``diff`` is the mean of ``new - base``, ``diff_se`` its standard error (None below two
+    series); ``moved`` lists ``[name, base, new]`` of every series that moved, largest move first.
+    """
+    pairs = []
+    for name in names:
+        b, n = method_entry(base_rows[name], method), method_entry(new_rows[name], method)
+        if b is None or n is None or b.get(metric) is None or n.get(metric) is None:
+            continue
+        pairs.append((name, float(b[metric]), float(n[metric])))
+    if not pairs:
+        return None
+    count = len(pairs)
+    diffs = [n - b for _, b, n in pairs]
+    mean_d = sum(diffs) / count
+    se = (math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (count - 1) / count) if count >= 2 else None)
+    moved = sorted((p for p in pairs if abs(p[2] - p[1]) > TIE), key=lambda p: (-abs(p[2] - p[1]), p[0]))
+    return {"n": count,
+            "base": round(sum(b for _, b, _ in pairs) / count, 4),
+            "new": round(sum(n for _, _, n in pairs) / count, 4),
+            "diff": round(mean_d, 4), "diff_se": None if se is None else round(se, 4),
+            "up": sum(d > TIE for d in diffs), "down": sum(d < -TIE for d in diffs),
+            "moved": [[name, round(b, 4), round(n, 4)] for name, b, n in moved]}
+
+
+def _config_changes(base: Mapping, new: Mapping) -> dict[str, list]:
+    """``{key: [base value, new value]}`` of every configuration entry that differs."""
+    out = {}
+    for section in ("config", "window_options", "split_profile_options", "auto_options"):
+        a, b = base.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                label = key if section == "config" else f"{section}.{key}"
+                out[label] = [a.get(key), b.get(key)]
+    return out
+
+
+def _seed_sd(run: Mapping, half: str, method: str, metric: str) -> float | None:
+    stats = (((run.get("seed_spread") or {}).get("by_half") or {}).get(half) or {}).get(method) or {}
+    return (stats.get(metric) or {}).get("sd")
+
+
+def compare_runs(base: Mapping, new: Mapping, methods: Sequence[str] | None = None,
+                 metrics: Sequence[str] = METRICS) -> dict:
+    """The paired comparison of two runs (module docstring); ``methods`` default: every method
+    present in both runs."""
+    if base.get("benchmark") != new.get("benchmark"):
+        raise ValueError(f"the runs are of different benchmarks: {base.get('benchmark')!r} and "
+                         f"{new.get('benchmark')!r}")
+    names, scored = _scored_names(base, new)
+    halves_seen = {base["datasets"][n].get("half") for n in names}
+    if methods is None:
+        in_new = set(methods_present({n: new["datasets"][n] for n in names}))
+        methods = [m for m in methods_present({n: base["datasets"][n] for n in names}) if m in in_new]
+    out: dict = {"benchmark": base.get("benchmark"), "series": len(names), "scored": scored,
+                 "only_in_base": sorted(set(base["datasets"]) - set(new["datasets"])),
+                 "only_in_new": sorted(set(new["datasets"]) - set(base["datasets"])),
+                 "config_changes": _config_changes(base, new),
+                 "environment_changes": environment_changes(base, new), "halves": {}}
+    for half in [h for h in HALVES if h in halves_seen] + ["all"]:
+        chosen = [n for n in names if half == "all" or base["datasets"][n].get("half") == half]
+        per_method = {}
+        for method in methods:
+            cells = {}
+            for metric in metrics:
+                cell = paired(base["datasets"], new["datasets"], chosen, method, metric)
+                if cell is not None:
+                    cell["seed_sd"] = [_seed_sd(base, half, method, metric), _seed_sd(new, half, method, metric)]
+                    cells[metric] = cell
+            if cells:
+                per_method[method] = cells
+        out["halves"][half] = per_method
+    return out
+
+
+def format_comparison(res: Mapping, top: int = 3) -> list[str]:
+    """Text lines: one per half, method and metric, with the series that moved most."""
+    lines = [f"benchmark {res['benchmark']}: {res['series']} series scored by both runs ({res['scored']})"]
+    for key, label in (("only_in_base", "only in the base run"), ("only_in_new", "only in the new run")):
+        if res[key]:
+            lines.append(f"{label} (left out): {', '.join(res[key])}")
+    if res["config_changes"]:
+        lines.append("configuration changes: " + "; ".join(
+            f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in res["config_changes"].items()))
+    else:
+        lines.append("configuration changes: none recorded")
+    lines.append(_environment_line(res["environment_changes"]))
+    lines.append(f"{'half':6s} {'method':28s} {'metric':10s} {'n':>3s} {'base':>7s} {'new':>7s} "
+                 f"{'diff':>7s} {'se':>6s} {'up':>3s} {'down':>4s}  seed sd  moved most")
+    for half, per_method in res["halves"].items():
+        for method, cells in per_method.items():
+            for metric, c in cells.items():
+                sd = "/".join(_num(v) for v in c["seed_sd"]) if any(v is not None for v in c["seed_sd"]) else "-"
+                moved = ", ".join(f"{name} {_num(b)}->{_num(n)}" for name, b, n in c["moved"][:top])
+                lines.append(f"{half:6s} {method:28s} {metric:10s} {c['n']:3d} {_num(c['base']):>7s} "
+                             f"{_num(c['new']):>7s} {_num(c['diff'], True):>7s} {_num(c['diff_se']):>6s} "
+                             f"{c['up']:3d} {c['down']:4d}  {sd:7s}  {moved}")
+    return lines
+
+
+# -- synthetic suites: table by table ----------------------------------------------------------
+def _suites(result: Mapping) -> list[str]:
+    return [k for k in SUITES if isinstance(result.get(k), dict)]
 
 
 def _numbers(row) -> dict[str, float]:
@@ -140,10 +296,32 @@ def compare_suites(base: Mapping, new: Mapping) -> dict:
     return out
 
 
-#: keys of timings, which differ from run to run and say nothing of the detector's answers
-TIMING_KEYS = ("seconds", "points_per_s", "time")
+def format_suite_comparison(res: Mapping, everything: bool = False) -> list[str]:
+    """Text lines: per suite and table, the rows whose numbers changed (``everything``: all rows)."""
+    head = f"{res['benchmark']}: {res['detector'][0]} -> {res['detector'][1]}"
+    if res["params"][0] != res["params"][1]:
+        head += f" (params {json.dumps(res['params'][0])} -> {json.dumps(res['params'][1])})"
+    lines = [head, _environment_line(res["environment_changes"])]
+    for suite, part in res["suites"].items():
+        lines.append(f"[{suite}]")
+        for key, (a, b) in part["settings_differ"].items():
+            lines.append(f"  warning: the runs differ in {key}: {json.dumps(a)} -> {json.dumps(b)}")
+        shown = 0
+        for table, rows in part["tables"].items():
+            for name, row in rows.items():
+                moved = {k: v for k, v in row.items() if abs(v[2]) > TIE}
+                if not (moved or everything):
+                    continue
+                shown_cells = row if everything else moved
+                cells = ", ".join(f"{k} {_num(v[0])} -> {_num(v[1])}" for k, v in shown_cells.items())
+                lines.append(f"  {table:10s} {name:22s} {cells}")
+                shown += 1
+        if not shown:
+            lines.append(f"  no number changed ({sum(len(rows) for rows in part['tables'].values())} rows)")
+    return lines
 
 
+# -- any other result (eval nab, eval odds): number by number ----------------------------------
 def _leaves(obj, prefix: str = "") -> dict[str, float]:
     """``{path: number}`` of every number in nested dicts (paths joined by "."), timings left out."""
     out: dict[str, float] = {}
@@ -190,180 +368,7 @@ def format_number_comparison(res: Mapping) -> list[str]:
     return lines
 
 
-def format_suite_comparison(res: Mapping, everything: bool = False) -> list[str]:
-    """Text lines: per suite and table, the rows whose numbers changed (``everything``: all rows)."""
-    head = f"{res['benchmark']}: {res['detector'][0]} -> {res['detector'][1]}"
-    if res["params"][0] != res["params"][1]:
-        head += f" (params {json.dumps(res['params'][0])} -> {json.dumps(res['params'][1])})"
-    lines = [head, _environment_line(res["environment_changes"])]
-    for suite, part in res["suites"].items():
-        lines.append(f"[{suite}]")
-        for key, (a, b) in part["settings_differ"].items():
-            lines.append(f"  warning: the runs differ in {key}: {json.dumps(a)} -> {json.dumps(b)}")
-        shown = 0
-        for table, rows in part["tables"].items():
-            for name, row in rows.items():
-                moved = {k: v for k, v in row.items() if abs(v[2]) > TIE}
-                if not (moved or everything):
-                    continue
-                cells = ", ".join(f"{k} {_num(v[0])} -> {_num(v[1])}" for k, v in (row if everything else moved).items())
-                lines.append(f"  {table:10s} {name:22s} {cells}")
-                shown += 1
-        if not shown:
-            lines.append(f"  no number changed ({sum(len(rows) for rows in part['tables'].values())} rows)")
-    return lines
-
-
-def _scored_names(base: Mapping, new: Mapping) -> tuple[list[str], str]:
-    """(series scored by both runs, what the set is): the univariate default set for TCPD."""
-    names = sorted(set(base["datasets"]) & set(new["datasets"]))
-    listed = [run["univariate"] for run in (base, new) if "univariate" in run]
-    if listed:
-        keep = set.intersection(*(set(v) for v in listed))
-        return [n for n in names if n in keep], "univariate default set"
-    if base.get("benchmark") == "tcpd" or new.get("benchmark") == "tcpd":
-        return names, "every series (this run does not list its univariate set)"
-    return names, "every series"
-
-
-def paired(base_rows: Mapping, new_rows: Mapping, names: Sequence[str], method: str, metric: str) -> dict | None:
-    """Paired statistics of ``metric`` for ``method`` over the ``names`` both runs scored (None if none).
-
-    ``diff`` is the mean of ``new - base``, ``diff_se`` its standard error (None below two
-    series); ``moved`` lists ``[name, base, new]`` of every series that moved, largest move first.
-    """
-    pairs = []
-    for name in names:
-        b, n = method_entry(base_rows[name], method), method_entry(new_rows[name], method)
-        if b is None or n is None or b.get(metric) is None or n.get(metric) is None:
-            continue
-        pairs.append((name, float(b[metric]), float(n[metric])))
-    if not pairs:
-        return None
-    count = len(pairs)
-    diffs = [n - b for _, b, n in pairs]
-    mean_d = sum(diffs) / count
-    se = (math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (count - 1) / count) if count >= 2 else None)
-    moved = sorted((p for p in pairs if abs(p[2] - p[1]) > TIE), key=lambda p: (-abs(p[2] - p[1]), p[0]))
-    return {"n": count,
-            "base": round(sum(b for _, b, _ in pairs) / count, 4),
-            "new": round(sum(n for _, _, n in pairs) / count, 4),
-            "diff": round(mean_d, 4), "diff_se": None if se is None else round(se, 4),
-            "up": sum(d > TIE for d in diffs), "down": sum(d < -TIE for d in diffs),
-            "moved": [[name, round(b, 4), round(n, 4)] for name, b, n in moved]}
-
-
-def _config_changes(base: Mapping, new: Mapping) -> dict[str, list]:
-    """``{key: [base value, new value]}`` of every configuration entry that differs."""
-    out = {}
-    for section in ("config", "window_options", "split_profile_options", "auto_options"):
-        a, b = base.get(section) or {}, new.get(section) or {}
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                label = key if section == "config" else f"{section}.{key}"
-                out[label] = [a.get(key), b.get(key)]
-    return out
-
-
-def _flat(obj, prefix: str = "") -> dict[str, object]:
-    """``{path: value}`` of the leaves of nested dicts and lists (paths joined by ".")."""
-    items = obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else None
-    if items is None:
-        return {prefix[:-1]: obj}
-    out: dict[str, object] = {}
-    for key, v in items:
-        out.update(_flat(v, f"{prefix}{key}."))
-    return out
-
-
-def environment_changes(base: Mapping, new: Mapping) -> dict[str, list] | None:
-    """``{path: [base, new]}`` of what differs in the two results' ``environment`` (versions, BLAS
-    kernels, BLAS variables; :mod:`.environment`), or None where either result does not record it."""
-    if not isinstance(base.get("environment"), Mapping) or not isinstance(new.get("environment"), Mapping):
-        return None
-    a, b = _flat(base["environment"]), _flat(new["environment"])
-    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-def _environment_line(changes: dict | None) -> str:
-    if changes is None:
-        return "environment: not recorded in one or both results (written before it was recorded)"
-    if not changes:
-        return "environment changes: none"
-    return "environment changes: " + "; ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in changes.items())
-
-
-def _seed_sd(run: Mapping, half: str, method: str, metric: str) -> float | None:
-    stats = (((run.get("seed_spread") or {}).get("by_half") or {}).get(half) or {}).get(method) or {}
-    return (stats.get(metric) or {}).get("sd")
-
-
-def compare_runs(base: Mapping, new: Mapping, methods: Sequence[str] | None = None,
-                 metrics: Sequence[str] = METRICS) -> dict:
-    """The paired comparison of two runs (module docstring); ``methods`` default: every method
-    present in both runs."""
-    if base.get("benchmark") != new.get("benchmark"):
-        raise ValueError(f"the runs are of different benchmarks: {base.get('benchmark')!r} and "
-                         f"{new.get('benchmark')!r}")
-    names, scored = _scored_names(base, new)
-    halves_seen = {base["datasets"][n].get("half") for n in names}
-    if methods is None:
-        in_new = set(methods_present({n: new["datasets"][n] for n in names}))
-        methods = [m for m in methods_present({n: base["datasets"][n] for n in names}) if m in in_new]
-    out: dict = {"benchmark": base.get("benchmark"), "series": len(names), "scored": scored,
-                 "only_in_base": sorted(set(base["datasets"]) - set(new["datasets"])),
-                 "only_in_new": sorted(set(new["datasets"]) - set(base["datasets"])),
-                 "config_changes": _config_changes(base, new),
-                 "environment_changes": environment_changes(base, new), "halves": {}}
-    for half in [h for h in HALVES if h in halves_seen] + ["all"]:
-        chosen = [n for n in names if half == "all" or base["datasets"][n].get("half") == half]
-        per_method = {}
-        for method in methods:
-            cells = {}
-            for metric in metrics:
-                cell = paired(base["datasets"], new["datasets"], chosen, method, metric)
-                if cell is not None:
-                    cell["seed_sd"] = [_seed_sd(base, half, method, metric), _seed_sd(new, half, method, metric)]
-                    cells[metric] = cell
-            if cells:
-                per_method[method] = cells
-        out["halves"][half] = per_method
-    return out
-
-
-def _num(v, signed: bool = False) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, int) and not signed:
-        return str(v)
-    return f"{v:+.3f}" if signed else (f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
-
-
-def format_comparison(res: Mapping, top: int = 3) -> list[str]:
-    """Text lines: one per half, method and metric, with the series that moved most."""
-    lines = [f"benchmark {res['benchmark']}: {res['series']} series scored by both runs ({res['scored']})"]
-    for key, label in (("only_in_base", "only in the base run"), ("only_in_new", "only in the new run")):
-        if res[key]:
-            lines.append(f"{label} (left out): {', '.join(res[key])}")
-    if res["config_changes"]:
-        lines.append("configuration changes: " + "; ".join(
-            f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in res["config_changes"].items()))
-    else:
-        lines.append("configuration changes: none recorded")
-    lines.append(_environment_line(res["environment_changes"]))
-    lines.append(f"{'half':6s} {'method':28s} {'metric':10s} {'n':>3s} {'base':>7s} {'new':>7s} "
-                 f"{'diff':>7s} {'se':>6s} {'up':>3s} {'down':>4s}  seed sd  moved most")
-    for half, per_method in res["halves"].items():
-        for method, cells in per_method.items():
-            for metric, c in cells.items():
-                sd = "/".join(_num(v) for v in c["seed_sd"]) if any(v is not None for v in c["seed_sd"]) else "-"
-                moved = ", ".join(f"{name} {_num(b)}->{_num(n)}" for name, b, n in c["moved"][:top])
-                lines.append(f"{half:6s} {method:28s} {metric:10s} {c['n']:3d} {_num(c['base']):>7s} "
-                             f"{_num(c['new']):>7s} {_num(c['diff'], True):>7s} {_num(c['diff_se']):>6s} "
-                             f"{c['up']:3d} {c['down']:4d}  {sd:7s}  {moved}")
-    return lines
-
-
+# -- the command -------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", type=Path, help="the run to compare against (ratiowatch eval tcpd|tssb|utsa --json)")
     parser.add_argument("new", type=Path, help="the run with the change, on the same benchmark")
