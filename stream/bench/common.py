@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import platform
 import time
 from typing import Callable
 
@@ -46,10 +45,14 @@ def rss_mb() -> float:
 
 
 def environment() -> dict:
-    """Facts that make a benchmark number interpretable."""
+    """Facts that make a benchmark number interpretable: what every evaluation result records
+    (:func:`ratiowatch.stream.evaluate.environment.environment`: versions, the machine, the BLAS
+    libraries with the kernel each picked, the BLAS variables set), the CPUs, the BLAS threads and
+    the load."""
+    from ratiowatch.stream.evaluate.environment import environment as run_environment
+
     return {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
+        **run_environment(),
         "cpus": os.cpu_count(),
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
         "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,

@@ -286,8 +286,11 @@ def run(args) -> int:
     length = 10_000 if args.quick else 100_000
     y = make_stream(length)
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))
+    from ratiowatch.stream.bench.common import environment
+
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
-                                          "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()}}
+                                          "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()},
+           "environment": environment()}
     with stages("bench cpd", 8 + 2 * bool(args.memory)) as phase:
         phase("incremental state")
         out["incremental_state"] = bench_state(y, sigma)

@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from ratiowatch.core.validation import make_rng
+from ratiowatch.stream.bench.common import environment
 
 # ratiowatch.core.wsvm (numba) and scikit-learn are imported inside the functions: `ratiowatch --help`
 # imports every command module to build its parser and must stay fast.
@@ -207,6 +208,7 @@ def run(args) -> int:
         "targets": {"ratio_toy": 10.0, "ratio_stream": 20.0},
         "notes": "path solutions are exact (KKT to rounding); sklearn SVC/SVR use default tol=1e-3 "
                  "and sample_weight (per-sample bound C*sample_weight), fitted from scratch",
+        "environment": environment(),
     }
     if args.json:
         print(json.dumps(out, indent=2))

@@ -4,7 +4,9 @@ Two runs of the same code on two machines can differ: OpenBLAS picks a kernel fo
 time (AVX-512 "SkylakeX", "Haswell", "Zen", ...), and the kernels sum in different orders. One
 TSSB series whose test sits at its threshold gets 12 change points with one kernel and 21 with
 another (docs/evaluation.md, "The machine"). Every ``ratiowatch eval ... --json`` result therefore
-records :func:`environment`, and ``ratiowatch eval compare`` names any difference in it.
+records :func:`environment` (and every ``ratiowatch bench ... --json`` result, with the CPU count
+and the load: :func:`ratiowatch.stream.bench.common.environment`), and ``ratiowatch eval compare``
+names any difference in it.
 
 Examples
 --------

@@ -47,3 +47,12 @@ def test_the_auto_memory_entry_hands_the_cycle_over_and_reports_both_marks():
     assert res["kind"] == "split_profile" and res["handed_over_at"] < 500
     assert {"rss_mb_at_500", "rss_mb_at_2000", "rss_growth_mb"} <= set(res) and res["rss_mb_at_500"] > 0
     assert res["changes"] == 0 and res["alarms"] >= 0
+
+
+def test_a_benchmark_records_what_an_evaluation_records_and_the_load():
+    from ratiowatch.stream.bench.common import environment
+    from ratiowatch.stream.evaluate.environment import environment as run_environment
+
+    env = environment()
+    assert {k: env[k] for k in run_environment()} == run_environment()
+    assert env["cpus"] >= 1 and "load_average_1m" in env and "blas_threads" in env
