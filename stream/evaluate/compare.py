@@ -76,6 +76,12 @@ def load_run(path) -> dict:
     return run
 
 
+def _check_same_benchmark(base: Mapping, new: Mapping, what: str) -> None:
+    """ValueError("the <what>: ...") unless both results are of the same benchmark."""
+    if base.get("benchmark") != new.get("benchmark"):
+        raise ValueError(f"the {what}: {base.get('benchmark')!r} and {new.get('benchmark')!r}")
+
+
 def is_change_point_run(result: Mapping) -> bool:
     """Whether ``result`` is a run of ``eval tcpd|tssb|utsa`` (series rows, each with its half)."""
     rows = result.get("datasets")
@@ -180,9 +186,7 @@ def compare_runs(base: Mapping, new: Mapping, methods: Sequence[str] | None = No
                  metrics: Sequence[str] = METRICS) -> dict:
     """The paired comparison of two runs (module docstring); ``methods`` default: every method
     present in both runs."""
-    if base.get("benchmark") != new.get("benchmark"):
-        raise ValueError(f"the runs are of different benchmarks: {base.get('benchmark')!r} and "
-                         f"{new.get('benchmark')!r}")
+    _check_same_benchmark(base, new, "runs are of different benchmarks")
     names, scored = _scored_names(base, new)
     halves_seen = {base["datasets"][n].get("half") for n in names}
     if methods is None:
@@ -269,9 +273,7 @@ def compare_suites(base: Mapping, new: Mapping) -> dict:
     if not suites:
         raise ValueError("the two results share no synthetic suite (null, stress, change, found); "
                          "compare runs of the same suite")
-    if base.get("benchmark") != new.get("benchmark"):
-        raise ValueError(f"the results are of different evaluations: {base.get('benchmark')!r} and "
-                         f"{new.get('benchmark')!r}")
+    _check_same_benchmark(base, new, "results are of different evaluations")
     out: dict = {"benchmark": base.get("benchmark"),
                  "detector": [base.get("detector") or base.get("mode"), new.get("detector") or new.get("mode")],
                  "params": [base.get("params"), new.get("params")],
@@ -346,9 +348,7 @@ def compare_numbers(base: Mapping, new: Mapping) -> dict:
     >>> compare_numbers(a, b)["changed"]
     {'datasets.cardio.auc': [0.95, 0.96, 0.01]}
     """
-    if base.get("benchmark") != new.get("benchmark"):
-        raise ValueError(f"the results are of different evaluations: {base.get('benchmark')!r} and "
-                         f"{new.get('benchmark')!r}")
+    _check_same_benchmark(base, new, "results are of different evaluations")
     a, b = _leaves(base), _leaves(new)
     both = [k for k in a if k in b]
     return {"benchmark": base.get("benchmark"), "environment_changes": environment_changes(base, new),
