@@ -353,10 +353,12 @@ def default_detector_factory(seed: int = 0) -> Callable[[], object]:
 #: periodic window's own cycles (``cycle_permutation=True``), the ``PeriodRoutedDetector`` (the
 #: daemon's ``kind = "auto"``: the first, handed to the second once the stream shows a period), and
 #: the first and the last with the two-window detector's opt-in level view (``level_view=True``),
-#: ``auto`` asking its period question across changes too (``with_history=True``), and the first and
-#: the last with the two-window detector's null line fitted with gross values clipped (``robust_line=True``)
+#: ``auto`` asking its period question across changes too (``with_history=True``), the first and
+#: the last with the two-window detector's null line fitted with gross values clipped (``robust_line=True``),
+#: and the two-window detector with each of its other estimators (``method=``)
 STREAMING_DETECTORS = ("window", "profile", "profile_cycles", "auto", "window_levels", "auto_levels",
-                       "auto_history", "window_robust", "auto_robust")
+                       "auto_history", "window_robust", "auto_robust", "window_ulsif", "window_kliep",
+                       "window_lsdd")
 
 
 def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
@@ -368,7 +370,8 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
     if name == "window":
         return default_detector_factory(seed)
     # the two-window detector's options, by the name's suffix (alone, or inside auto)
-    window = {"levels": {"level_view": True}, "robust": {"robust_line": True}}.get(name.partition("_")[2], {})
+    window = {"levels": {"level_view": True}, "robust": {"robust_line": True}, "ulsif": {"method": "ulsif"},
+              "kliep": {"method": "kliep"}, "lsdd": {"method": "lsdd"}}.get(name.partition("_")[2], {})
     if name.startswith("auto"):
         from ratiowatch.stream.evaluate.streaming import routed_factory
 
@@ -665,7 +668,9 @@ def add_arguments(parser) -> None:
                              "auto_levels: window and auto with the two-window detector's opt-in level view "
                              "(level_view=True); auto_history: auto asking for a period across changes too "
                              "(with_history=True); window_robust and auto_robust: window and auto with the "
-                             "two-window detector's null line fitted with gross values clipped (robust_line=True)")
+                             "two-window detector's null line fitted with gross values clipped (robust_line=True); "
+                             "window_ulsif, window_kliep and window_lsdd: the two-window detector with that "
+                             "estimator (method=...) instead of RuLSIF")
     parser.add_argument("--smooth-steps", action="store_true",
                         help="offline: the detector's harder search for level steps in smooth series "
                              "(detect(smooth_steps=True); off by default)")

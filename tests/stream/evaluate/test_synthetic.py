@@ -277,6 +277,9 @@ def test_eval_synthetic_runs_the_named_streaming_detector_over_processes(capsys)
     assert S.named_factory("auto")().window_options == {}
     assert S.named_factory("window_robust")().robust_line is True and S.named_factory("window")().robust_line is False
     assert S.named_factory("auto_robust")().window_options == {"robust_line": True}
+    assert S.named_factory("window")().method == "rulsif"
+    for method in ("ulsif", "kliep", "lsdd"):
+        assert S.named_factory(f"window_{method}")().method == method
 
 
 # ---------------------------------------------------------------- channels suite
