@@ -111,6 +111,13 @@ class NullCalibrator:
     kernel_rate : float
         The per-direction exceedance rate the kernel score's threshold is set at (the AR null's
         share of ``false_alarm_rate``; see :meth:`calibrate_ar`).
+    log_tail : bool
+        Whether the AR null's tail is fitted to ``log(1 + score)`` (a Pareto tail of the score):
+        for uLSIF (RuLSIF with ``alpha = 0``). RuLSIF's relative ratio is at most ``1 / alpha``, and
+        its PE-hat is bounded; uLSIF's ratio is not, and an exponential tail fitted to its scores
+        was exceeded ten times too often: 2.6 false alarms per 10,000 samples over the streaming
+        null suite, 10-13 at lengths 100-600, against 0.22 with the tail in logs
+        (docs/experiments.md, "the two-window detector's estimators").
     """
 
     def __init__(self, null: str, method: str, alpha: float, symmetric: bool, n_perm: int,
@@ -120,6 +127,8 @@ class NullCalibrator:
         self.null, self.method, self.symmetric = null, method, bool(symmetric)
         self.robust_line = bool(robust_line)
         self.alpha = float(alpha) if method == "rulsif" else 0.0
+        # uLSIF (alpha = 0): the ratio is unbounded, and so is the tail of its PE-hat
+        self.log_tail = method in ("rulsif", "ulsif") and self.alpha == 0.0
         self.n_perm, self.false_alarm_rate, self.k = int(n_perm), float(false_alarm_rate), int(k)
         # the AR null pools both directions' scores of each surrogate (see calibrate_ar)
         width = self.n_perm * (2 if null == "ar" and self.symmetric else 1)
@@ -315,7 +324,7 @@ class NullCalibrator:
         else:
             self.level_thresholds = None
         self.kernel_rate = rate
-        self.ar_threshold = _ar_threshold(self.pool.ravel(), rate)
+        self.ar_threshold = _ar_threshold(self.pool.ravel(), rate, self.log_tail)
         self.floor_threshold = math.nan if win is None else self._permutation_floor(win, n, block, rng, make_state,
                                                                                      rate)
         self.threshold = max(self.ar_threshold, self.floor_threshold) if win is not None else self.ar_threshold
@@ -344,7 +353,7 @@ class NullCalibrator:
         top = surrogate_null_rulsif(fit_to, n, self.k, sigma, lam, self.alpha, self.symmetric, int(count), rng,
                                     slopes=slopes, debias=True, start_from_data=True)
         draws = np.concatenate([self.pool.ravel(), top.ravel()])
-        self.ar_threshold = _ar_threshold(draws, self.kernel_rate)
+        self.ar_threshold = _ar_threshold(draws, self.kernel_rate, self.log_tail)
         floor = self.floor_threshold
         self.threshold = self.ar_threshold if math.isnan(floor) else max(self.ar_threshold, floor)
         return self.threshold
@@ -565,8 +574,22 @@ class NullCalibrator:
             self.level_thresholds = np.asarray(arrays["level_thr"], dtype=np.float64).copy()
 
 
-def _ar_threshold(draws: np.ndarray, rate: float) -> float:
-    """The AR null's threshold: the exponential tail's rate quantile, never below what the draws allow."""
+def _ar_threshold(draws: np.ndarray, rate: float, log_tail: bool = False) -> float:
+    """The AR null's threshold: the exponential tail's rate quantile, never below what the draws allow.
+
+    ``log_tail``: the tail is fitted to ``log(1 + draws)`` and mapped back, an exponential tail
+    there being a Pareto tail of the draws (see :attr:`NullCalibrator.log_tail`). On Lomax draws
+    (``P(X > x) = (1 + x)^-3``; 160 draws, rate 5e-5) the plain fit is exceeded 49 times as often as
+    the rate, the fit in logs 0.99 times.
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.pareto(3.0, 160)
+    >>> bool(_ar_threshold(x, 5e-5, log_tail=True) > _ar_threshold(x, 5e-5))
+    True
+    """
+    if log_tail:  # the tail is fitted above the median: the clip of rare scores below -1 only guards the log
+        logs = np.log1p(np.maximum(np.asarray(draws, dtype=np.float64), -0.999))
+        return float(np.expm1(max(exp_tail_threshold(logs, rate), top_draws_floor(logs, rate))))
     return max(exp_tail_threshold(draws, rate), top_draws_floor(draws, rate))
 
 
