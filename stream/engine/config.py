@@ -105,7 +105,9 @@ _DETECTOR = [
         f"reaches this; default {ANOMALY_THRESHOLD} (a tail probability of 1e-5 under the key's own score "
         "history). On anomaly-free synthetic series 0.5 is reached 1.3 to 37 times per 10,000 rows, by kind: raise "
         "it for fewer alerts", minimum=0.0),
-    Opt("method", "str", "rulsif", "density-ratio method of ChangePointDetector"),
+    Opt("method", "str", "rulsif", "divergence estimator of ChangePointDetector: RuLSIF (default), uLSIF, KLIEP "
+        "or LSDD; each one's false alarms and changes found on the synthetic suites are in docs/results.md",
+        ("rulsif", "ulsif", "kliep", "lsdd")),
     Opt("dim", "int", None, "expected value dimension; omit to learn it from each key's first record",
         minimum=1),
     Opt("k", "int", None, "subsequence length (detector default when omitted)", minimum=1),

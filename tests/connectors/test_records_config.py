@@ -69,6 +69,7 @@ def test_config_defaults_and_detector_kwargs():
     ({"source": {"type": "stdin", "pth": "x"}}, "source.pth"),
     ({"source": {"type": "stdin"}, "detector": {"n": "30"}}, "detector.n"),
     ({"source": {"type": "stdin"}, "detector": {"alpha": 1.5}}, "detector.alpha"),
+    ({"source": {"type": "stdin"}, "detector": {"method": "rulsiff"}}, "detector.method"),
     ({"source": {"type": "stdin"}, "checkpoint": {"every_records": 0}}, "checkpoint.every_records"),
     ({"source": {"type": "stdin"}, "sinks": [{"type": "webhook"}]}, "sinks[0].url"),
     ({"source": {"type": "stdin"}, "sinks": [{"type": "stdout"}, {"type": "kafka", "topic": "a"}]},
@@ -80,6 +81,13 @@ def test_config_errors_name_the_offending_key(doc, where):
     with pytest.raises(ValueError) as err:
         parse_config(doc)
     assert str(err.value).startswith(where + ":"), str(err.value)
+
+
+def test_the_method_choices_are_the_detectors_methods():
+    from ratiowatch.stream.detectors.changepoint import METHODS
+    from ratiowatch.stream.engine.config import SCHEMA
+
+    assert {o.name: o for o in SCHEMA["detector"][0]}["method"].choices == METHODS
 
 
 def test_load_config_reports_toml_syntax_and_missing_file(tmp_path):
