@@ -148,8 +148,15 @@ class Daemon:
     def _setup(self) -> None:
         cfg = self.config
         ck = cfg.checkpoint
-        factory = self._factory or build_factory(cfg.detector["kind"], cfg.detector_kwargs(),
-                                                 cfg.detector["score_threshold"])
+        factory = self._factory
+        if factory is None:
+            factory = build_factory(cfg.detector["kind"], cfg.detector_kwargs(), cfg.detector["score_threshold"])
+            # one detector now: an option value the detector refuses is a config error at the start,
+            # not a dead letter for every record of every key
+            try:
+                factory.create("config check", cfg.detector["dim"] or 1)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"detector: {exc}") from None
         pl = cfg.pipeline
         self.pipeline = Pipeline(factory, store=None, dim=cfg.detector["dim"],
                                  check_timestamps=pl["check_timestamps"],

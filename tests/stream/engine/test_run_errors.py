@@ -78,6 +78,34 @@ port = {port}
     assert "metrics.port" in line
 
 
+def test_a_detector_option_the_detector_refuses_stops_the_start_with_exit_code_1(tmp_path):
+    """Not a dead letter for every record: the daemon builds one detector before it reads any."""
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"key": "a", "timestamp": 0, "value": 1.0}) + "\n")
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(f"""
+[source]
+type = "file"
+path = "{data}"
+
+[detector]
+kind = "window"
+
+[detector.options]
+false_alarm_rate = 2.0
+
+[dead_letter]
+type = "file"
+path = "{tmp_path / 'dead.jsonl'}"
+""")
+    r = subprocess.run(CLI + [str(cfg), "--no-metrics"], cwd=tmp_path, env=env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert last_line(r.stderr) == f"{cfg}: detector: false_alarm_rate must be in (0, 1), e.g. 1e-4; got 2.0"
+    assert not (tmp_path / "dead.jsonl").exists()
+
+
 def test_sigterm_while_starting_is_a_clean_stop(tmp_path):
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"key": "a", "timestamp": t, "value": 1.0}) + "\n" for t in range(10)))
