@@ -54,22 +54,21 @@ enabled = false
     assert time.monotonic() - t0 < 60
 
 
-def test_metrics_port_in_use_is_one_line_and_exit_code_4(tmp_path):
+def file_config(tmp_path: Path, more: str) -> Path:
+    """A config reading one record from a file, with the TOML ``more`` after its source."""
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"key": "a", "timestamp": 0, "value": 1.0}) + "\n")
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(f'[source]\ntype = "file"\npath = "{data}"\n\n{more}')
+    return cfg
+
+
+def test_metrics_port_in_use_is_one_line_and_exit_code_4(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        cfg = tmp_path / "f.toml"
-        cfg.write_text(f"""
-[source]
-type = "file"
-path = "{data}"
-
-[metrics]
-port = {port}
-""")
+        cfg = file_config(tmp_path, f"[metrics]\nport = {port}\n")
         r = subprocess.run(CLI + [str(cfg)], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 4, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and "OSError" not in r.stderr
@@ -80,15 +79,7 @@ port = {port}
 
 def test_a_detector_option_the_detector_refuses_stops_the_start_with_exit_code_1(tmp_path):
     """Not a dead letter for every record: the daemon builds one detector before it reads any."""
-    data = tmp_path / "in.jsonl"
-    data.write_text(json.dumps({"key": "a", "timestamp": 0, "value": 1.0}) + "\n")
-    cfg = tmp_path / "f.toml"
-    cfg.write_text(f"""
-[source]
-type = "file"
-path = "{data}"
-
-[detector]
+    cfg = file_config(tmp_path, f"""[detector]
 kind = "window"
 
 [detector.options]
