@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from ratiowatch.stream.commands.table import BAD_CELLS, TableError, read_table
-from ratiowatch.stream.engine.config import DEFAULT_KIND, DETECTOR_KINDS
+from ratiowatch.stream.engine.config import DEFAULT_KIND, DETECTOR_KINDS, DETECTOR_METHODS
 
 PROGRESS_MIN_SAMPLES = 5000
 SCORE_UNITS = ("the split's score / the stop test's threshold (its critical value; above 1 = significant), for "
@@ -101,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "inside a cycle), the split-profile detector alone (split_profile: sees them, alarms "
                              "later) or the anomaly detector (anomaly: rows that do not belong, each column on "
                              "its own)")
+    parser.add_argument("--method", choices=DETECTOR_METHODS, default=None,
+                        help="the divergence estimator: offline rulsif (the default) or ulsif; with --streaming "
+                             "and --detector auto or window, the two-window detector's: rulsif (the default), "
+                             "ulsif, kliep or lsdd (docs/results.md compares them on synthetic series)")
     parser.add_argument("--level-view", action="store_true",
                         help="with --streaming and --detector auto or window: also compare the windows' mean "
                              "levels where the two-window detector differences a smooth column (its opt-in "
@@ -147,6 +151,13 @@ def run(args) -> int:
         if getattr(args, flag, False) and not two_window:
             return _fail(f"--{flag.replace('_', '-')} is an option of the two-window detector: add --streaming "
                          "(with --detector auto, the default, or window)")
+    method = getattr(args, "method", None)
+    if method is not None and streaming and not two_window:
+        return _fail("--method chooses the two-window detector's estimator: use it with --detector auto (the "
+                     "default) or window")
+    if method in ("kliep", "lsdd") and not streaming:
+        return _fail(f"the offline detector's split profile is a RuLSIF fit: --method rulsif or ulsif ({method} "
+                     "is the streaming two-window detector's: add --streaming)")
     if getattr(args, "with_history", False) and not (streaming and (args.detector or DEFAULT_KIND) == "auto"):
         return _fail("--with-history is an option of the routed detector: add --streaming (with --detector "
                      "auto, the default)")
@@ -184,6 +195,8 @@ def run(args) -> int:
     params = {} if args.false_alarm_rate is None else {"false_alarm_rate": args.false_alarm_rate}
     if smooth_steps:
         params["smooth_steps"] = True
+    if getattr(args, "method", None) is not None:
+        params["method"] = args.method
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
     with progress_bar(total=len(x), desc="detect", unit="sample", enabled=show) as bar:
         rep = replay(x, progress=None if bar is None else bar.callback, **params)
@@ -252,7 +265,7 @@ def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_lab
 
 def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: float | None = None,
                      progress=None, level_view: bool = False, with_history: bool = False,
-                     robust_line: bool = False) -> tuple[list, np.ndarray]:
+                     robust_line: bool = False, method: str | None = None) -> tuple[list, np.ndarray]:
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
@@ -261,7 +274,7 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
     ``"auto"`` (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector`, the default),
     each with its defaults (the daemon's), and ``false_alarm_rate`` if given; ``level_view`` turns
     on the two-window detector's level view and ``robust_line`` its null line fitted with gross
-    values clipped (``window`` and ``auto`` only), ``with_history`` the
+    values clipped, and ``method`` chooses its estimator (``window`` and ``auto`` only), ``with_history`` the
     routed detector's questions across changes (``auto`` only). Rows with NaN are
     missing values (carried forward by the detector). ``progress(done, total)`` is called now and
     then.
@@ -280,10 +293,11 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
 
     module, cls = DETECTOR_KINDS[kind]  # the daemon's [detector] kind -> class
     params = {} if false_alarm_rate is None else {"false_alarm_rate": float(false_alarm_rate)}
-    for name, on in (("level_view", level_view), ("robust_line", robust_line)):
+    for name, on in (("level_view", level_view), ("robust_line", robust_line), ("method", method is not None)):
         if on and kind not in ("window", "auto"):
             raise ValueError(f"{name} is an option of the two-window detector (kind window or auto); got {kind!r}")
-    window = {**({"level_view": True} if level_view else {}), **({"robust_line": True} if robust_line else {})}
+    window = {**({"level_view": True} if level_view else {}), **({"robust_line": True} if robust_line else {}),
+              **({"method": method} if method is not None else {})}
     if window:
         params.update(window if kind == "window" else {"window": window})
     if with_history:
@@ -414,6 +428,7 @@ def _run_streaming(args, table) -> int:
                                          progress=None if bar is None else bar.callback,
                                          level_view=getattr(args, "level_view", False),
                                          robust_line=getattr(args, "robust_line", False),
+                                         method=getattr(args, "method", None),
                                          with_history=getattr(args, "with_history", False))
     cps = [a.change_index for a in alarms]
     tested = int(np.isfinite(ratio).sum())

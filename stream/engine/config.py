@@ -88,6 +88,8 @@ DEFAULT_KIND = "auto"
 #: probability of 1e-5 under the series' own score history (TimeSeriesAnomalyDetector's mapping)
 ANOMALY_THRESHOLD = 0.5
 #: options of [detector] that only the two-window ChangePointDetector takes
+#: the two-window detector's estimators (``ChangePointDetector.METHODS``, named here without importing it)
+DETECTOR_METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
 _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 
 _DETECTOR = [
@@ -107,7 +109,7 @@ _DETECTOR = [
         "it for fewer alerts", minimum=0.0),
     Opt("method", "str", "rulsif", "divergence estimator of ChangePointDetector: RuLSIF (default), uLSIF, KLIEP "
         "or LSDD; each one's false alarms and changes found on the synthetic suites are in docs/results.md",
-        ("rulsif", "ulsif", "kliep", "lsdd")),
+        DETECTOR_METHODS),
     Opt("dim", "int", None, "expected value dimension; omit to learn it from each key's first record",
         minimum=1),
     Opt("k", "int", None, "subsequence length (detector default when omitted)", minimum=1),

@@ -180,6 +180,23 @@ def test_streaming_options_are_checked_before_reading(tmp_path):
     one_line_error(cli("detect", p, "--with-history"), 2, "add --streaming")
     one_line_error(cli("detect", p, "--streaming", "--detector", "window", "--with-history"), 2,
                    "option of the routed detector")
+    one_line_error(cli("detect", p, "--streaming", "--detector", "split_profile", "--method", "lsdd"), 2,
+                   "two-window detector's estimator")
+    one_line_error(cli("detect", p, "--method", "kliep"), 2, "RuLSIF fit")
+
+
+def test_method_chooses_the_estimator(tmp_path):
+    """Each of the two-window detector's estimators finds the jump at 600 as the daemon would
+    (window and auto); offline, uLSIF's split profile finds it too."""
+    p = write(tmp_path / "x.csv", jump_rows(t=1200, at=600))
+    for method in ("ulsif", "kliep", "lsdd"):
+        for detector in ("window", "auto"):
+            proc = cli("detect", p, "--streaming", "--detector", detector, "--method", method, "--json")
+            assert proc.returncode == 0, proc.stderr
+            assert near(json.loads(proc.stdout)["change_points"], 600), (method, detector, proc.stdout)
+    proc = cli("detect", p, "--method", "ulsif", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert near(json.loads(proc.stdout)["change_points"], 600), proc.stdout
 
 
 def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
