@@ -210,7 +210,11 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     Parameters
     ----------
     method : {"rulsif", "ulsif", "kliep", "lsdd"}
-        Divergence estimator; RuLSIF (alpha-relative Pearson divergence) by default.
+        Divergence estimator; RuLSIF (alpha-relative Pearson divergence) by default. On the
+        synthetic suites (docs/results.md) RuLSIF and KLIEP (about twelve times slower) find the
+        most changes within the false-alarm specification, uLSIF fewer variance changes, and LSDD
+        exceeds the specification while its windows are small (1.8 false alarms per 10,000 samples
+        on series of 200-600 samples).
     k : int
         Subsequence length.
     n : int
