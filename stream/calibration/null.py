@@ -114,10 +114,10 @@ class NullCalibrator:
     log_tail : bool
         Whether the AR null's tail is fitted to ``log(1 + score)`` (a Pareto tail of the score):
         for uLSIF (RuLSIF with ``alpha = 0``). RuLSIF's relative ratio is at most ``1 / alpha``, and
-        its PE-hat is bounded; uLSIF's ratio is not, and an exponential tail fitted to its scores
-        was exceeded ten times too often: 2.6 false alarms per 10,000 samples over the streaming
-        null suite, 10-13 at lengths 100-600, against 0.22 with the tail in logs
-        (docs/experiments.md, "the two-window detector's estimators").
+        its PE-hat is bounded; uLSIF's ratio is not, and with an exponential tail fitted to its
+        scores the streaming null suite raised 2.6 false alarms per 10,000 samples (10-13 at lengths
+        100-600), with the tail in logs 0.12 (docs/experiments.md, "the two-window detector's
+        estimators").
     """
 
     def __init__(self, null: str, method: str, alpha: float, symmetric: bool, n_perm: int,

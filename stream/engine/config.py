@@ -87,9 +87,9 @@ DEFAULT_KIND = "auto"
 #: the alert threshold of kind = "anomaly" when [detector] sets none: a score of 0.5 is a tail
 #: probability of 1e-5 under the series' own score history (TimeSeriesAnomalyDetector's mapping)
 ANOMALY_THRESHOLD = 0.5
-#: options of [detector] that only the two-window ChangePointDetector takes
 #: the two-window detector's estimators (``ChangePointDetector.METHODS``, named here without importing it)
 DETECTOR_METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
+#: options of [detector] that only the two-window ChangePointDetector takes
 _WINDOW_ONLY = ("method", "k", "n", "symmetric", "alpha", "reselect_every")
 
 _DETECTOR = [
