@@ -61,10 +61,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ratiowatch.core.split_profile import ChannelwiseProfile, MultiWidthProfile, SplitProfile
+from ratiowatch.core.split_profile import ChannelwiseProfile, MultiWidthProfile, SplitProfile, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import cycle_permutation_test, permutation_profile
-from ratiowatch.stream.calibration.split_test import MAX_ORDER, SplitTest, max_split_test
+from ratiowatch.stream.calibration.split_test import MAX_ORDER, SplitTest, check_max_order, max_split_test
 from ratiowatch.stream.series.preprocess import fill_missing
 from ratiowatch.stream.series.width import CYCLE_PARTS, DEFAULT_WIDTH, MIN_ROWS, subsequence_width
 
@@ -143,6 +143,9 @@ def _config(params: dict) -> dict:
         raise ValueError(f"width must be >= 1 or None (from the data); got {cfg['width']}")
     if cfg["widths"] not in WIDTHS:
         raise ValueError(f"widths must be one of {WIDTHS}; got {cfg['widths']!r}")
+    check_profile_settings(alpha=cfg["alpha"], lam=cfg["lam"], sigma_factor=cfg["sigma_factor"],
+                           n_centres=cfg["n_centres"], grid=cfg["grid"])
+    check_max_order(cfg["max_order"])
     return cfg
 
 

@@ -89,12 +89,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ratiowatch.core.split_profile import Kernel
+from ratiowatch.core.split_profile import Kernel, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import (applies, block_profile, permutation_profile,
                                                              window_null_maxima)
-from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, gumbel_threshold, null_fit,
-                                                      remove_level_shifts)
+from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, check_max_order, gumbel_threshold,
+                                                      null_fit, remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
 from ratiowatch.stream.series.preprocess import fill_missing
@@ -187,6 +187,8 @@ class SplitProfileDetector:
             raise ValueError(f"max_window must be >= 2 * min_window = {2 * min_window}; got {max_window}")
         if tests_per_window < 1 or n_null < 10:
             raise ValueError(f"tests_per_window must be >= 1 and n_null >= 10; got {tests_per_window}, {n_null}")
+        check_profile_settings(alpha=alpha, lam=lam, sigma_factor=sigma_factor, n_centres=n_centres, grid=grid)
+        check_max_order(max_order)
         self.false_alarm_rate = float(false_alarm_rate)
         self.min_window = int(min_window)
         self.max_window = int(max_window)

@@ -105,6 +105,11 @@ def test_too_short_series_have_no_split_and_bad_arguments_raise():
         split_profile(phi, [30, 20], 3, 1)
     with pytest.raises(ValueError):
         split_profile(phi, [20], 3, 1, alpha=1.0)
+    for bad, name in (({"width": 0}, "width"), ({"stride": 0}, "stride"), ({"grid": 0}, "grid"),
+                      ({"n_centres": 0}, "n_centres"), ({"alpha": -0.1}, "alpha"), ({"lam": float("nan")}, "lam"),
+                      ({"sigma_factor": 0.0}, "sigma_factor"), ({"min_rows": -1}, "min_rows")):
+        with pytest.raises(ValueError, match=name):
+            SplitProfile(**{"width": 3, **bad})
 
 
 def test_constant_series_give_finite_scores():

@@ -274,6 +274,10 @@ def test_bad_arguments_raise():
         detect(np.zeros((3, 2, 2)))
     with pytest.raises(ValueError, match="widths must be one of"):
         detect(np.zeros(50), widths="all")
+    for bad, name in (({"grid": 0}, "grid"), ({"n_centres": 0}, "n_centres"), ({"alpha": 1.0}, "alpha"),
+                      ({"lam": 0.0}, "lam"), ({"sigma_factor": -0.5}, "sigma_factor"), ({"max_order": -1}, "max_order")):
+        with pytest.raises(ValueError, match=name):
+            detect(np.zeros(50), **bad)
 
 
 def test_each_width_choice_of_a_periodic_series_is_honoured():

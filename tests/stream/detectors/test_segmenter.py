@@ -212,7 +212,12 @@ class TestInput:
     @pytest.mark.parametrize("kw, msg", [({"false_alarm_rate": 0.0}, "false_alarm_rate"),
                                          ({"min_window": 10}, "min_window"),
                                          ({"max_window": 40}, "max_window"),
-                                         ({"n_null": 5}, "n_null")])
+                                         ({"n_null": 5}, "n_null"),
+                                         # the profile's settings fail when the detector is built, not at
+                                         # its first test (grid = 0 set an infinite threshold, never an alarm)
+                                         ({"grid": 0}, "grid"), ({"n_centres": -3}, "n_centres"),
+                                         ({"alpha": 1.5}, "alpha"), ({"lam": -1.0}, "lam"),
+                                         ({"sigma_factor": 0.0}, "sigma_factor"), ({"max_order": -1}, "max_order")])
     def test_bad_parameters(self, kw, msg):
         with pytest.raises(ValueError, match=msg):
             SplitProfileDetector(**kw)

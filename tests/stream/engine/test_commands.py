@@ -47,6 +47,13 @@ def test_validate_builds_the_detector_as_run_does_and_reports_its_errors(tmp_pat
         assert "detector: debounce must be an integer >= 0" in capsys.readouterr().err
 
 
+def test_validate_reports_a_bad_setting_of_the_routed_detectors_split_profile(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[source]\ntype = "stdin"\n[detector.options]\nprofile = { grid = 0 }\n')
+    assert main(["validate", str(bad)]) == 1
+    assert "detector: grid must be an integer >= 1" in capsys.readouterr().err
+
+
 def test_validate_reference_prints_markdown(capsys):
     assert main(["validate", "--reference"]) == 0
     out = capsys.readouterr().out
