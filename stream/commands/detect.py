@@ -448,6 +448,7 @@ def _run_streaming(args, table) -> int:
     if args.json:
         out = {"file": table.source, "columns": names, "time_column": table.time_name,
                "n_samples": int(len(x)), "mode": "streaming", "detector": kind,
+               **({"method": getattr(args, "method", None) or "rulsif"} if kind in ("auto", "window") else {}),
                "false_alarm_rate": args.false_alarm_rate, "change_points": cps,
                "change_point_lines": [where(c)["line"] for c in cps],
                "alarms": [{"change_index": a.change_index, "alarm_index": a.alarm_index, "delay": a.delay,
@@ -458,7 +459,8 @@ def _run_streaming(args, table) -> int:
                **({"periods": periods} if kind == "window" else {})}
         print(json.dumps(out, indent=2))
     else:
-        print(_header(table, f"; streaming replay ({kind} detector)"))
+        method = getattr(args, "method", None)
+        print(_header(table, f"; streaming replay ({kind} detector{f', {method}' if method else ''})"))
         if short_msg:
             print(f"alarms: none ({short_msg})")
         elif not alarms:

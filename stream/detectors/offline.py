@@ -146,6 +146,7 @@ def _config(params: dict) -> dict:
     check_profile_settings(alpha=cfg["alpha"], lam=cfg["lam"], sigma_factor=cfg["sigma_factor"],
                            n_centres=cfg["n_centres"], grid=cfg["grid"])
     check_max_order(cfg["max_order"])
+    cfg["method"] = method  # recorded in the replay's config (the profile reads alpha)
     return cfg
 
 

@@ -193,10 +193,12 @@ def test_method_chooses_the_estimator(tmp_path):
         for detector in ("window", "auto"):
             proc = cli("detect", p, "--streaming", "--detector", detector, "--method", method, "--json")
             assert proc.returncode == 0, proc.stderr
-            assert near(json.loads(proc.stdout)["change_points"], 600), (method, detector, proc.stdout)
+            out = json.loads(proc.stdout)
+            assert near(out["change_points"], 600) and out["method"] == method, (method, detector, proc.stdout)
     proc = cli("detect", p, "--method", "ulsif", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert near(json.loads(proc.stdout)["change_points"], 600), proc.stdout
+    out = json.loads(proc.stdout)
+    assert near(out["change_points"], 600) and out["config"]["method"] == "ulsif" and out["config"]["alpha"] == 0.0
 
 
 def test_level_view_finds_a_level_step_in_a_smooth_column(tmp_path):
