@@ -45,6 +45,8 @@ from numba import njit
 
 from .kernels import gauss_entries
 from .linalg import FASTMATH, cholesky_factor_solve, cholesky_inplace
+from .params import check_int, check_real
+from .validation import check_alpha
 
 #: piecewise means per subsequence and channel at most (a period of 16 steps keeps its shape)
 MAX_DIMS = 16
@@ -418,12 +420,8 @@ def valid_splits(t_len: int, width: int, stride: int, min_rows: int) -> np.ndarr
     return s[(jl >= min_rows) & (n - jr >= min_rows)]
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 def check_profile_settings(alpha: float, lam: float, sigma_factor: float, n_centres: int, grid: int) -> None:
-    """Raise ``ValueError`` naming the first of the split profile's settings that is out of range.
+    """Raise naming the first of the split profile's settings that is out of range.
 
     The profile is fitted lazily (offline per segment, streaming at a window's first test), so the
     detectors call this when they are built: a bad setting is then an error at once, not at the
@@ -433,18 +431,14 @@ def check_profile_settings(alpha: float, lam: float, sigma_factor: float, n_cent
     >>> check_profile_settings(alpha=0.1, lam=1e-3, sigma_factor=0.5, n_centres=32, grid=0)
     Traceback (most recent call last):
     ...
-    ValueError: grid must be an integer >= 1 (splits scored per search); got 0
+    ValueError: grid must be an integer >= 1; got 0
     """
-    if not (isinstance(alpha, (int, float, np.number)) and 0.0 <= float(alpha) < 1.0):
-        raise ValueError(f"alpha must be in [0, 1) (the RuLSIF mixture weight); got {alpha!r}")
+    check_alpha(check_real(alpha, "alpha"))
     for name, v in (("lam", lam), ("sigma_factor", sigma_factor)):
-        if not (isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
-                and math.isfinite(float(v)) and float(v) > 0.0):
+        if not check_real(v, name) > 0.0:
             raise ValueError(f"{name} must be a positive number; got {v!r}")
-    if not _is_int(n_centres) or n_centres < 1:
-        raise ValueError(f"n_centres must be an integer >= 1 (kernel centres per view); got {n_centres!r}")
-    if not _is_int(grid) or grid < 1:
-        raise ValueError(f"grid must be an integer >= 1 (splits scored per search); got {grid!r}")
+    check_int(n_centres, "n_centres", minimum=1)
+    check_int(grid, "grid", minimum=1)
 
 
 @dataclass(frozen=True)
@@ -489,11 +483,9 @@ class SplitProfile:
     def __post_init__(self):
         check_profile_settings(alpha=self.alpha, lam=self.lam, sigma_factor=self.sigma_factor,
                                n_centres=self.n_centres, grid=self.grid)
-        for name in ("width", "stride"):
-            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {getattr(self, name)!r}")
-        if not _is_int(self.min_rows) or self.min_rows < 0:
-            raise ValueError(f"min_rows must be an integer >= 0 (0 = the default); got {self.min_rows!r}")
+        check_int(self.width, "width", minimum=1)
+        check_int(self.stride, "stride", minimum=1)
+        check_int(self.min_rows, "min_rows", minimum=0)
 
     @property
     def rows_min(self) -> int:

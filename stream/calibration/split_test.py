@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ratiowatch.core.params import check_int
 from ratiowatch.stream.calibration.surrogate import ARModel, fit_ar_channels, simulate_ar
 from ratiowatch.stream.series.width import winsorised
 
@@ -61,16 +62,17 @@ MAX_ORDER = 5
 
 
 def check_max_order(max_order) -> None:
-    """Raise ``ValueError`` unless ``max_order`` (the surrogates' largest AR order) is an integer >= 0.
+    """Raise unless ``max_order`` (the surrogates' largest AR order) is an integer >= 0.
 
     >>> check_max_order(5)
     >>> check_max_order(-1)
     Traceback (most recent call last):
     ...
-    ValueError: max_order must be an integer >= 0 (the surrogates' largest AR order); got -1
+    ValueError: max_order must be an integer >= 0; got -1
     """
-    if isinstance(max_order, (bool, np.bool_)) or not isinstance(max_order, (int, np.integer)) or max_order < 0:
-        raise ValueError(f"max_order must be an integer >= 0 (the surrogates' largest AR order); got {max_order!r}")
+    check_int(max_order, "max_order", minimum=0)
+
+
 #: most level shifts removed per channel before the surrogates' model is fitted (a bound on the work)
 MAX_SHIFTS = 16
 EULER_GAMMA = 0.5772156649015329
