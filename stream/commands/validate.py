@@ -39,13 +39,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config)
         if not args.schema_only:
-            from ratiowatch.stream.engine.pipeline import build_factory
+            from ratiowatch.stream.engine.pipeline import build_factory, check_detector
 
-            try:
-                build_factory(cfg.detector["kind"], cfg.detector_kwargs(), cfg.detector["score_threshold"]).create(
-                    "validate", cfg.detector["dim"] or 1)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"detector: {exc}") from None
+            check_detector(build_factory(cfg.detector["kind"], cfg.detector_kwargs(), cfg.detector["score_threshold"]),
+                           cfg.detector["dim"])
     except ValueError as exc:
         print(f"{args.config}: {exc}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ from typing import Any
 
 from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.stream.engine.config import Config
-from ratiowatch.stream.engine.pipeline import DetectorFactory, Pipeline, build_factory
+from ratiowatch.stream.engine.pipeline import DetectorFactory, Pipeline, build_factory, check_detector
 from ratiowatch.connectors.records import BadRecord, FieldSpec
 
 log = logging.getLogger("ratiowatch.daemon")
@@ -151,12 +151,7 @@ class Daemon:
         factory = self._factory
         if factory is None:
             factory = build_factory(cfg.detector["kind"], cfg.detector_kwargs(), cfg.detector["score_threshold"])
-            # one detector now: an option value the detector refuses is a config error at the start,
-            # not a dead letter for every record of every key
-            try:
-                factory.create("config check", cfg.detector["dim"] or 1)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"detector: {exc}") from None
+            check_detector(factory, cfg.detector["dim"])
         pl = cfg.pipeline
         self.pipeline = Pipeline(factory, store=None, dim=cfg.detector["dim"],
                                  check_timestamps=pl["check_timestamps"],

@@ -626,3 +626,19 @@ def build_factory(kind: str, kwargs: dict[str, Any], score_threshold: float | No
         return AnomalyFactory(kwargs, score_threshold)
     return ChangePointFactory(kwargs, kind)
 
+
+def check_detector(factory: DetectorFactory, dim: int | None) -> None:
+    """Build one detector from ``factory`` (of ``dim`` values, 1 if unknown) and drop it: a value the
+    detector refuses becomes ``ValueError("detector: ...")``, a config error at the start, not a dead
+    letter for every record of every key (``ratiowatch run`` and ``ratiowatch validate``).
+
+    >>> check_detector(build_factory("window", {"method": "rulsif"}), None)
+    >>> check_detector(build_factory("window", {"false_alarm_rate": 2.0}), None)
+    Traceback (most recent call last):
+    ...
+    ValueError: detector: false_alarm_rate must be in (0, 1), e.g. 1e-4; got 2.0
+    """
+    try:
+        factory.create("config check", dim or 1)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"detector: {exc}") from None
