@@ -15,6 +15,12 @@ O(n). :meth:`TwoWindowLSDD.scores` solves ``(H + lam I) theta = h`` by Cholesky 
 asked) and returns ``L2 = ||L^-1 h||^2 + lam ||theta||^2`` (the bias-corrected estimator written as
 a sum of squares: never negative). ``p`` and ``q`` are rebuilt from ``G`` every ``refresh_every``
 pushes so rounding drift stays bounded.
+
+``unitless=True`` drops the constant ``(pi sigma^2)^(d/2)`` from ``H``. The score is then
+``c L2(lam c)`` with ``c = (pi sigma^2)^(d/2)``: the L2 distance of the fit whose ridge is ``lam``
+in units of ``c``, measured in units of the kernel's volume. The plain L2 has units of
+1 / volume: it scales as ``sigma^-d`` when the data and ``sigma`` are scaled together, the unitless
+score does not change.
 """
 
 from __future__ import annotations
@@ -61,9 +67,14 @@ class TwoWindowLSDD(SlidingWindowPair):
     n : int
         Samples per window (>= 2); the 2n window samples are the centres.
     sigma, lam : float
-        Kernel width and (absolute) ridge, fixed until :meth:`set_params`.
+        Kernel width and ridge, fixed until :meth:`set_params`; the ridge is absolute, or with
+        ``unitless`` in units of the kernel's volume ``(pi sigma^2)^(d/2)``.
     refresh_every : int
         Rebuild the kernel sums from the Gram matrix after this many pushes.
+    unitless : bool, default False
+        Score in units of the kernel's volume (see the module docstring): scores of windows at
+        different widths, or of data at different scales, are then on one scale. The streaming
+        change-point detector uses it, since its null pools scores over re-chosen widths.
 
     Examples
     --------
@@ -78,7 +89,8 @@ class TwoWindowLSDD(SlidingWindowPair):
     True
     """
 
-    def __init__(self, dim: int, n: int, sigma: float, lam: float, *, refresh_every: int = 256):
+    def __init__(self, dim: int, n: int, sigma: float, lam: float, *, refresh_every: int = 256,
+                 unitless: bool = False):
         if int(dim) < 1:
             raise ValueError(f"dim must be >= 1; got {dim}")
         if int(n) < 2:
@@ -86,6 +98,7 @@ class TwoWindowLSDD(SlidingWindowPair):
         if int(refresh_every) < 1:
             raise ValueError(f"refresh_every must be >= 1; got {refresh_every}")
         self.dim, self.n = int(dim), int(n)
+        self.unitless = bool(unitless)
         self._check_params(sigma, lam)
         self.sigma, self.lam = float(sigma), float(lam)
         self.refresh_every = int(refresh_every)
@@ -105,13 +118,13 @@ class TwoWindowLSDD(SlidingWindowPair):
             raise ValueError(f"sigma must be positive and finite; got {sigma}")
         if not (np.isfinite(lam) and lam > 0):
             raise ValueError(f"lam must be positive and finite (H is singular for duplicated samples); got {lam}")
-        if not np.isfinite(h_scale(float(sigma), self.dim)):
+        if not self.unitless and not np.isfinite(h_scale(float(sigma), self.dim)):
             raise ValueError(f"(pi sigma^2)^(d/2) overflows for sigma={sigma:g}, d={self.dim}; "
                              "rescale the data so that sigma is of order one")
 
     @property
     def _hconst(self) -> float:
-        return h_scale(self.sigma, self.dim)
+        return 1.0 if self.unitless else h_scale(self.sigma, self.dim)
 
     def _slide(self, y: np.ndarray) -> int:
         slot = self._head
@@ -180,6 +193,7 @@ class TwoWindowLSDD(SlidingWindowPair):
             "refresh_every": self.refresh_every, "head": self._head, "count": self._count,
             "since_refresh": self._since_refresh, "ring": self._ring.copy(), "gram": self._gram.copy(),
             "hmat": self._hmat.copy(), "vec_p": self._vec_p.copy(), "vec_q": self._vec_q.copy(),
+            "unitless": self.unitless,
         }
 
     @classmethod
@@ -188,8 +202,9 @@ class TwoWindowLSDD(SlidingWindowPair):
         version = int(state["version"])
         if version != _STATE_VERSION:
             raise ValueError(f"unsupported TwoWindowLSDD state version {version} (expected {_STATE_VERSION})")
+        # a state saved before ``unitless`` existed holds the plain L2
         obj = cls(int(state["dim"]), int(state["n"]), float(state["sigma"]), float(state["lam"]),
-                  refresh_every=int(state["refresh_every"]))
+                  refresh_every=int(state["refresh_every"]), unitless=bool(state.get("unitless", False)))
         obj._head, obj._count = int(state["head"]), int(state["count"])
         obj._since_refresh = int(state["since_refresh"])
         if not (0 <= obj._head < 2 * obj.n) or obj._count < 0:

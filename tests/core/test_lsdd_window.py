@@ -94,6 +94,53 @@ def test_set_params_recomputes():
     assert st.scores()[0] == pytest.approx(batch.l2, rel=1e-10)
 
 
+def test_unitless_score_is_the_fit_with_its_ridge_in_kernel_volumes_scaled_by_the_volume():
+    rng = np.random.default_rng(6)
+    n, dim, sigma, lam = 9, 3, 1.2, 0.1
+    st = TwoWindowLSDD(dim, n, sigma, lam, unitless=True)
+    for y in _stream(rng, 300, dim):
+        st.push(y)
+    volume = (np.pi * sigma ** 2) ** (dim / 2)
+    batch = fit_lsdd(st.past(), st.current(), sigma=sigma, lam=lam * volume, centres=st.centres())
+    assert st.scores()[0] == pytest.approx(volume * batch.l2, rel=1e-9)
+
+
+def test_unitless_score_stays_when_data_and_sigma_scale_together_and_the_plain_one_does_not():
+    rng = np.random.default_rng(7)
+    n, dim, sigma, lam, c = 8, 3, 0.9, 0.1, 3.0
+    data = np.r_[rng.normal(size=(n, dim)), rng.normal(0.8, 1.0, size=(n, dim))]
+    def score(x, s, unitless):
+        st = TwoWindowLSDD(dim, n, s, lam, unitless=unitless)
+        for y in x:
+            st.push(y)
+        return st.scores()[0]
+    assert score(c * data, c * sigma, True) == pytest.approx(score(data, sigma, True), rel=1e-9)
+    plain, plain_scaled = score(data, sigma, False), score(c * data, c * sigma, False)
+    # the plain L2 has units of 1 / volume: about c^-d times as large (not exactly: its ridge is absolute)
+    assert plain_scaled * c ** dim / plain == pytest.approx(1.0, abs=0.2)
+
+
+def test_unitless_state_checkpoints_and_an_older_state_restores_plain():
+    rng = np.random.default_rng(8)
+    st = TwoWindowLSDD(2, 6, 0.7, 0.1, unitless=True)
+    data = rng.normal(size=(60, 2))
+    for y in data[:30]:
+        st.push(y)
+    restored = TwoWindowLSDD.from_state(json.loads(json.dumps({k: v.tolist() if isinstance(v, np.ndarray) else v
+                                                               for k, v in st.to_state().items()})))
+    assert restored.unitless
+    for y in data[30:]:
+        st.push(y)
+        restored.push(y)
+    assert restored.scores() == st.scores()
+    plain = TwoWindowLSDD(2, 6, 0.7, 0.1)
+    for y in data:
+        plain.push(y)
+    old = {k: v for k, v in plain.to_state().items() if k != "unitless"}
+    assert not TwoWindowLSDD.from_state(old).unitless
+    assert TwoWindowLSDD.from_state(old).scores() == plain.scores()
+
+
 def test_constant_and_duplicated_streams_give_zero_not_nan():
     st = TwoWindowLSDD(3, 5, 1.0, 1e-3)
     for _ in range(30):
