@@ -4,7 +4,8 @@ Each new sample is preprocessed (missing values carried forward, first differenc
 embedded as the subsequence of its last ``k`` values, and pushed into an incremental two-window
 state (``ratiowatch.core.window``): a *past* and a *current* window of ``n`` subsequences each. One push is one
 O(n^2) update; the change score is ``PE_alpha(past || current)`` for RuLSIF / uLSIF, the L2 distance
-for LSDD, KL for KLIEP; when ``symmetric``, both directions count: their maximum under the AR null
+in units of the kernel's volume for LSDD (unitless, so one null holds across re-chosen widths), KL
+for KLIEP; when ``symmetric``, both directions count: their maximum under the AR null
 (the streaming default), their sum under the permutation null (see ``null``).
 
 Hyperparameters are chosen when the windows are built and every ``reselect_every`` steps (the
@@ -101,9 +102,8 @@ NULLS = ("auto", "ar", "permutation", "ar_or_permutation")
 #: can come out negative (the fitted ratio spills onto the denominator's samples) and hide the
 #: largest changes. LSDD's L2 estimate is a sum of squares and cannot; it takes the median itself,
 #: the usual width of kernel two-sample statistics. At half of it the streaming change suite found
-#: 70 of 460 changes (2 of 40 mean shifts of 2 sd), at the median 216 (35); the null suite's false
-#: alarms rose from 0.17 to 0.38 per 10,000 samples, above the specification on series of 200-600
-#: samples (docs/experiments.md, "the two-window detector's estimators").
+#: 2 of 40 mean shifts of 2 sd, at the median 35 (docs/experiments.md, "the two-window detector's
+#: estimators"); with the score in units of the kernel's volume, 40.
 SIGMA_FACTORS = {"rulsif": 0.5, "ulsif": 0.5, "kliep": 0.5, "lsdd": 1.0}
 _STATE_VERSION = 1
 _SCORE_HISTORY = 1000  # scores kept for the history guard
@@ -204,18 +204,19 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     """Two-window density-ratio change-point detector (river drift detector and anomaly scorer).
 
     The change score compares a past and a current window of ``n`` subsequences of length ``k``
-    (``PE_alpha`` for RuLSIF / uLSIF, L2 for LSDD, KL for KLIEP); an alarm is raised when it
-    exceeds the upper ``false_alarm_rate`` quantile of its calibrated null. Why each default is what
-    it is, with the measurements behind it: ``docs/architecture.md``.
+    (``PE_alpha`` for RuLSIF / uLSIF, the L2 distance in units of the kernel's volume for LSDD, KL
+    for KLIEP); an alarm is raised when it exceeds the upper ``false_alarm_rate`` quantile of its
+    calibrated null. Why each default is what it is, with the measurements behind it:
+    ``docs/architecture.md``.
 
     Parameters
     ----------
     method : {"rulsif", "ulsif", "kliep", "lsdd"}
         Divergence estimator; RuLSIF (alpha-relative Pearson divergence) by default. On the
-        synthetic suites (docs/results.md) RuLSIF and KLIEP (about twelve times slower) find the
-        most changes within the false-alarm specification, uLSIF fewer variance changes, and LSDD
-        exceeds the specification while its windows are small (1.8 false alarms per 10,000 samples
-        on series of 200-600 samples).
+        synthetic suites (docs/results.md) each keeps the false-alarm specification at every
+        length; RuLSIF, LSDD and KLIEP (about twelve times slower) find the most changes, uLSIF
+        fewer variance changes. LSDD's score is its L2 distance in units of the kernel's volume
+        (``TwoWindowLSDD(unitless=True)``), so that one null holds across re-chosen widths.
     k : int
         Subsequence length.
     n : int
@@ -245,7 +246,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         Kernel width as a multiple of the median distance, with ``select="median"``. None
         (default): 0.5 for RuLSIF, uLSIF and KLIEP, 1.0 (the median heuristic) for LSDD.
     lam : float
-        Ridge strength, with ``select="median"``.
+        Ridge strength, with ``select="median"`` (LSDD's in units of the kernel's volume).
     history_guard : bool
         Also keep the threshold at or above a robust upper quantile of the score's own history.
     perm_block : int
@@ -630,7 +631,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return cls(dim, n, sigma, lam, alpha=alpha, refresh_every=self.refresh_every)
         if self.method == "kliep":  # KLIEP has no ridge: its fit is a constrained likelihood ascent
             return cls(dim, n, sigma, refresh_every=self.refresh_every)
-        return cls(dim, n, sigma, lam, refresh_every=self.refresh_every)
+        # LSDD in units of the kernel's volume: the plain L2 scales as sigma^-d, and the null pools
+        # draws over re-chosen widths and scores windows whose spread differs from its surrogates'
+        return cls(dim, n, sigma, lam, refresh_every=self.refresh_every, unitless=True)
 
     def _build(self, n: int) -> None:
         """(Re)build the windows of size ``n`` from the history: scale, embed, select, calibrate."""
@@ -707,10 +710,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             fit = fit_rulsif(past, cur, alpha=alpha, n_centres=past.shape[0], seed=self.seed)
             return fit.sigma, fit.lam
         if self.method == "lsdd":
-            from ratiowatch.core.lsdd import fit_lsdd
+            from ratiowatch.core.lsdd import fit_lsdd, h_scale
 
             fit = fit_lsdd(past, cur, seed=self.seed)
-            return fit.sigma, fit.lam
+            return fit.sigma, fit.lam / h_scale(fit.sigma, past.shape[1])  # the state's ridge is in volume units
         from ratiowatch.core.kliep import fit_kliep
 
         fit = fit_kliep(past, cur, seed=self.seed)
