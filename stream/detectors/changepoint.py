@@ -359,6 +359,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._diff_on = self.difference is True
         self._hist: History | None = None
         self._win = None
+        # LSDD scores in units of the kernel's volume; a checkpoint from before that option keeps the
+        # plain L2 for its windows to come, so its pooled null draws stay on the scale of its scores
+        self._lsdd_unitless = True
         self._n_eff = 0
         self._scale: np.ndarray | None = None
         self._t = -1  # index of the last input sample
@@ -633,7 +636,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return cls(dim, n, sigma, refresh_every=self.refresh_every)
         # LSDD in units of the kernel's volume: the plain L2 scales as sigma^-d, and the null pools
         # draws over re-chosen widths and scores windows whose spread differs from its surrogates'
-        return cls(dim, n, sigma, lam, refresh_every=self.refresh_every, unitless=True)
+        return cls(dim, n, sigma, lam, refresh_every=self.refresh_every, unitless=self._lsdd_unitless)
 
     def _build(self, n: int) -> None:
         """(Re)build the windows of size ``n`` from the history: scale, embed, select, calibrate."""
@@ -713,7 +716,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             from ratiowatch.core.lsdd import fit_lsdd, h_scale
 
             fit = fit_lsdd(past, cur, seed=self.seed)
-            return fit.sigma, fit.lam / h_scale(fit.sigma, past.shape[1])  # the state's ridge is in volume units
+            if self._lsdd_unitless:  # the state's ridge is in units of the kernel's volume
+                return fit.sigma, fit.lam / h_scale(fit.sigma, past.shape[1])
+            return fit.sigma, fit.lam
         from ratiowatch.core.kliep import fit_kliep
 
         fit = fit_kliep(past, cur, seed=self.seed)
@@ -1047,6 +1052,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if "win.ring" in state:
             obj._scale = np.asarray(state["scale"], dtype=np.float64).copy()
             obj._win = _state_class(obj.method).from_state(part("win"))
+            obj._lsdd_unitless = getattr(obj._win, "unitless", True)
             obj._picker = PeakPicker.from_state(json.loads(str(state["picker"])))
         return obj
 

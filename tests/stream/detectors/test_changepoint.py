@@ -391,6 +391,33 @@ def test_checkpoint_from_before_the_ar_null_restores_the_permutation_null():
         assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9)
 
 
+@pytest.mark.parametrize("select", ["median", "loocv"])
+def test_lsdd_checkpoint_from_before_volume_units_keeps_the_plain_l2(select):
+    """A checkpoint written before LSDD scored in units of the kernel's volume holds plain-L2 windows
+    and a null pooled from plain-L2 draws: the restored detector keeps the plain L2 for the windows
+    it builds later (here: a multichannel stream, rebuilt at every re-selection), as the detector
+    that wrote it would have, so its threshold stays on its scores' scale."""
+    x = _correlated(t_change=500, t_len=900, rho=0.97)
+    ref = ChangePointDetector(method="lsdd", n=20, select=select)
+    ref._lsdd_unitless = False  # the detector as it was before the option
+    for row in x[:300]:
+        ref.step(row)
+    state = ref.to_state()
+    del state["win.unitless"]  # as written then
+    restored = ChangePointDetector.from_state(_roundtrip_npz(state))
+    assert not restored._win.unitless
+    for row in x[300:]:
+        ref.step(row)
+        restored.step(row)
+        assert restored.score == pytest.approx(ref.score, abs=1e-9, nan_ok=True)
+        assert restored.threshold == pytest.approx(ref.threshold, abs=1e-9, nan_ok=True)
+    assert not restored._win.unitless
+    fresh = ChangePointDetector.from_state(_roundtrip_npz(ChangePointDetector(method="lsdd", n=20).to_state()))
+    for row in x[:100]:
+        fresh.step(row)
+    assert fresh._win.unitless
+
+
 def test_state_of_a_fresh_detector_roundtrips():
     det = ChangePointDetector.from_state(_roundtrip_npz(ChangePointDetector().to_state()))
     det.step(1.0)
