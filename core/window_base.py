@@ -100,9 +100,29 @@ class SlidingWindowPair:
         return self._ring[self._slots()[1]].copy()
 
     def push_many(self, rows) -> np.ndarray | None:
-        """Push every row of ``rows`` (shape (m, dim)) in order; states with a compiled loop override
-        this (and return the scores after each push), the others push one row at a time."""
-        for row in np.asarray(rows, dtype=np.float64).reshape(-1, self.dim):
+        """Push every row of ``rows`` (shape (m, dim)) in order, as :meth:`push` one row at a time.
+
+        Rows are validated first; on a bad row nothing is pushed. The rows that fill the windows
+        are stored at once and the state is built once, when both are full (a fresh state given its
+        2n rows costs one build, not 2n Python calls); the rest slide one at a time. States with a
+        compiled loop override this (and return the scores after each push).
+        """
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim == 1 and self.dim == 1:
+            rows = rows[:, None]
+        if rows.ndim != 2 or rows.shape[1] != self.dim:
+            raise ValueError(f"rows must have shape (m, {self.dim}); got {rows.shape}")
+        finite = np.isfinite(rows).all(axis=1)
+        if not finite.all():
+            raise ValueError(f"row {int(np.argmin(finite))} contains NaN or infinity; nothing was pushed")
+        size = 2 * self.n
+        fill = min(max(size - self._count, 0), rows.shape[0])
+        if fill:
+            self._ring[self._count: self._count + fill] = rows[:fill]
+            self._count += fill
+            if self._count == size:
+                self._rebuild()
+        for row in rows[fill:]:
             self.push(row)
         return None
 

@@ -296,8 +296,7 @@ class NullCalibrator:
             null = np.empty((count, 2))
             for i in range(count):
                 st = make_state()
-                for row in embed(sims[i], self.k):
-                    st.push(row)
+                st.push_many(embed(sims[i], self.k))
                 null[i] = st.scores()
             if not self.symmetric:
                 null = null[:, :1]

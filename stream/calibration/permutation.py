@@ -101,8 +101,7 @@ def permutation_null_generic(pooled: np.ndarray, n: int, make_state, symmetric: 
     out = np.empty((n_perm, 2))
     for i in range(n_perm):
         st = make_state()
-        for row in pooled[block_permutation(pooled.shape[0], block, rng)]:
-            st.push(row)
+        st.push_many(pooled[block_permutation(pooled.shape[0], block, rng)])
         out[i] = st.scores()
     if directions:
         return out if symmetric else out[:, :1]

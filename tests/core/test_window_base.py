@@ -24,16 +24,34 @@ def test_each_state_meets_the_two_window_interface(method):
 
 
 @pytest.mark.parametrize("method", sorted(STATES))
-def test_push_many_equals_one_push_per_row(method):
+@pytest.mark.parametrize("chunks", [(20,), (5, 15), (12, 8), (3, 4, 13)])
+def test_push_many_equals_one_push_per_row(method, chunks):
+    # filling at once, filling across calls, and sliding after the fill
     rows = np.random.default_rng(3).normal(size=(20, 2))
     one, many = STATES[method](), STATES[method]()
     for row in rows:
         one.push(row)
-    many.push_many(rows)
-    assert one.ready and many.ready
+    for part in np.split(rows, np.cumsum(chunks)[:-1]):
+        many.push_many(part)
+    assert one.ready and many.ready and one.count == many.count == 20
     np.testing.assert_array_equal(one.past(), many.past())
     np.testing.assert_array_equal(one.current(), many.current())
     np.testing.assert_allclose(one.scores(), many.scores(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", sorted(STATES))
+@pytest.mark.parametrize("pushed", [3, 14])
+def test_push_many_pushes_nothing_when_a_row_is_bad(method, pushed):
+    rng = np.random.default_rng(4)
+    st = STATES[method]()
+    st.push_many(rng.normal(size=(pushed, 2)))
+    rows = rng.normal(size=(6, 2))
+    rows[4, 1] = np.nan
+    with pytest.raises(ValueError, match="row 4"):
+        st.push_many(rows)
+    with pytest.raises(ValueError, match="shape"):
+        st.push_many(rng.normal(size=(6, 3)))
+    assert st.count == pushed
 
 
 def test_an_object_missing_part_of_the_interface_is_not_a_state():
