@@ -15,6 +15,9 @@ score per step. Measured in one run on the same data:
   AR(1) noise and event counts that are 90 % zeros. Small windows of such counts draw their null up
   to its top at the first exceedance after a calibration (``NullCalibrator.raise_to_top``); its
   price is ``ratio_young_counts_vs_noise``;
+* ``detector_methods``: the same detector with each estimator (``method=``: RuLSIF, uLSIF, KLIEP,
+  LSDD) on the first 10,000 points, RuLSIF's own run included; ``ratio_<method>_vs_rulsif`` is each
+  one's throughput over RuLSIF's;
 * ``split_profile_detector``: :class:`~ratiowatch.stream.detectors.segmenter.SplitProfileDetector`
   with its defaults on the first 20,000 points (ClaSS's share), every update timed from the first;
 * ``offline_detect``: the offline detector (:func:`ratiowatch.stream.detectors.offline.detect`: split
@@ -104,11 +107,11 @@ def bench_state(y: np.ndarray, sigma: float) -> dict:
     return _summary(lat, time.perf_counter() - t0, lat.size)
 
 
-def _detector():
+def _detector(method: str = "rulsif"):
     from ratiowatch.stream.detectors.changepoint import ChangePointDetector
 
     # the streaming detector's defaults (calibration and re-selection every n steps, AR null)
-    return ChangePointDetector(k=K, n=N, n_min=N, window_frac=0.0, alpha=ALPHA, symmetric=True)
+    return ChangePointDetector(method=method, k=K, n=N, n_min=N, window_frac=0.0, alpha=ALPHA, symmetric=True)
 
 
 def bench_offline(y: np.ndarray) -> dict:
@@ -122,8 +125,8 @@ def bench_offline(y: np.ndarray) -> dict:
     return {"points_per_s": round(y.size / sec, 1), "seconds": round(sec, 3), "change_points": len(cps)}
 
 
-def bench_detector(y: np.ndarray) -> tuple[dict, int]:
-    det = _detector()
+def bench_detector(y: np.ndarray, method: str = "rulsif") -> tuple[dict, int]:
+    det = _detector(method)
     for v in y[: 3 * N]:  # warm-up + compile, not timed
         det.step(v)
     rest = y[3 * N:]  # points (rows of a multichannel stream)
@@ -136,6 +139,20 @@ def bench_detector(y: np.ndarray) -> tuple[dict, int]:
         lat[i] = time.perf_counter_ns() - a
         alarms += alarm is not None
     return _summary(lat, time.perf_counter() - t0, len(rest)), alarms
+
+
+METHODS_POINTS = 10_000
+
+
+def bench_methods(y: np.ndarray) -> dict:
+    """The detector with each estimator (``method=``) on ``y``, RuLSIF's run on the same points
+    included, so that each ratio is measured in one run."""
+    from ratiowatch.stream.detectors.changepoint import METHODS
+
+    out = {}
+    for method in METHODS:
+        out[method], out[method]["alarms"] = bench_detector(y, method)
+    return out
 
 
 YOUNG_STREAMS, YOUNG_POINTS = 20, 1_000
@@ -291,7 +308,7 @@ def run(args) -> int:
     out = {"benchmark": "cpd", "config": {"points": length, "k": K, "n": N, "alpha": ALPHA, "lambda": LAM,
                                           "sigma": sigma, "symmetric": True, "cpu_count": os.cpu_count()},
            "environment": environment()}
-    with stages("bench cpd", 8 + 2 * bool(args.memory)) as phase:
+    with stages("bench cpd", 9 + 2 * bool(args.memory)) as phase:
         phase("incremental state")
         out["incremental_state"] = bench_state(y, sigma)
         phase("streaming detector")
@@ -299,6 +316,8 @@ def run(args) -> int:
         phase(f"streaming detector, {CHANNELS} channels")
         multi = make_channels(2_000 if args.quick else CLASPY_POINTS)
         out["detector_5_channels"], out["detector_5_channels"]["alarms"] = bench_detector(multi)
+        phase("streaming detector, each estimator")
+        out["detector_methods"] = bench_methods(y[: 2_000 if args.quick else METHODS_POINTS])
         phase("young streams")
         young = 4 if args.quick else YOUNG_STREAMS
         out["young_noise"] = bench_young(make_young("noise", young))
@@ -325,6 +344,11 @@ def run(args) -> int:
                                                   / out["detector"]["points_per_s"], 2)
     out["ratio_young_counts_vs_noise"] = round(out["young_counts"]["points_per_s"]
                                                / out["young_noise"]["points_per_s"], 2)
+    methods = out["detector_methods"]
+    for method in methods:
+        if method != "rulsif":
+            out[f"ratio_{method}_vs_rulsif"] = round(methods[method]["points_per_s"]
+                                                     / methods["rulsif"]["points_per_s"], 3)
     if "points_per_s" in out["claspy_streaming"]:
         c = out["claspy_streaming"]["points_per_s"]
         out["ratio_detector_vs_claspy"] = round(out["detector"]["points_per_s"] / c, 1)
@@ -336,6 +360,9 @@ def run(args) -> int:
                     "split_profile_detector", "densratio_fixed"):
             r = out[key]
             print(f"{key:32s} {r['points_per_s']:>10.1f} points/s  p50 {r['p50_us']:.1f} us  p99 {r['p99_us']:.1f} us")
+        for method, r in out["detector_methods"].items():
+            print(f"{'detector, method=' + method:32s} {r['points_per_s']:>10.1f} points/s  p50 {r['p50_us']:.1f} us  "
+                  f"p99 {r['p99_us']:.1f} us  (first {r['points'] + 3 * N:,} points)")
         r = out["offline_detect"]
         print(f"{'offline_detect':32s} {r['points_per_s']:>10.1f} points/s  ({r['seconds']} s for the prefix)")
         print(f"ratio_vs_densratio_fixed {out['ratio_vs_densratio_fixed']}")

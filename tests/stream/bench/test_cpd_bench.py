@@ -20,6 +20,17 @@ def test_the_detector_entry_streams_multichannel_rows_and_reports_its_rate_and_l
     assert alarms >= 0
 
 
+def test_the_methods_entry_runs_the_detector_with_each_estimator_on_the_same_points():
+    from ratiowatch.stream.detectors.changepoint import METHODS
+
+    y = cpd.make_stream(400)
+    res = cpd.bench_methods(y)
+    assert tuple(res) == METHODS
+    for method, r in res.items():
+        assert r["points"] == 400 - 3 * cpd.N and r["points_per_s"] > 0 and r["alarms"] >= 0, method
+    assert cpd._detector("lsdd").method == "lsdd"
+
+
 def test_the_young_workloads_are_noise_and_counts_that_are_mostly_zero():
     noise, counts = cpd.make_young("noise", 3, 500), cpd.make_young("counts", 3, 500)
     assert noise.shape == counts.shape == (3, 500)
