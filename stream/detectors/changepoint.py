@@ -214,7 +214,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     method : {"rulsif", "ulsif", "kliep", "lsdd"}
         Divergence estimator; RuLSIF (alpha-relative Pearson divergence) by default. On the
         synthetic suites (docs/results.md) each keeps the false-alarm specification at every
-        length; RuLSIF, LSDD and KLIEP (about twelve times slower) find the most changes, uLSIF
+        length; RuLSIF, LSDD and KLIEP (about seventeen times slower) find the most changes, uLSIF
         fewer variance changes. LSDD's score is its L2 distance in units of the kernel's volume
         (``TwoWindowLSDD(unitless=True)``), so that one null holds across re-chosen widths.
     k : int
