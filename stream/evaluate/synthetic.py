@@ -674,6 +674,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--smooth-steps", action="store_true",
                         help="offline: the detector's harder search for level steps in smooth series "
                              "(detect(smooth_steps=True); off by default)")
+    parser.add_argument("--method", choices=("rulsif", "ulsif"), default="rulsif",
+                        help="offline: the split profile's divergence (detect(method=...)); rulsif by default "
+                             "(with --streaming the estimator is chosen by --detector window_ulsif and its kin)")
     parser.add_argument("--jobs", type=int, default=1, metavar="J",
                         help="processes for the streaming null and stress suites (default 1)")
     parser.add_argument("--seeds", type=int, default=5, metavar="N",
@@ -758,13 +761,20 @@ def run(args) -> int:
         print("ratiowatch eval synthetic: --smooth-steps is an option of the offline detector; drop --streaming",
               file=sys.stderr)
         return 2
+    method = getattr(args, "method", "rulsif")
+    if method != "rulsif" and args.streaming:
+        print(f"ratiowatch eval synthetic: --method is the offline detector's; with --streaming use --detector "
+              f"window_{method}", file=sys.stderr)
+        return 2
     out: dict = {"benchmark": "synthetic", "mode": "streaming" if args.streaming else "offline"}
     if args.streaming:
         out["detector"] = args.detector
     offline = default_detect()
-    if smooth_steps:
-        out["options"] = {"smooth_steps": True}
-        offline = functools.partial(offline, smooth_steps=True)
+    options = {k: v for k, v in (("smooth_steps", smooth_steps), ("method", method))
+               if v != {"smooth_steps": False, "method": "rulsif"}[k]}
+    if options:
+        out["options"] = options
+        offline = functools.partial(offline, **options)
     lines: list[str] = []
 
     def null_scores(kinds):

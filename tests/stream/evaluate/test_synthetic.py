@@ -339,3 +339,16 @@ def test_eval_synthetic_smooth_steps_reaches_the_offline_detector(monkeypatch, c
     assert "options" not in json.loads(capsys.readouterr().out) and all(kw == {} for kw in calls)
     assert main(["eval", "synthetic", "--streaming", "--smooth-steps"]) == 2
     assert "option of the offline detector" in capsys.readouterr().err
+
+
+def test_eval_synthetic_method_reaches_the_offline_detector(monkeypatch, capsys):
+    from ratiowatch.stream.commands.cli import main
+
+    calls = []
+    monkeypatch.setattr(S, "default_detect", lambda: (lambda x, **kw: calls.append(kw) or []))
+    assert main(["eval", "synthetic", "--lengths", "15", "--seeds", "1", "--suite", "null", "--method", "ulsif",
+                 "--smooth-steps", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["options"] == {"smooth_steps": True, "method": "ulsif"}
+    assert calls and all(kw == {"smooth_steps": True, "method": "ulsif"} for kw in calls)
+    assert main(["eval", "synthetic", "--streaming", "--method", "ulsif"]) == 2
+    assert "--detector window_ulsif" in capsys.readouterr().err
