@@ -83,7 +83,8 @@ def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alph
 
 def split_profile_of_rows(phi, splits, width, stride, alpha=0.1, lam=1e-3):
     """The scaled symmetric PE of :func:`split_profile` from the rows' features ``phi`` in the
-    order given: the row at position j is taken to start at sample j stride."""
+    order given: the row at position j is taken to start at sample j stride. With ``alpha = 0``
+    (uLSIF) twice the one direction whose denominator is the larger side."""
     starts = np.arange(phi.shape[0]) * stride
 
     def pe(p, q):
@@ -97,7 +98,11 @@ def split_profile_of_rows(phi, splits, width, stride, alpha=0.1, lam=1e-3):
         left = phi[starts + width <= s]
         right = phi[starts >= s]
         nl, nr = len(left), len(right)
-        out.append((pe(left, right) + pe(right, left)) * nl * nr / (nl + nr))
+        if alpha > 0:
+            both = pe(left, right) + pe(right, left)
+        else:  # uLSIF: twice the direction whose denominator is the larger side
+            both = 2 * (pe(left, right) if nl <= nr else pe(right, left))
+        out.append(both * nl * nr / (nl + nr))
     return np.array(out)
 
 

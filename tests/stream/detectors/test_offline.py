@@ -253,10 +253,10 @@ def test_every_length_gets_an_answer(t_len):
 def test_ulsif_and_explicit_width():
     rng = np.random.default_rng(8)
     y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)]
-    # uLSIF (alpha = 0) runs, but its unbounded ratio with a sharp kernel makes the profile peak
-    # near the margins (measured here: one change point, at 589), hence RuLSIF by default
+    # uLSIF (alpha = 0) scores the direction whose denominator is the larger side; in both
+    # directions its profile peaked near the margins (here one change point, at 589)
     cps = detect(y, method="ulsif")
-    assert isinstance(cps, list) and all(1 <= c < y.size for c in cps)
+    assert any(abs(c - 300) <= 10 for c in cps) and all(1 <= c < y.size for c in cps)
     rep = replay(y, width=5)
     assert rep.config["width"] == 5 and any(abs(c - 300) <= 10 for c in rep.change_points)
 
