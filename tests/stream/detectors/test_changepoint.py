@@ -301,6 +301,17 @@ def test_lsdd_streams_keep_the_false_alarm_specification_while_their_windows_are
     assert alarms <= samples / 10_000
 
 
+def test_lsdd_scores_a_hundred_channels():
+    """(pi sigma^2)^(d/2) overflows for the 300-dimensional rows of 100 channels (sigma ~ 30): the
+    plain L2 raised a ValueError at the first build; in units of the kernel's volume it never
+    forms that constant."""
+    x = np.random.default_rng(0).normal(size=(400, 100))
+    x[300:] += 1.5
+    det = ChangePointDetector(method="lsdd", seed=0)
+    alarms = [a for a in (det.step(row) for row in x) if a is not None]
+    assert alarms and all(abs(a.change_index - 300) <= 10 for a in alarms)
+
+
 def test_offline_detect_says_which_methods_it_supports():
     for method in ("lsdd", "kliep"):
         with pytest.raises(ValueError, match="supports method"):
