@@ -312,6 +312,27 @@ def test_lsdd_scores_a_hundred_channels():
     assert alarms and all(abs(a.change_index - 300) <= 10 for a in alarms)
 
 
+def test_lsdd_with_loocv_fits_the_chosen_ridge_and_scores_it_in_volume_units():
+    """select="loocv" picks sigma and an absolute ridge by fit_lsdd's cross-validation; the window,
+    whose ridge is in units of the kernel's volume c, fits that same ridge: its score is c times
+    the L2 of the batch fit at the chosen sigma and lambda."""
+    from ratiowatch.core.lsdd import fit_lsdd, h_scale
+
+    x = np.random.default_rng(12).normal(size=200)
+    det = ChangePointDetector(method="lsdd", select="loocv", n=12, window_frac=0.0, seed=0)
+    for v in x:
+        det.step(v)
+    past, cur = det._win.past(), det._win.current()
+    sigma, lam = det._select_params(past, cur)
+    chosen = fit_lsdd(past, cur, seed=det.seed)
+    volume = h_scale(chosen.sigma, past.shape[1])
+    assert sigma == chosen.sigma and lam * volume == pytest.approx(chosen.lam, rel=1e-12)
+    state = det._make_state(12, sigma, lam)
+    state.push_many(np.concatenate([past, cur]))
+    batch = fit_lsdd(past, cur, sigma=chosen.sigma, lam=chosen.lam, centres=np.concatenate([past, cur]))
+    assert state.scores()[0] == pytest.approx(volume * batch.l2, rel=1e-8)
+
+
 def test_offline_detect_says_which_methods_it_supports():
     for method in ("lsdd", "kliep"):
         with pytest.raises(ValueError, match="supports method"):
