@@ -12,7 +12,13 @@ RuLSIF (Yamada et al. 2013) between the two sets, scaled by the effective sample
 
 Without the scaling, PE is largest at the margins, where one side holds few rows (its estimate is
 biased upwards by about b / n); scaled, every split is a comparable two-sample statistic, as in the
-size-weighted scan statistics of change-point analysis.
+size-weighted scan statistics of change-point analysis. The features ``phi`` are Gaussian kernels
+(``exp(-||f - c||^2 / (2 sigma^2))``) on two views of each subsequence: its raw values (levels and
+amplitudes) and its z-normalised values (shape), each reduced to at most ``max_dims`` piecewise
+means (PAA), ``n_centres`` centres per view spread evenly over the series and sigma =
+``sigma_factor`` x the median distance between subsequences (:class:`Kernel`). A sharp kernel
+(0.5 x median) with a small ridge keeps the profile peaked at a change; with the full median width
+and a large ridge it is nearly flat.
 
 With ``alpha = 0`` (uLSIF) the score is twice the one direction whose denominator is the larger
 side. uLSIF's ``H`` is the denominator's mean of ``phi phi'`` alone; from a margin's few rows
@@ -20,13 +26,7 @@ side. uLSIF's ``H`` is the denominator's mean of ``phi phi'`` alone; from a marg
 Scored in both directions, the maximum of change-free series sat at a margin (20 of 20 i.i.d.
 series of 600 samples), and so did the stop test's null maxima: the offline synthetic suite found
 165 of 460 changes (no variance change) and 6.2 % of change-free series got a change point. In one
-direction: 278 changes and 3.3 % (RuLSIF: 422 and 3.5 %; docs/experiments.md). The features ``phi`` are Gaussian kernels
-(``exp(-||f - c||^2 / (2 sigma^2))``) on two views of each subsequence: its raw values (levels and
-amplitudes) and its z-normalised values (shape), each reduced to at most ``max_dims`` piecewise
-means (PAA), ``n_centres`` centres per view spread evenly over the series and sigma =
-``sigma_factor`` x the median distance between subsequences (:class:`Kernel`). A sharp kernel
-(0.5 x median) with a small ridge keeps the profile peaked at a change; with the full median width
-and a large ridge it is nearly flat.
+direction: 278 changes and 3.3 % (RuLSIF: 422 and 3.5 %; docs/experiments.md).
 
 Every split comes from running sums of ``phi phi'`` and ``phi``: one sweep over the rows stores
 the left sums at the requested splits, the right sums are the total minus the left and the few
