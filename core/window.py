@@ -501,15 +501,7 @@ class TwoWindowRuLSIF(SlidingWindowPair):
         >>> out.shape, bool(np.isnan(out[:5]).all()), bool(np.isfinite(out[5:]).all())
         ((8, 2), True, True)
         """
-        rows = np.asarray(rows, dtype=np.float64)
-        if rows.ndim == 1 and self.dim == 1:
-            rows = rows[:, None]
-        if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ValueError(f"rows must have shape (m, {self.dim}); got {rows.shape}")
-        finite = np.isfinite(rows).all(axis=1)
-        if not finite.all():
-            raise ValueError(f"row {int(np.argmin(finite))} contains NaN or infinity; nothing was pushed")
-        rows = np.ascontiguousarray(rows)
+        rows = np.ascontiguousarray(self._as_rows(rows))
         out = np.empty((rows.shape[0], 2))
         _push_many(self._ring, self._gram, self._macc, self._hacc, self._fw, self._iw, rows, self._ist, self.n,
                    self.alpha, self.sigma, self.refresh_every, self.lam, self.clip, self._chol, self._sw, out)

@@ -77,6 +77,19 @@ class SlidingWindowPair:
             raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
         return y
 
+    def _as_rows(self, rows) -> np.ndarray:
+        """``rows`` as a float64 array of shape (m, dim) with finite values, or a ``ValueError``
+        naming the first bad row (for :meth:`push_many`, which then pushes nothing)."""
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim == 1 and self.dim == 1:
+            rows = rows[:, None]
+        if rows.ndim != 2 or rows.shape[1] != self.dim:
+            raise ValueError(f"rows must have shape (m, {self.dim}); got {rows.shape}")
+        finite = np.isfinite(rows).all(axis=1)
+        if not finite.all():
+            raise ValueError(f"row {int(np.argmin(finite))} contains NaN or infinity; nothing was pushed")
+        return rows
+
     def _require_ready(self) -> None:
         if not self.ready:
             raise ValueError(f"windows not full yet: {self._count} of {2 * self.n} samples pushed")
@@ -107,14 +120,7 @@ class SlidingWindowPair:
         2n rows costs one build, not 2n Python calls); the rest slide one at a time. States with a
         compiled loop override this (and return the scores after each push).
         """
-        rows = np.asarray(rows, dtype=np.float64)
-        if rows.ndim == 1 and self.dim == 1:
-            rows = rows[:, None]
-        if rows.ndim != 2 or rows.shape[1] != self.dim:
-            raise ValueError(f"rows must have shape (m, {self.dim}); got {rows.shape}")
-        finite = np.isfinite(rows).all(axis=1)
-        if not finite.all():
-            raise ValueError(f"row {int(np.argmin(finite))} contains NaN or infinity; nothing was pushed")
+        rows = self._as_rows(rows)
         size = 2 * self.n
         fill = min(max(size - self._count, 0), rows.shape[0])
         if fill:
