@@ -674,6 +674,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--smooth-steps", action="store_true",
                         help="offline: the detector's harder search for level steps in smooth series "
                              "(detect(smooth_steps=True); off by default)")
+    # offline detect's METHODS, written out: importing the detector here costs every command ~0.8 s
     parser.add_argument("--method", choices=("rulsif", "ulsif"), default="rulsif",
                         help="offline: the split profile's divergence (detect(method=...)); rulsif by default "
                              "(with --streaming the estimator is chosen by --detector window_ulsif and its kin)")
@@ -770,8 +771,11 @@ def run(args) -> int:
     if args.streaming:
         out["detector"] = args.detector
     offline = default_detect()
-    options = {k: v for k, v in (("smooth_steps", smooth_steps), ("method", method))
-               if v != {"smooth_steps": False, "method": "rulsif"}[k]}
+    options: dict = {}
+    if smooth_steps:
+        options["smooth_steps"] = True
+    if method != "rulsif":
+        options["method"] = method
     if options:
         out["options"] = options
         offline = functools.partial(offline, **options)

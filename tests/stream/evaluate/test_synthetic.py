@@ -352,3 +352,13 @@ def test_eval_synthetic_method_reaches_the_offline_detector(monkeypatch, capsys)
     assert calls and all(kw == {"smooth_steps": True, "method": "ulsif"} for kw in calls)
     assert main(["eval", "synthetic", "--streaming", "--method", "ulsif"]) == 2
     assert "--detector window_ulsif" in capsys.readouterr().err
+
+
+def test_eval_synthetic_offers_the_offline_detectors_methods():
+    import argparse
+
+    from ratiowatch.stream.detectors.offline import METHODS
+
+    parser = argparse.ArgumentParser()
+    S.add_arguments(parser)
+    assert tuple(next(a for a in parser._actions if a.dest == "method").choices) == METHODS
