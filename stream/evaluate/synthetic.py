@@ -82,6 +82,9 @@ Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples e
 * ``mean_alternating``: N(0, 1) whose mean alternates 0, 2, 0, 2, 0, 2 over six segments of half
   the usual length (five changes): a service switching between two states, where an AR model
   fitted across the shifts takes them for persistence (masking).
+* ``mean_staircase``: N(0, 1) whose mean steps up or down by 2 (either way with probability 1/2) at
+  each of nine changes, ten segments of a tenth of the series (150 samples): a setpoint or a KPI
+  that moves in steps, whose level wanders like a random walk's while each segment is flat.
 
 Each change case carries a *window* ``W``: 50 samples, or three periods for the periodic kinds
 (72). A change counts as found when a reported change lies within ``2 W`` of it (offline), or
@@ -133,7 +136,8 @@ STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_mem
 #: kinds that only the anomaly suite scores (module docstring)
 ANOMALY_ONLY_KINDS: tuple[str, ...] = ("switching100",)
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "mean_smooth", "variance", "correlation",
-                                 "shape", "frequency", "mean_seasonal", "mean_alternating")
+                                 "shape", "frequency", "mean_seasonal", "mean_alternating",
+                                 "mean_staircase")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
@@ -281,7 +285,7 @@ class ChangeCase:
 
 def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCase:
     """One series of the change suite: three segments of ``segment`` samples, or six of half as many
-    for ``mean_alternating`` (module docstring)."""
+    for ``mean_alternating`` and ten of a tenth of the series for ``mean_staircase`` (module docstring)."""
     seg = int(segment)
     length = 3 * seg
     rng = _rng(kind, length, seed)
@@ -297,6 +301,11 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
         half = seg // 2
         cps = list(range(half, length, half))[:5]
         x = rng.normal(size=length) + 2.0 * ((np.arange(length) // half) % 2 == 1)
+    elif kind == "mean_staircase":
+        step = length // 10
+        cps = list(range(step, length, step))
+        levels = np.r_[0.0, np.cumsum(2.0 * rng.choice([-1.0, 1.0], size=len(cps)))]
+        x = rng.normal(size=length) + np.repeat(levels, step)
     elif kind == "mean_ar":
         x = _ar1(rng, length, 0.5, sd=1.0 / np.sqrt(0.75)) + 2.0 * mid
     elif kind == "mean_smooth":

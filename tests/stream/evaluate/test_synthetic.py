@@ -146,6 +146,18 @@ def test_change_series_change_what_they_say_where_they_say():
     assert alt.change_points == [half, 2 * half, 3 * half, 4 * half, 5 * half] and alt.window == S.WINDOW
     means = [alt.x[a:a + half].mean() for a in range(0, 3 * seg, half)]
     assert np.allclose(means, [0, 2, 0, 2, 0, 2], atol=0.2)
+    stairs = S.change_series("mean_staircase", 0)
+    tenth = 3 * seg // 10
+    assert stairs.change_points == list(range(tenth, 3 * seg, tenth)) and stairs.window == S.WINDOW
+    levels = np.array([stairs.x[a:a + tenth].mean() for a in range(0, 3 * seg, tenth)])
+    assert levels[0] == pytest.approx(0.0, abs=0.3)
+    # every change moves the level by 2, up or down, and each segment is flat (unit noise about it)
+    assert np.allclose(np.abs(np.diff(levels)), 2.0, atol=0.35)
+    assert all(stairs.x[a:a + tenth].std() == pytest.approx(1.0, rel=0.2) for a in range(0, 3 * seg, tenth))
+    ups = [np.sign(np.diff(levels)) for levels in
+           ([S.change_series("mean_staircase", s).x[a:a + tenth].mean() for a in range(0, 3 * seg, tenth)]
+            for s in range(20))]
+    assert 0.35 < np.mean(np.concatenate(ups) > 0) < 0.65  # either way, about as often
 
 
 def test_offline_null_scorer_counts_series_with_any_change():
