@@ -119,9 +119,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "follows a schedule longer than its windows (a daily on/off cycle) to the split "
                              "profile with its recent cycles (the routed detector's opt-in with_history)")
     parser.add_argument("--smooth-steps", action="store_true",
-                        help="offline: look harder for level steps in smooth, persistent columns (detect's "
-                             "opt-in smooth_steps; more change points on series that switch between levels "
-                             "as their ordinary behaviour)")
+                        help="offline: look harder for level steps in smooth, persistent columns and in "
+                             "staircases (detect's opt-in smooth_steps; more change points on series that "
+                             "switch between levels as their ordinary behaviour)")
     parser.add_argument("--score-threshold", type=float, default=None, metavar="S",
                         help="with --detector anomaly: report rows whose anomaly score (in [0, 1]) reaches S "
                              "(default 0.5, a tail probability of 1e-5; larger reports fewer)")

@@ -223,6 +223,52 @@ def test_with_smooth_steps_a_second_step_is_taken_alone_beside_the_first(seed):
     assert sorted(remove_level_shifts(x, 5, 0.05, smooth_steps=True)[3][0]) == [500, 1000]
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_with_smooth_steps_a_single_step_masked_by_the_line_is_found(seed):
+    """One step of 3 sd in the middle of 300 samples: fitted across it, the line takes a slope of
+    about 2 and the AR model of the rest turns persistent, so by default no shift passes the gate.
+    With ``smooth_steps`` the unmasking step takes the one step alone, and the line beside it is
+    no longer significant."""
+    rng = np.random.default_rng(seed)
+    x = np.r_[rng.normal(0, 1, 150), rng.normal(3, 1, 150)][:, None]
+    _, slope, _, shifts = remove_level_shifts(x, 5, 0.025)
+    assert shifts == [[]] and slope[0] > 1.5
+    _, slope, _, shifts = remove_level_shifts(x, 5, 0.025, smooth_steps=True)
+    assert shifts == [[150]] and slope[0] == 0.0
+
+
+def _clean_staircase(seed):
+    """Ten flat segments of 150 samples, the level stepping up or down by 1 at each of nine
+    changes, in noise of sd 0.05 (each step 20 noise sd, as the change suite's ``mean_clean``)."""
+    rng = np.random.default_rng([seed, 77])
+    levels = np.r_[0.0, np.cumsum(rng.choice([-1.0, 1.0], 9))]
+    return np.repeat(levels, 150) + 0.05 * rng.normal(size=1500), list(range(150, 1500, 150))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_with_smooth_steps_a_staircase_loses_its_line(seed):
+    """Once steps explain a staircase's drift, the line leaves the search and every step is found
+    within a few samples. While the line stayed (before part 4 of ``smooth_steps``), it took the
+    net drift at seeds 0 and 3 (slopes -4.5 and -3.0), the residual ramped inside every flat
+    segment, and 4 and 3 of the 9 steps were found; ``detect`` then reported none."""
+    y, steps = _clean_staircase(seed)
+    _, slope, _, shifts = remove_level_shifts(y[:, None], 5, 0.05, smooth_steps=True)
+    assert slope[0] == 0.0 and len(shifts[0]) == len(steps)
+    assert all(any(abs(k - cp) <= 3 for k in shifts[0]) for cp in steps), sorted(shifts[0])
+
+
+def test_with_smooth_steps_a_trend_keeps_its_line():
+    """A line of 0.01 per sample in unit noise (the null suite's ``trend``) and a step beside it:
+    the line stays in the regression and the surrogates, with and without the step."""
+    t = np.arange(800)
+    rng = np.random.default_rng(4)
+    trend = 0.01 * t + rng.normal(size=800)
+    _, slope, _, shifts = remove_level_shifts(trend[:, None], 5, 0.05, smooth_steps=True)
+    assert shifts == [[]] and slope[0] == pytest.approx(4.0, abs=0.3)  # over t in [-1, 1]
+    _, slope, _, shifts = remove_level_shifts((trend + 3.0 * (t >= 500))[:, None], 5, 0.05, smooth_steps=True)
+    assert shifts == [[500]] and slope[0] == pytest.approx(4.0, abs=0.3)
+
+
 @pytest.mark.parametrize("t_len", [100, 200])
 def test_with_smooth_steps_unmasked_sets_must_beat_their_own_surrogates(t_len):
     """The same AR(0.9) series as the strict expected failure above: with the Monte-Carlo check
