@@ -19,7 +19,9 @@ FILE is a CSV, TSV or semicolon-separated file (separator found from its first l
 ``--delimiter``), a JSON-lines file (one object per line), or ``-`` for standard input; how it is read
 (header, blank lines, missing and bad cells, the time axis) is :mod:`ratiowatch.stream.commands.table`. By
 default every numeric column except the time axis is used (a multivariate series); ``--column NAME``
-(repeatable) selects columns. Missing values are carried forward (:mod:`ratiowatch.stream.series.preprocess`).
+(repeatable) selects columns. Offline, rows missing in every column are left out (change points stay
+rows of the file) and other missing values are carried forward (:mod:`ratiowatch.stream.detectors.offline`);
+with ``--streaming`` every missing value is carried forward (:mod:`ratiowatch.stream.series.preprocess`).
 
 Change points are data-row indices counted from 0 (header and blank lines not counted); the output
 also gives each one's line in the file and, when there is a time axis, its time. Alarm scores are in
@@ -210,8 +212,9 @@ def run(args) -> int:
             + ": the offline detector misses many level steps in such columns; --smooth-steps looks "
             "harder (and finds more change points where a column switches between levels as its "
             "ordinary behaviour)") if smooth else None
-    short_msg = (f"{len(x)} samples are too short for any detection: every split needs a few "
-                 f"subsequences of width {rep.config['width']} on each side") if too_short else None
+    count = "1 sample is" if len(x) == 1 else f"{len(x)} samples are"
+    short_msg = (f"{count} too short for any detection: every split needs a few subsequences of width "
+                 f"{rep.config['width']} on each side") if too_short else None
     if args.json:
         alarms = []
         for a in rep.alarms:

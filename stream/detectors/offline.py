@@ -3,7 +3,11 @@ calibrated stop test.
 
 ``detect(series)`` may look at the whole series (it is not causal):
 
-1. Missing values are carried forward, each channel is standardised, and the subsequence width
+1. Rows missing in every channel are left out (the change points are still rows of the input:
+   a change across a gap is placed at the first row after it); other missing values are carried
+   forward (back-filled at the start). A gap carried forward would be a run of one repeated
+   value, a pattern unlike any the series has, and it got change points at both ends (a gap of
+   100 rows in N(0, 1) noise: one at its start). Then each channel is standardised, and the subsequence width
    comes from the series' own autocorrelation (:func:`~ratiowatch.stream.series.width.subsequence_width`:
    a quarter of its period when it has a significant one, else 3 samples; at most T / 10).
 2. The split profile (:mod:`ratiowatch.core.split_profile`) scores every candidate split of the
@@ -57,7 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -220,6 +224,9 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     cfg = _config(params)
     raw = _as_rows(series)
     t_len = raw.shape[0]
+    rows = np.flatnonzero(~np.isnan(raw).all(axis=1))
+    if 0 < rows.size < t_len:  # rows missing in every channel are left out (module docstring, step 1)
+        return _on_rows(raw, rows, progress, params)
     x = _standardise(raw)
     m = x.shape[1]
     width, period = subsequence_width(x) if cfg["width"] is None else (min(int(cfg["width"]), t_len), 0)
@@ -278,6 +285,19 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     widths = [q.width for q in getattr(prof, "profiles", (prof,))]
     config = {**cfg, "width": width, "period": period, "stride": stride, "widths": widths}
     return Replay([al.change_index for al in alarms], alarms, scores, thresholds, config)
+
+
+def _on_rows(raw: np.ndarray, rows: np.ndarray, progress: Callable[[int, int], None] | None,
+             params: dict) -> Replay:
+    """The replay of ``raw[rows]``, its change points, alarms and traces put back on ``raw``'s rows
+    (traces NaN at the rows left out)."""
+    t_len = raw.shape[0]
+    inner = None if progress is None else (lambda done, total: progress(round(done * t_len / total), t_len))
+    rep = replay(raw[rows], progress=inner, **params)
+    scores, thresholds = np.full(t_len, np.nan), np.full(t_len, np.nan)
+    scores[rows], thresholds[rows] = rep.scores, rep.thresholds
+    alarms = [replace(a, change_index=int(rows[a.change_index]), alarm_index=t_len - 1) for a in rep.alarms]
+    return Replay([a.change_index for a in alarms], alarms, scores, thresholds, rep.config)
 
 
 def _passes(test: SplitTest, level: float, k: int, spending: bool) -> bool:

@@ -254,17 +254,36 @@ def test_a_change_of_one_channel_among_several_cycles_is_found(change):
         assert len(cps) == 1 and abs(cps[0] - 1000) <= 10, cps
 
 
-def test_missing_values_are_carried_forward():
+def test_a_missing_value_beside_an_observed_one_is_carried_forward():
     rng = np.random.default_rng(7)
-    y = np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)]
+    y = np.c_[np.r_[rng.normal(0, 1, 300), rng.normal(0, 4, 300)], rng.normal(size=600)]
     gappy = y.copy()
-    gappy[[0, 1, 50, 51, 400]] = np.nan
+    gappy[[0, 1, 50, 51, 400], 0] = np.nan  # the other channel is observed in these rows
     filled = y.copy()
-    filled[[0, 1]] = y[2]
-    filled[[50, 51]] = y[49]
-    filled[400] = y[399]
-    assert detect(gappy) == detect(filled)
-    assert detect(list(np.where(np.isnan(gappy), None, gappy).tolist())) == detect(filled)
+    filled[[0, 1], 0] = y[2, 0]
+    filled[[50, 51], 0] = y[49, 0]
+    filled[400, 0] = y[399, 0]
+    assert detect(gappy) == detect(filled) != []
+
+
+def test_rows_missing_in_every_channel_are_left_out():
+    """A gap carried forward is a run of one repeated value, unlike anything in the series: a gap
+    of 100 rows in N(0, 1) got a change point at its start, and 50 missing rows at the start one at
+    their end. Left out, the series is the observed rows, and a change across a gap is placed at
+    the first row after it."""
+    rng = np.random.default_rng(1)
+    y = np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 200)]
+    gappy = np.r_[y[:200], np.full(100, np.nan), y[200:]]  # the change at 300 of y is now at 400
+    rows = np.flatnonzero(~np.isnan(gappy))
+    assert detect(gappy) == [int(rows[c]) for c in detect(y)] == [400]
+    assert detect(list(np.where(np.isnan(gappy), None, gappy).tolist())) == [400]
+    quiet = rng.normal(size=400)
+    assert detect(np.r_[quiet[:200], np.full(100, np.nan), quiet[200:]]) == detect(quiet) == []
+    assert detect(np.r_[np.full(50, np.nan), quiet]) == [] and detect(np.r_[quiet, np.full(50, np.nan)]) == []
+    rep = replay(gappy)
+    assert rep.scores.shape == rep.thresholds.shape == (600,)
+    assert np.isnan(rep.scores[200:300]).all() and np.isfinite(rep.scores[300:600]).any()
+    assert rep.alarms[0].change_index == 400 and rep.alarms[0].alarm_index == 599
 
 
 @pytest.mark.parametrize("t_len", [1, 2, 5, 15, 16, 21, 40, 100])
