@@ -21,7 +21,8 @@ FILE is a CSV, TSV or semicolon-separated file (separator found from its first l
 default every numeric column except the time axis is used (a multivariate series); ``--column NAME``
 (repeatable) selects columns. Offline, rows missing in every column are left out (change points stay
 rows of the file) and other missing values are carried forward (:mod:`ratiowatch.stream.detectors.offline`);
-with ``--streaming`` every missing value is carried forward (:mod:`ratiowatch.stream.series.preprocess`).
+with ``--streaming`` a row with any missing value is left out, as the daemon leaves out a record it
+cannot read (:func:`replay_streaming`).
 
 Change points are data-row indices counted from 0 (header and blank lines not counted); the output
 also gives each one's line in the file and, when there is a time axis, its time. Alarm scores are in
@@ -44,6 +45,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -278,9 +280,11 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
     each with its defaults (the daemon's), and ``false_alarm_rate`` if given; ``level_view`` turns
     on the two-window detector's level view and ``robust_line`` its null line fitted with gross
     values clipped, and ``method`` chooses its estimator (``window`` and ``auto`` only), ``with_history`` the
-    routed detector's questions across changes (``auto`` only). Rows with NaN are
-    missing values (carried forward by the detector). ``progress(done, total)`` is called now and
-    then.
+    routed detector's questions across changes (``auto`` only). A row with a missing value (NaN)
+    is left out, as the daemon leaves out a record with a missing or non-finite value (its
+    dead-letter sink): the detector never sees it, the alarms' rows are rows of ``x``, and the
+    ratio is NaN there. Carried forward, a gap of 100 rows in N(0, 1) raised an alarm at each end.
+    ``progress(done, total)`` is called now and then.
 
     Examples
     --------
@@ -310,17 +314,24 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
     det = getattr(importlib.import_module(module), cls)(**params)
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
+    read = ~np.isnan(x).any(axis=1)  # the rows the daemon would read
+    rows = np.flatnonzero(read)
+
+    def at(i: int) -> int:  # the detector counts the rows it saw: back to a row of x
+        return int(rows[min(max(i, 0), rows.size - 1)])
+
     ratio = np.full(x.shape[0], np.nan)
     alarms = []
     every = max(1, x.shape[0] // 200)
     for t, row in enumerate(x):
-        alarm = det.step(row[0] if row.size == 1 else row)
-        if alarm is not None:
-            alarms.append(alarm)
-        if math.isfinite(det.threshold):
-            holder = det.detector if kind == "auto" else det  # auto: whichever detector holds the stream
-            ratio[t] = (holder.score_one(row) if hasattr(holder, "score_one")
-                        else _ratio(det.score, det.threshold))
+        if read[t]:
+            alarm = det.step(row[0] if row.size == 1 else row)
+            if alarm is not None:
+                alarms.append(replace(alarm, change_index=at(alarm.change_index), alarm_index=at(alarm.alarm_index)))
+            if math.isfinite(det.threshold):
+                holder = det.detector if kind == "auto" else det  # auto: whichever detector holds the stream
+                ratio[t] = (holder.score_one(row) if hasattr(holder, "score_one")
+                            else _ratio(det.score, det.threshold))
         if progress is not None and (t + 1) % every == 0:
             progress(t + 1, x.shape[0])
     if progress is not None:
