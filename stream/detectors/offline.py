@@ -6,9 +6,10 @@ calibrated stop test.
 1. Rows missing in every channel are left out (the change points are still rows of the input:
    a change across a gap is placed at the first row after it); other missing values are carried
    forward (back-filled at the start). A gap carried forward would be a run of one repeated
-   value, a pattern unlike any the series has, and it got change points at both ends (a gap of
-   100 rows in N(0, 1) noise: one at its start). Then each channel is standardised, and the subsequence width
-   comes from the series' own autocorrelation (:func:`~ratiowatch.stream.series.width.subsequence_width`:
+   value, a pattern unlike any the series has, and the profile found it: a gap of 100 rows in
+   N(0, 1) noise got a change point at its start, 50 missing rows at the start one at their end.
+   Then each channel is standardised, and the subsequence width comes from the series' own
+   autocorrelation (:func:`~ratiowatch.stream.series.width.subsequence_width`:
    a quarter of its period when it has a significant one, else 3 samples; at most T / 10).
 2. The split profile (:mod:`ratiowatch.core.split_profile`) scores every candidate split of the
    segment: the symmetric RuLSIF divergence between the subsequences before and after it, scaled
