@@ -118,6 +118,24 @@ def _median(x):
 MIN_SCALE = 1e4 * float(np.sqrt(np.finfo(np.float64).tiny))
 
 
+def data_scale(x: np.ndarray) -> float:
+    """The power of two nearest below the largest per-feature range of ``x`` (1.0 for constant data).
+
+    Dividing by a power of two is exact, so for data of ordinary magnitude every kernel value is
+    bit for bit what it would be unscaled; for data whose differences are tiny (1e-156) their
+    squares and ``sigma^2`` would underflow and every kernel value would be lost.
+
+    Examples
+    --------
+    >>> data_scale(np.array([[0.0], [3.0]])), data_scale(np.zeros((3, 2)))
+    (2.0, 1.0)
+    """
+    spread = float(np.max(np.ptp(x, axis=0))) if x.size else 0.0
+    if not (spread > 0.0 and np.isfinite(spread)):
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(spread)[1]) - 1))
+
+
 def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:
     """Median pairwise Euclidean distance (on at most ``max_points`` rows, chosen without replacement).
 

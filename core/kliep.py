@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from .kernels import gauss_kernel, median_distance
-from .sampling import canonical_order, check_folds, cv_folds, int_seed, pick_rows, set_rng
+from .kernels import data_scale, gauss_kernel, median_distance
+from .sampling import canonical_order, check_folds, check_n_folds, cv_folds, int_seed, pick_rows, set_rng
 from .selection import SIGMA_FACTORS
 from .validation import as_samples, check_pair, positive_grid
 
@@ -86,24 +86,6 @@ class KLIEPFit:
         x = as_samples(x, "x", dim=self.centres.shape[1])
         s = self.scale
         return gauss_kernel(x / s, self.centres / s, self.sigma / s) @ self.theta
-
-
-def data_scale(x: np.ndarray) -> float:
-    """The power of two nearest below the largest per-feature range of ``x`` (1.0 for constant data).
-
-    Dividing by a power of two is exact, so for data of ordinary magnitude every kernel value is
-    bit for bit what it would be unscaled; for data whose differences are tiny (1e-156) their
-    squares and ``sigma^2`` would underflow and every kernel value would be lost.
-
-    Examples
-    --------
-    >>> data_scale(np.array([[0.0], [3.0]])), data_scale(np.zeros((3, 2)))
-    (2.0, 1.0)
-    """
-    spread = float(np.max(np.ptp(x, axis=0))) if x.size else 0.0
-    if not (spread > 0.0 and np.isfinite(spread)):
-        return 1.0
-    return float(np.ldexp(1.0, int(np.frexp(spread)[1]) - 1))
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -310,6 +292,7 @@ def fit_kliep(
     if check_folds(folds) == "random":
         # work on the rows in canonical order: the result is then a function of the two sets, bit for bit
         x_nu, x_de = x_nu[canonical_order(x_nu)], x_de[canonical_order(x_de)]
+    n_folds = check_n_folds(n_folds)
     scale = data_scale(np.concatenate([x_nu, x_de]))  # fit in units where squares cannot underflow
     x_nu, x_de = x_nu / scale, x_de / scale
     if sigma is not None:

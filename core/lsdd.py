@@ -41,7 +41,8 @@ from numba import njit
 
 from .kernels import gauss_from_sq, gauss_kernel, sq_dist
 from .linalg import cholesky_inplace
-from .sampling import canonical_order, check_folds, cv_folds, int_seed, pick_rows, set_rng  # noqa: F401  (re-exported)
+from .sampling import (canonical_order, check_folds, check_n_folds, cv_folds, int_seed, pick_rows,  # noqa: F401
+                       set_rng)  # (re-exported)
 from .selection import lambda_grid, sigma_grid
 from .validation import as_samples, positive_grid
 
@@ -283,6 +284,7 @@ def fit_lsdd(
     if check_folds(folds) == "random":
         # work on the rows in canonical order: the result is then a function of the two sets, bit for bit
         x, x_prime = x[canonical_order(x)], x_prime[canonical_order(x_prime)]
+    n_folds = check_n_folds(n_folds)
     if sigma is None:
         factors = LSDD_SIGMA_FACTORS if sigma_factors is None else sigma_factors
         sigmas = sigma_grid(x, x_prime, factors=factors, seed=0)

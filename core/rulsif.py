@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import FLUSH_EXPONENT, gauss_from_sq, gauss_kernel, sq_dist
+from .kernels import FLUSH_EXPONENT, data_scale, gauss_from_sq, gauss_kernel, sq_dist
 from .linalg import FASTMATH, cholesky_solve, sym_tridiagonal, tridiagonal_solve_rows
 from .selection import choose_centres, lambda_grid, sigma_grid
 from .validation import check_alpha, check_pair, make_rng
@@ -50,6 +50,9 @@ class RatioFit:
         alpha-relative Pearson divergence estimate PE-hat_alpha (eq. 7 of Yamada et al.).
     loocv : float
         Leave-one-out score of the chosen (sigma, lam), NaN when both were given.
+    scale : float
+        Power of two the data were divided by for the fit (:func:`~ratiowatch.core.kernels.data_scale`);
+        ``ratio`` divides by it too, so tiny or huge values give the ratio of their rescaled copies.
     """
 
     alpha: float
@@ -59,13 +62,15 @@ class RatioFit:
     theta: np.ndarray
     pe: float
     loocv: float
+    scale: float = 1.0
 
     def ratio(self, x) -> np.ndarray:
         """The fitted ratio at the rows of ``x`` (shape (n,)); small values mean "unlike the numerator"."""
         from .validation import as_samples
 
         x = as_samples(x, "x", dim=self.centres.shape[1])
-        return gauss_kernel(x, self.centres, self.sigma) @ self.theta
+        s = self.scale
+        return gauss_kernel(x / s, self.centres / s, self.sigma / s) @ self.theta
 
 
 @njit(cache=True)
@@ -312,11 +317,17 @@ def fit_rulsif(
     if int(n_centres) < 1:
         raise ValueError(f"n_centres must be a positive integer; got {n_centres}")
     rng = make_rng(seed)
+    if sigma is not None and not (np.isfinite(float(sigma)) and float(sigma) > 0):
+        raise ValueError(f"sigma must be positive and finite; got {sigma}")
+    # fit in units where squared distances can neither underflow (differences of 1e-160) nor
+    # overflow (values of 1e300); a power of two changes no kernel value of ordinary data
+    scale = data_scale(np.concatenate([x_nu, x_de]))
+    x_nu, x_de = x_nu / scale, x_de / scale
     centres = x_nu[choose_centres(x_nu.shape[0], int(n_centres), rng)]
-    sigmas = sigma_grid(x_nu, x_de, factors=sigma_factors) if sigma is None else np.array([float(sigma)])
+    sigmas = sigma_grid(x_nu, x_de, factors=sigma_factors) if sigma is None else np.array([float(sigma) / scale])
     lams = lambda_grid(lambdas) if lam is None else np.array([float(lam)])
     if np.any(sigmas <= 0) or not np.all(np.isfinite(sigmas)):
-        raise ValueError(f"sigma must be positive and finite; got {sigmas.tolist()}")
+        raise ValueError(f"sigma must be positive and finite; got {(sigmas * scale).tolist()}")
     if np.any(lams <= 0) or not np.all(np.isfinite(lams)):
         raise ValueError(f"lam must be positive and finite; got {lams.tolist()}")
     best = np.nan
@@ -332,7 +343,8 @@ def fit_rulsif(
         sig, lam_ = float(sigmas[0]), float(lams[0])
     theta, pe = _final_fit(d_nu, d_de, sig, alpha, lam_, bool(clip))
     pe = float(pe)
-    return RatioFit(alpha=alpha, sigma=sig, lam=lam_, centres=centres, theta=theta, pe=pe, loocv=best)
+    return RatioFit(alpha=alpha, sigma=sig * scale, lam=lam_, centres=centres * scale, theta=theta, pe=pe,
+                    loocv=best, scale=scale)
 
 
 def fit_ulsif(x_nu, x_de, sigma: float | None = None, lam: float | None = None, **kwargs) -> RatioFit:

@@ -61,6 +61,19 @@ def check_folds(kind: str) -> str:
     return kind
 
 
+def check_n_folds(n_folds) -> int:
+    """Validate a number of cross-validation folds: an integer >= 2 (one fold to fit, one to score).
+
+    Examples
+    --------
+    >>> check_n_folds(5)
+    5
+    """
+    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or n_folds < 2:
+        raise ValueError(f"n_folds must be an integer >= 2 (one fold to fit, one to score); got {n_folds!r}")
+    return int(n_folds)
+
+
 def cv_folds(x: np.ndarray, n_folds: int, rng: np.random.Generator, kind: str = "random") -> np.ndarray:
     """Fold label in ``0..n_folds-1`` of every row, balanced.
 

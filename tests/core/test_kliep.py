@@ -202,3 +202,11 @@ def test_duplicated_or_constant_samples_never_give_nan(value, other, n, n_dup):
     assert np.isfinite(fit.kl)
     assert np.all(np.isfinite(fit.theta)) and np.all(fit.theta >= 0)
     assert np.all(np.isfinite(fit.ratio(np.array([[value], [other]]))))
+
+
+@pytest.mark.parametrize("n_folds", [1, 0, -1, 2.5, True])
+def test_fewer_than_two_folds_are_refused(n_folds):
+    # one fold leaves nothing to score (a silent fit); none gave a misleading error about sigma
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="n_folds must be an integer >= 2"):
+        fit_kliep(rng.normal(size=(30, 1)), rng.normal(size=(30, 1)), n_folds=n_folds)

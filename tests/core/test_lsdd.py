@@ -252,3 +252,12 @@ def test_duplicated_or_constant_samples_never_give_nan(value, other, n, n_dup):
     assert np.isfinite(fit.l2) and fit.l2 >= 0.0
     assert np.all(np.isfinite(fit.theta))
     assert np.all(np.isfinite(fit.difference(np.array([[value], [other]]))))
+
+
+@pytest.mark.parametrize("n_folds", [1, 0, -1, 2.5, True])
+def test_fewer_than_two_folds_are_refused(n_folds):
+    # one fold leaves nothing to score: every cross-validation score was NaN and the first grid
+    # point won silently
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="n_folds must be an integer >= 2"):
+        fit_lsdd(rng.normal(size=(30, 1)), rng.normal(size=(30, 1)), n_folds=n_folds)

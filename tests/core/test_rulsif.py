@@ -236,3 +236,34 @@ def test_default_grid_reuses_squared_kernels_exactly():
     grid = _loocv_grid(sq_dist(x_nu, x_nu), sq_dist(x_de, x_nu), sigmas, lams, 0.1, True)
     direct = np.array([loocv_scores(x_nu, x_de, x_nu, s, lams, 0.1) for s in sigmas])
     np.testing.assert_allclose(grid, direct, rtol=1e-9, atol=1e-13)
+
+
+@pytest.mark.parametrize("scale", [2.0 ** -520, 2.0 ** -300, 2.0 ** 300, 2.0 ** 500])
+@pytest.mark.parametrize("alpha", [0.0, 0.1])
+def test_the_fit_does_not_depend_on_the_units(scale, alpha):
+    # differences of 1e-160 square to zero and every kernel value was lost (the divergence of two
+    # clearly different sets came out 0); values of 1e300 overflowed. The fit works in units of a
+    # power of two near the data's range, so every such rescaling (exact in binary) gives one answer
+    rng = np.random.default_rng(4)
+    x_nu, x_de = rng.normal(size=(60, 2)), rng.normal(2.0, 1.0, size=(60, 2))
+    ref = fit_rulsif(x_nu, x_de, alpha=alpha)
+    fit = fit_rulsif(x_nu * scale, x_de * scale, alpha=alpha)
+    assert fit.pe == pytest.approx(ref.pe, rel=1e-12) and ref.pe > 0.5
+    assert fit.sigma == pytest.approx(ref.sigma * scale, rel=1e-12)
+    assert np.allclose(fit.ratio(x_de[:5] * scale), ref.ratio(x_de[:5]), rtol=1e-12, atol=0)
+    given = fit_rulsif(x_nu * scale, x_de * scale, alpha=alpha, sigma=ref.sigma * scale, lam=ref.lam)
+    assert given.pe == pytest.approx(ref.pe, rel=1e-12)
+
+
+def test_ordinary_data_are_fitted_bit_for_bit_as_without_the_rescaling(monkeypatch):
+    # a power of two divides exactly: the kernel values, and so the whole fit, are unchanged
+    import ratiowatch.core.rulsif as rulsif
+
+    rng = np.random.default_rng(5)
+    x_nu, x_de = 3.0 * rng.normal(size=(30, 2)), 3.0 * rng.normal(size=(30, 2))
+    fit = fit_rulsif(x_nu, x_de)
+    monkeypatch.setattr(rulsif, "data_scale", lambda x: 1.0)
+    plain = rulsif.fit_rulsif(x_nu, x_de)
+    assert fit.scale != 1.0 and plain.scale == 1.0
+    assert fit.sigma == plain.sigma and fit.pe == plain.pe and np.array_equal(fit.theta, plain.theta)
+    assert np.array_equal(fit.centres, plain.centres) and np.array_equal(fit.ratio(x_de), plain.ratio(x_de))
