@@ -3,11 +3,13 @@ calibrated stop test.
 
 ``detect(series)`` may look at the whole series (it is not causal):
 
-1. Rows missing in every channel are left out (the change points are still rows of the input:
-   a change across a gap is placed at the first row after it); other missing values are carried
-   forward (back-filled at the start). A gap carried forward would be a run of one repeated
-   value, a pattern unlike any the series has, and the profile found it: a gap of 100 rows in
-   N(0, 1) noise got a change point at its start, 50 missing rows at the start one at their end.
+1. Rows with a missing value are left out (the change points are still rows of the input: a
+   change across a gap is placed at the first row after it), as the daemon leaves such records
+   out. A gap carried forward would be a run of one repeated value, a pattern unlike any the
+   series has, and the profile found it: a gap of 100 rows in N(0, 1) noise got a change point
+   at its start, 50 missing rows at the start one at their end, and a gap of 60 rows in one of
+   two channels change points at both its ends. A series in which no row has every channel is
+   an error; a series with no value at all has no change point.
    Then each channel is standardised, and the subsequence width comes from the series' own
    autocorrelation (:func:`~ratiowatch.stream.series.width.subsequence_width`:
    a quarter of its period when it has a significant one, else 3 samples; at most T / 10).
@@ -92,6 +94,10 @@ class Replay:
     config: dict = field(default_factory=dict)
 
 
+#: smallest ``false_alarm_rate``: the stop test's Monte-Carlo rank test draws ``2 / rate - 1``
+#: surrogates per split (1,999 at 0.001: about 15 s for 400 samples; 1e-4 would take minutes)
+MIN_FALSE_ALARM_RATE = 1e-3
+
 #: The one default configuration. The constants follow from the method (see the modules):
 #: alpha = 0.1 and a sharp kernel (0.5 x median distance) with a small ridge (1e-3) keep the
 #: profile peaked; 32 centres per view; 200 grid splits then a refinement; AR surrogates of order
@@ -142,8 +148,11 @@ def _config(params: dict) -> dict:
         raise ValueError(f"offline detect supports method in {METHODS} (the split profile is a RuLSIF fit); got {method!r}")
     if method == "ulsif":
         cfg["alpha"] = 0.0
-    if not 0.0 < float(cfg["false_alarm_rate"]) < 1.0:
-        raise ValueError(f"false_alarm_rate must be in (0, 1), e.g. 0.05; got {cfg['false_alarm_rate']}")
+    if not MIN_FALSE_ALARM_RATE <= float(cfg["false_alarm_rate"]) < 1.0:
+        raise ValueError(f"false_alarm_rate must be in [{MIN_FALSE_ALARM_RATE}, 1), e.g. 0.05; got "
+                         f"{cfg['false_alarm_rate']} (it is the chance that a change-free series gets any "
+                         "change point, not a rate per sample; the exact test draws 2 / rate surrogates "
+                         "per split, so a smaller rate takes minutes per series)")
     if cfg["width"] is not None and int(cfg["width"]) < 1:
         raise ValueError(f"width must be >= 1 or None (from the data); got {cfg['width']}")
     if cfg["widths"] not in WIDTHS:
@@ -225,8 +234,11 @@ def replay(series, progress: Callable[[int, int], None] | None = None, **params)
     cfg = _config(params)
     raw = _as_rows(series)
     t_len = raw.shape[0]
-    rows = np.flatnonzero(~np.isnan(raw).all(axis=1))
-    if 0 < rows.size < t_len:  # rows missing in every channel are left out (module docstring, step 1)
+    rows = np.flatnonzero(~np.isnan(raw).any(axis=1))
+    if rows.size == 0 and not np.isnan(raw).all():
+        raise ValueError(f"no row has a value in every one of the {raw.shape[1]} channels; detect the "
+                         "channels one at a time, or fill their gaps first (e.g. by interpolation)")
+    if 0 < rows.size < t_len:  # rows with a missing value are left out (module docstring, step 1)
         return _on_rows(raw, rows, progress, params)
     x = _standardise(raw)
     m = x.shape[1]
@@ -313,7 +325,8 @@ def detect(series, **params) -> list[int]:
     Parameters (all optional; the defaults are the one configuration used for every series)
     ----------
     false_alarm_rate : float
-        Chance that a change-free series gets any change point (the stop test's level); 0.05.
+        Chance that a change-free series gets any change point (the stop test's level); 0.05. At
+        least 0.001: the test's cost grows as its inverse.
     width : int or None
         Subsequence width; None (default) chooses it from the data.
     widths : {"both", "quarter", "period"}

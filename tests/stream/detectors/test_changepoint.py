@@ -117,6 +117,29 @@ def test_missing_values_follow_the_documented_policy():
     assert r1.change_points == [int(observed[c]) for c in r2.change_points]
 
 
+def test_a_gap_in_one_channel_leaves_its_rows_out_and_adds_no_change_point():
+    # carried forward, 60 missing rows of one of two channels were a flat run: change-free noise
+    # got change points at the gap's ends (16 over these ten series)
+    for seed in range(10):
+        x = np.random.default_rng(seed).normal(size=(600, 2))
+        x[200:260, 0] = np.nan
+        assert detect(x) == []
+    x = np.random.default_rng(0).normal(size=(600, 2))
+    x[300:, 1] += 3.0
+    x[100:160, 0] = np.nan
+    observed = np.r_[0:100, 160:600]
+    r1, r2 = replay(x), replay(x[observed])
+    assert np.isnan(r1.scores[100:160]).all() and r1.change_points == [int(observed[c]) for c in r2.change_points]
+    assert len(r1.change_points) == 1 and abs(r1.change_points[0] - 300) <= 5
+
+
+def test_a_series_whose_rows_never_hold_every_channel_is_an_error():
+    x = np.c_[[1.0, np.nan] * 50, [np.nan, 1.0] * 50]
+    with pytest.raises(ValueError, match="no row has a value in every one of the 2 channels"):
+        detect(x)
+    assert detect(np.full((50, 2), np.nan)) == []
+
+
 @pytest.mark.filterwarnings("error")
 def test_the_scale_of_the_values_does_not_matter_up_to_1e300():
     # the detector scales its input; squaring raw values near 1e300 overflowed (with warnings) first

@@ -310,6 +310,10 @@ def test_bad_arguments_raise():
         detect(np.zeros(50), n=20)
     with pytest.raises(ValueError):
         detect(np.zeros(50), false_alarm_rate=0.0)
+    # the exact test draws 2 / rate surrogates per split: 1e-4 (the streaming detectors' rate per
+    # sample) took minutes on 600 rows, 1e-12 never finished
+    with pytest.raises(ValueError, match=r"in \[0.001, 1\).*not a rate per sample"):
+        detect(np.zeros(50), false_alarm_rate=1e-4)
     with pytest.raises(ValueError):
         detect(np.zeros(50), method="kliep")
     with pytest.raises(ValueError):
