@@ -19,10 +19,11 @@ FILE is a CSV, TSV or semicolon-separated file (separator found from its first l
 ``--delimiter``), a JSON-lines file (one object per line), or ``-`` for standard input; how it is read
 (header, blank lines, missing and bad cells, the time axis) is :mod:`ratiowatch.stream.commands.table`. By
 default every numeric column except the time axis is used (a multivariate series); ``--column NAME``
-(repeatable) selects columns. Offline, rows missing in every column are left out (change points stay
-rows of the file) and other missing values are carried forward (:mod:`ratiowatch.stream.detectors.offline`);
-with ``--streaming`` a row with any missing value is left out, as the daemon leaves out a record it
-cannot read (:func:`replay_streaming`).
+(repeatable) selects columns. A row with any missing value is left out, offline
+(:mod:`ratiowatch.stream.detectors.offline`; change points stay rows of the file) and with
+``--streaming`` (:func:`replay_streaming`), as the daemon leaves out a record it cannot read; the
+output says how many rows that was and which columns were missing (``rows_left_out`` in
+``--json``).
 
 Change points are data-row indices counted from 0 (header and blank lines not counted); the output
 also gives each one's line in the file and, when there is a time axis, its time. Alarm scores are in
@@ -209,11 +210,12 @@ def run(args) -> int:
     times = [table.time_values[c] for c in cps] if table.time_values is not None else None
     too_short = not np.isfinite(rep.scores).any()
     # level steps in a smooth column are often missed by default (docs/experiments.md, X)
-    smooth = {} if too_short or smooth_steps else smooth_columns(x, names)
+    smooth = {} if too_short or smooth_steps else smooth_columns(x, names, cps)
     hint = (", ".join(f"{n!r} is smooth (lag-1 autocorrelation {r:.2f})" for n, r in smooth.items())
             + ": the offline detector misses many level steps in such columns; --smooth-steps looks "
             "harder (and finds more change points where a column switches between levels as its "
             "ordinary behaviour)") if smooth else None
+    gone = left_out(x, names)
     count = "1 sample is" if len(x) == 1 else f"{len(x)} samples are"
     short_msg = (f"{count} too short for any detection: every split needs a few subsequences of width "
                  f"{rep.config['width']} on each side") if too_short else None
@@ -229,7 +231,8 @@ def run(args) -> int:
                **({"change_point_times": times} if times is not None else {}),
                "index": INDEX_CONVENTION, "alarms": alarms, "score_units": SCORE_UNITS,
                **({"too_short": short_msg} if too_short else {}),
-               **({"smooth_columns": smooth} if smooth else {}), "config": rep.config}
+               **({"smooth_columns": smooth} if smooth else {}),
+               **({"rows_left_out": gone} if gone else {}), "config": rep.config}
         print(json.dumps(out, indent=2))
     else:
         print(_header(table))
@@ -239,10 +242,9 @@ def run(args) -> int:
             where = [f"{c} (line {ln}" + (f", {table.time_name} {t})" if times is not None else ")")
                      for c, ln, t in zip(cps, lines, times if times is not None else [None] * len(cps))]
             print("change points (data row from 0):", ", ".join(where) if where else "(none)")
-    if too_short:
-        print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
-    if hint:
-        print(f"ratiowatch detect: {hint}", file=sys.stderr)
+    for note in (short_msg if too_short else None, left_out_note(gone, len(x)), hint):
+        if note:
+            print(f"ratiowatch detect: {note}", file=sys.stderr)
     return _plot(args, table, rep.scores, rep.thresholds, cps)
 
 
@@ -379,10 +381,40 @@ def replay_anomalies(x: np.ndarray, score_threshold: float | None = None, progre
     return found, scores
 
 
-def smooth_columns(x: np.ndarray, names: list[str]) -> dict[str, float]:
-    """Columns without a clear period whose lag-1 autocorrelation exceeds the streaming detector's
+def left_out(x: np.ndarray, names: list[str]) -> dict | None:
+    """Rows of ``x`` that the detectors leave out (a value missing in some column): ``{"rows": count,
+    "by_column": {name: missing values}}``, or None when every row is complete.
+
+    Examples
+    --------
+    >>> left_out(np.array([[1.0, np.nan], [2.0, 3.0], [np.nan, np.nan]]), ["a", "b"])
+    {'rows': 2, 'by_column': {'a': 1, 'b': 2}}
+    """
+    missing = np.isnan(x)
+    rows = int(missing.any(axis=1).sum())
+    if not rows:
+        return None
+    return {"rows": rows, "by_column": {n: int(c) for n, c in zip(names, missing.sum(axis=0)) if c}}
+
+
+def left_out_note(gone: dict | None, total: int) -> str | None:
+    """The note that says which rows were left out, and why."""
+    if gone is None:
+        return None
+    cols = ", ".join(f"{n!r} in {c}" for n, c in gone["by_column"].items())
+    return (f"{gone['rows']} of {total} rows were left out: a value was missing ({cols}); the detectors read "
+            "rows with a value in every column, as the daemon does (select columns with --column, or fill "
+            "the gaps, to keep more rows)")
+
+
+def smooth_columns(x: np.ndarray, names: list[str], change_points=()) -> dict[str, float]:
+    """Columns without a clear period whose lag-1 autocorrelation within the segments between
+    ``change_points`` (each segment about its own mean) exceeds the streaming detector's
     differencing bound (:data:`~ratiowatch.stream.detectors.changepoint.AUTO_DIFF_ACF`, 0.8) ->
     that autocorrelation, rounded to 3 digits.
+
+    About one mean, a found level step alone makes noise look smooth (N(0, 1) with a step of 4 sd
+    in the middle: 0.82); about each segment's mean it is the noise's own, about 0.
 
     Examples
     --------
@@ -390,13 +422,22 @@ def smooth_columns(x: np.ndarray, names: list[str]) -> dict[str, float]:
     >>> walk, noise = rng.normal(size=500).cumsum(), rng.normal(size=500)
     >>> smooth_columns(np.c_[walk, noise, np.sin(np.arange(500) / 4.0)], ["walk", "noise", "cycle"])
     {'walk': 0.991}
+    >>> step = noise + 4.0 * (np.arange(500) >= 250)
+    >>> smooth_columns(step[:, None], ["step"]), smooth_columns(step[:, None], ["step"], [250])
+    ({'step': 0.817}, {})
     """
     from ratiowatch.stream.detectors.changepoint import AUTO_DIFF_ACF
     from ratiowatch.stream.series.period import autocorrelation
 
+    segment = np.searchsorted(np.asarray(sorted(change_points), dtype=np.int64), np.arange(x.shape[0]),
+                              side="right")
     out = {}
     for j, name in enumerate(names):
-        v = x[:, j][np.isfinite(x[:, j])]
+        seen = np.isfinite(x[:, j])
+        v, seg = x[:, j][seen], segment[seen]
+        if v.size and np.ptp(seg) > 0:
+            means = np.bincount(seg, weights=v) / np.maximum(np.bincount(seg), 1)
+            v = v - means[seg] + v.mean()  # each segment about its own mean (the overall mean kept)
         if v.size < 3 or not np.ptp(v) > 0:
             continue
         r = float(autocorrelation(v - v.mean(), 2, magnitude=float(np.abs(v).max()))[1])
@@ -451,9 +492,11 @@ def _run_streaming(args, table) -> int:
     hint = (", ".join(f"{n!r} repeats every {p} rows" for n, p in periods.items())
             + ": the window detector does not see a change of shape or frequency inside a cycle; "
             "--detector auto (the default, the daemon's kind = \"auto\") or split_profile does") if periods else None
+    gone = left_out(x, names)
+    read = len(x) - (gone["rows"] if gone else 0)
     short_msg = None if tested or alarms else (
         f"no row was tested: the {kind} detector calibrates its threshold on the first few dozen rows "
-        f"and had none yet after {len(x)}")
+        f"and had none yet after {read}" + (f" (of {len(x)}; the others had a missing value)" if gone else ""))
 
     def where(i: int) -> dict:
         c = min(max(i, 0), len(x) - 1)
@@ -470,6 +513,7 @@ def _run_streaming(args, table) -> int:
                            "alarm": where(a.alarm_index)} for a in alarms],
                "index": INDEX_CONVENTION, "score_units": STREAMING_SCORE_UNITS,
                "rows_tested": tested, **({"too_short": short_msg} if short_msg else {}),
+               **({"rows_left_out": gone} if gone else {}),
                **({"periods": periods} if kind == "window" else {})}
         print(json.dumps(out, indent=2))
     else:
@@ -484,10 +528,9 @@ def _run_streaming(args, table) -> int:
             at = (f", {table.time_name} {c['time']}" if "time" in c else "")
             print(f"alarm at row {a.alarm_index} (line {r['line']}): change at row {a.change_index} "
                   f"(line {c['line']}{at}), delay {a.delay}")
-    if short_msg:
-        print(f"ratiowatch detect: {short_msg}", file=sys.stderr)
-    if hint:
-        print(f"ratiowatch detect: {hint}", file=sys.stderr)
+    for note in (short_msg, left_out_note(gone, len(x)), hint):
+        if note:
+            print(f"ratiowatch detect: {note}", file=sys.stderr)
     return _plot(args, table, ratio, np.ones(len(x)), cps, f" (streaming, {kind})", "score / threshold")
 
 

@@ -273,6 +273,32 @@ def test_with_history_quiets_a_daily_schedule(tmp_path):
     assert len(plain["alarms"]) > 10 and len(quiet["alarms"]) < len(plain["alarms"]) / 2
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_rows_left_out_for_a_missing_value_are_counted_by_column(tmp_path, streaming):
+    # a column read every tenth row leaves out nine rows in ten: the output says so, and where
+    rows = [(t, cpu, mem if t % 10 == 0 else "") for t, cpu, mem in jump_rows(600, 300)]
+    p = write(tmp_path / "mixed.csv", rows)
+    proc = cli("detect", p, "--json", *(["--streaming"] if streaming else []))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["rows_left_out"] == {"rows": 540, "by_column": {"mem": 540}}
+    assert "540 of 600 rows were left out: a value was missing ('mem' in 540)" in proc.stderr
+    full = cli("detect", write(tmp_path / "full.csv", jump_rows(600, 300)), "--json")
+    assert "rows_left_out" not in json.loads(full.stdout) and "left out" not in full.stderr
+
+
+def test_noise_with_a_found_step_is_not_called_smooth(tmp_path):
+    # about one mean the step alone gives a lag-1 autocorrelation of 0.9; about each segment's mean
+    # it is the noise's own, and the note about missed level steps would mislead
+    x = np.random.default_rng(2).normal(size=600) + np.where(np.arange(600) >= 300, 6.0, 0.0)
+    p = write(tmp_path / "step.csv", [(i, repr(float(v))) for i, v in enumerate(x)], header="time,level")
+    proc = cli("detect", p, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert len(out["change_points"]) == 1 and abs(out["change_points"][0] - 300) <= 5
+    assert "smooth_columns" not in out and "is smooth" not in proc.stderr
+
+
 def test_smooth_steps_finds_both_steps_of_a_smooth_column_offline(tmp_path):
     """The change suite's mean_smooth at seed 1 (AR(1) at 0.9, steps at 500 and 1,000): the offline
     detector finds neither by default and both with --smooth-steps; not a streaming option."""
