@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.seed < 0:  # numpy's generators take no negative seed
+        print(f"ratiowatch demo: --seed must be an integer >= 0, e.g. 0; got {args.seed}", file=sys.stderr)
+        return 2
     if not args.no_plot:
         from ratiowatch.stream.commands.plot import plot_path_problem
 
@@ -78,19 +81,27 @@ def run(args) -> int:
                       flush=True)
     elapsed = time.perf_counter() - t0
     detected = [a.change_index for a in alarms]
+    plotted, failure = False, None
     if not args.no_plot:
         from ratiowatch.stream.commands.plot import plot_detection
 
-        plot_detection(args.out, x, scores, thr, detected, truth, title="ratiowatch demo",
-                       columns=["mean jump", "variance", "correlated"],
-                       score_label="change score / threshold (kernel, correlation and channel views)")
+        try:
+            plot_detection(args.out, x, scores, thr, detected, truth, title="ratiowatch demo",
+                           columns=["mean jump", "variance", "correlated"],
+                           score_label="change score / threshold (kernel, correlation and channel views)")
+            plotted = True
+        except OSError as exc:  # the checks before the run cannot foresee every failure of the write itself
+            failure = f"ratiowatch demo: could not write the plot {args.out}: {exc.strerror or exc}"
     if quiet:
         print(json.dumps({"true": truth, "alarms": [a.to_dict() for a in alarms], "seconds": elapsed,
-                          "plot": None if args.no_plot else str(args.out)}, indent=2))
+                          "plot": str(args.out) if plotted else None}, indent=2))
     else:
         print(f"done in {elapsed:.1f}s: detected {detected}, true {truth}")
-        if not args.no_plot:
+        if plotted:
             print(f"plot written to {args.out}")
+    if failure:  # after the results: the run itself succeeded
+        print(failure, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -11,7 +11,9 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +42,26 @@ def plot_formats() -> set[str]:
         plt.close(fig)
 
 
+class PlotWriteError(OSError):
+    """A plot the backend could not write (e.g. ``.pgf`` without LaTeX). An ``OSError``, so a caller
+    that reports a failed write of the file reports this the same way; the message says what to do."""
+
+
+def _latex_problem(fmt: str) -> str | None:
+    """Why matplotlib cannot write ``fmt`` on this machine for want of LaTeX (None: it can)."""
+    if fmt != "pgf":
+        return None
+    import shutil
+
+    import matplotlib
+
+    tex = matplotlib.rcParams["pgf.texsystem"]
+    if shutil.which(tex) is None:
+        return (f"the .pgf format needs LaTeX ({tex}), which is not installed; install a TeX distribution "
+                "or choose .pdf or .svg")
+    return None
+
+
 def plot_path_problem(path) -> str | None:
     """Why ``path`` cannot take a plot, in one line that says what to do (None: it can).
 
@@ -65,6 +87,15 @@ def plot_path_problem(path) -> str | None:
             return f"{path} is a directory; give a file name such as {path / 'plot.png'}"
     except OSError as exc:  # e.g. a name too long for the file system
         return f"{path}: {exc.strerror or exc}; choose another path"
+    try:
+        # os.access says yes to root everywhere, /proc included: only creating a file tells
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        return f"{path}: cannot create a file in {parent} ({exc.strerror or exc}); choose another path"
+    latex = _latex_problem(ext)
+    if latex:
+        return f"{path}: {latex}"
     return None
 
 
@@ -73,7 +104,11 @@ def plot_detection(path, series, scores, thresholds, detected: Sequence[int], tr
                    height: float = 5.0, dpi: int = 100, score_label: str = "change score") -> str:
     """Two panels: the series with true (dashed green) and detected (red) change points, and the
     change score with its threshold. Writes ``width x height`` inches at ``dpi`` in the format of
-    the path's extension (``.png``, ``.svg``, ``.pdf``, ... see :func:`plot_formats`)."""
+    the path's extension (``.png``, ``.svg``, ``.pdf``, ... see :func:`plot_formats`).
+
+    A file that cannot be written raises ``OSError``: the system's own, or :class:`PlotWriteError`
+    when the backend fails (e.g. ``.pgf`` without LaTeX), saying why; no partly written new file is
+    left behind."""
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in plot_formats():
         raise ValueError(f"{path}: unknown image format {Path(path).suffix or '(no extension)'}; "
@@ -104,6 +139,17 @@ def plot_detection(path, series, scores, thresholds, detected: Sequence[int], tr
     ax2.set_xlabel("sample index")
     fig.tight_layout()
     path = str(path)
-    fig.savefig(path, format=fmt, dpi=dpi)
-    plt.close(fig)
+    existed = os.path.lexists(path)
+    try:
+        fig.savefig(path, format=fmt, dpi=dpi)
+    except (OSError, RuntimeError) as exc:
+        if not existed:  # the backend may have opened the file before failing: leave no broken plot behind
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        if isinstance(exc, OSError):
+            raise
+        # a backend's own failure, e.g. pgf without LaTeX
+        raise PlotWriteError(_latex_problem(fmt) or str(exc)) from exc
+    finally:
+        plt.close(fig)
     return path

@@ -2,6 +2,7 @@
 
 import json
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +111,96 @@ def test_detect_false_alarm_rate_sets_the_sensitivity(tmp_path, capsys):
     assert any(abs(c - 300) <= 5 for c in res["change_points"])
     assert main(["detect", str(path), "--false-alarm-rate", "2"]) == 2
     assert "--false-alarm-rate must be in (0, 1)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ errors of demo and of writing plots
+def one_line(err):
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_a_negative_seed_is_refused_with_a_one_line_error(capsys):
+    assert main(["demo", "--seed", "-1", "--no-plot"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "--seed must be an integer >= 0" in one_line(captured.err)
+
+
+@pytest.mark.parametrize("where", ["missing directory", "a directory", "unknown extension", "/proc"])
+def test_demo_refuses_a_plot_path_it_cannot_write_before_streaming(tmp_path, capsys, where):
+    pytest.importorskip("matplotlib")
+    if where == "/proc" and not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    out = {"missing directory": tmp_path / "nope" / "d.png", "a directory": tmp_path / "d.png",
+           "unknown extension": tmp_path / "d.xyz", "/proc": Path("/proc/d.png")}[where]
+    if where == "a directory":
+        out.mkdir()
+    assert main(["demo", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing streamed
+    line = one_line(captured.err)
+    assert line.startswith(f"ratiowatch demo: --out {out}") and "--no-plot" in line
+
+
+def test_demo_prints_its_results_then_reports_a_plot_it_could_not_write(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    # passes the checks made before streaming (known format, writable folder), fails at writing:
+    # the name is a link into a folder that does not exist
+    out = tmp_path / "out.png"
+    out.symlink_to("/nonexistent/dir/out.png")
+    assert main(["demo", "--out", str(out), "--json"]) == 1
+    captured = capsys.readouterr()
+    res = json.loads(captured.out)
+    assert res["alarms"] and res["plot"] is None
+    assert f"could not write the plot {out}: No such file or directory" in one_line(captured.err)
+
+
+@pytest.fixture
+def no_latex(tmp_path, monkeypatch):
+    """A PATH on which no LaTeX is found, whatever this machine has installed."""
+    pytest.importorskip("matplotlib")
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_a_pgf_plot_without_latex_is_refused_before_computing(tmp_path, capsys, no_latex):
+    path = tmp_path / "s.csv"
+    _write_csv(path, np.arange(40.0))
+    for command in (["demo", "--out"], ["detect", str(path), "--plot"]):
+        assert main([*command, str(tmp_path / "p.pgf")]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "p.pgf: the .pgf format needs LaTeX" in one_line(captured.err)
+        assert not (tmp_path / "p.pgf").exists()
+
+
+def test_a_backend_failure_at_save_time_is_an_oserror_that_names_the_cause(tmp_path, no_latex):
+    from ratiowatch.stream.commands.plot import PlotWriteError, plot_detection
+
+    out = tmp_path / "p.pgf"
+    with pytest.raises(PlotWriteError, match="the .pgf format needs LaTeX") as info:
+        plot_detection(out, np.zeros(10), np.zeros(10), np.ones(10), [])
+    assert isinstance(info.value, OSError)  # callers that handle a failed write handle this too
+    assert not out.exists()  # no empty file left behind
+
+
+def test_detect_prints_its_results_then_reports_a_backend_failure_of_its_plot(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    def broken_backend(self, *args, **kwargs):
+        raise RuntimeError("the backend broke")
+
+    monkeypatch.setattr(Figure, "savefig", broken_backend)
+    path = tmp_path / "s.csv"
+    _write_csv(path, np.random.default_rng(0).normal(size=200), extra_text=False)
+    out = tmp_path / "d.png"
+    assert main(["detect", str(path), "--column", "value", "--json", "--plot", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["columns"] == ["value"]
+    assert "Traceback" not in captured.err  # detect's notes on the columns it read come first
+    last = captured.err.strip().splitlines()[-1]
+    assert last == f"ratiowatch detect: could not write the plot {out}: the backend broke"
