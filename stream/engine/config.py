@@ -325,23 +325,93 @@ def _validate_table(section: str, opts: list[Opt], table: Any, errors: list[str]
     return out
 
 
-def detector_parameters(kind: str = "window") -> tuple[str, ...]:
-    """Keyword arguments the detector ``kind`` accepts, read from its source (no numerics imported)."""
+def _init_args(kind: str) -> list:
+    """The ``__init__`` arguments (``ast.arg``, self left out) of the detector ``kind``, read from its source."""
     import ast
     import importlib.util
 
     module, cls = DETECTOR_KINDS[kind]
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:  # pragma: no cover - broken install
-        return ()
+        return []
     tree = ast.parse(Path(spec.origin).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for f in node.body:
                 if isinstance(f, ast.FunctionDef) and f.name == "__init__":
                     a = f.args
-                    return tuple(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg != "self")
-    return ()  # pragma: no cover
+                    return [x for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg != "self"]
+    return []  # pragma: no cover
+
+
+def detector_parameters(kind: str = "window") -> tuple[str, ...]:
+    """Keyword arguments the detector ``kind`` accepts, read from its source (no numerics imported)."""
+    return tuple(x.arg for x in _init_args(kind))
+
+
+#: annotations of detector arguments that a TOML value can be checked against, as said in an error
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+
+
+def detector_parameter_types(kind: str = "window") -> dict[str, tuple[str, ...]]:
+    """The scalar types (``int``, ``float``, ``bool``, ``str``) each keyword argument of the detector
+    ``kind`` takes, from its annotation; arguments annotated otherwise (tables, unannotated) are left out.
+
+    >>> detector_parameter_types("auto")["with_history"], detector_parameter_types("window")["difference"]
+    (('bool',), ('bool', 'str'))
+    """
+    import ast
+
+    out: dict[str, tuple[str, ...]] = {}
+    for x in _init_args(kind):
+        if x.annotation is None:
+            continue
+        parts = tuple(p.strip() for p in ast.unparse(x.annotation).split("|"))
+        types = tuple(p for p in parts if p != "None")  # TOML has no null: None is never given
+        if types and all(t in _TYPE_WORDS for t in types):
+            out[x.arg] = types
+    return out
+
+
+def _describe(value: Any) -> str:
+    """A TOML value as an error message quotes it, with its type."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, dict):
+        return f"a table {_toml(value)}"
+    if isinstance(value, list):
+        return f"a list {_toml(value)}"
+    return f"{type(value).__name__} {value}"  # TOML dates and times
+
+
+def _option_type_problem(value: Any, types: tuple[str, ...]) -> str | None:
+    """Why ``value`` is not of one of ``types`` (see :func:`detector_parameter_types`), or None.
+
+    The detectors do not check types themselves: a string where a bool is expected is simply true,
+    and a string where a number is expected fails deep inside with a message that names no key.
+    """
+    def fits(t: str) -> bool:
+        if t == "bool":
+            return isinstance(value, bool)
+        if isinstance(value, bool):  # a bool is an int to Python, not to a config
+            return False
+        return isinstance(value, {"int": int, "float": (int, float), "str": str}[t])
+
+    if any(fits(t) for t in types):
+        return None
+    return f"must be {', or '.join(_TYPE_WORDS[t] for t in types)}; got {_describe(value)}"
+
+
+def _check_option_types(where: str, kind: str, options: dict[str, Any], errors: list[str]) -> None:
+    types = detector_parameter_types(kind)
+    for name, value in options.items():
+        why = _option_type_problem(value, types[name]) if name in types else None
+        if why:
+            errors.append(f"{where}.{name}: {why}")
 
 
 def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
@@ -411,6 +481,7 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
                 if name not in known:
                     errors.append(f"detector.options.{part}.{name}: unknown option; {DETECTOR_KINDS[sub][1]} takes "
                                   f"{sorted(known)} (false_alarm_rate and seed are set once, for both detectors)")
+            _check_option_types(f"detector.options.{part}", sub, opts, errors)
     if isinstance(det["options"], dict) and det["options"]:
         params = set(detector_parameters(kind))
         # options set directly in [detector], so not listed as options
@@ -419,6 +490,7 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
             if params and name not in params:
                 errors.append(f"detector.options.{name}: unknown detector option; {DETECTOR_KINDS[kind][1]} takes "
                               f"{sorted(params - direct)}")
+        _check_option_types("detector.options", kind, det["options"], errors)
     flds = out["fields"]
     if not flds["values"]:
         errors.append("fields.values: needs at least one value field name")
@@ -450,6 +522,9 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
 def load_config(path: str | Path) -> Config:
     """Read and validate a TOML config file."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {str(path)!r} is a directory, not a TOML file; pass the path of a TOML "
+                         "config file in it")
     if not path.is_file():
         raise ValueError(f"config file {str(path)!r} does not exist; pass the path of a TOML config")
     try:

@@ -54,6 +54,41 @@ def test_validate_reports_a_bad_setting_of_the_routed_detectors_split_profile(tm
     assert "detector: grid must be an integer >= 1" in capsys.readouterr().err
 
 
+def test_validate_says_a_directory_is_not_a_toml_file(tmp_path, capsys):
+    assert main(["validate", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is a directory, not a TOML file" in err and "does not exist" not in err
+
+
+@pytest.mark.parametrize("detector, says", [
+    ('options = { with_history = "yes" }', "detector.options.with_history: must be true or false; got the string 'yes'"),
+    ('options = { profile = { min_window = "a" } }',
+     "detector.options.profile.min_window: must be an integer; got the string 'a'"),
+    ('options = { window = { n = 2.5 } }', "detector.options.window.n: must be an integer; got the number 2.5"),
+    ('kind = "window"\noptions = { lam = true }', "detector.options.lam: must be a number; got true"),
+    ('kind = "window"\noptions = { difference = 1 }',
+     "detector.options.difference: must be true or false, or a string; got the number 1"),
+    ('kind = "anomaly"\noptions = { repeats = 1 }', "detector.options.repeats: must be true or false; got the number 1"),
+])
+def test_a_detector_option_of_the_wrong_type_names_the_key_what_was_given_and_what_is_expected(
+        tmp_path, capsys, detector, says):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'[source]\ntype = "stdin"\n[detector]\n{detector}\n')
+    for extra in ([], ["--schema-only"]):  # a schema error: no detector needs building to find it
+        assert main(["validate", *extra, str(bad)]) == 1
+        assert capsys.readouterr().err.strip() == f"{bad}: {says}"
+
+
+def test_detector_options_of_the_right_type_pass(tmp_path, capsys):
+    good = tmp_path / "good.toml"
+    # an integer where a number is expected, either type where an option takes both
+    good.write_text('[source]\ntype = "stdin"\n[detector]\noptions = { with_history = true, '
+                    'window = { alpha = 0, difference = "auto" }, profile = { min_window = 40 } }\n')
+    assert main(["validate", str(good)]) == 0, capsys.readouterr().err
+    good.write_text('[source]\ntype = "stdin"\n[detector]\nkind = "window"\noptions = { difference = false }\n')
+    assert main(["validate", str(good)]) == 0, capsys.readouterr().err
+
+
 def test_validate_reference_prints_markdown(capsys):
     assert main(["validate", "--reference"]) == 0
     out = capsys.readouterr().out
