@@ -49,6 +49,15 @@ Everything the offline detector learns from a whole series it learns here from t
   0.03 instead of 2.0), and the window's profile maximum jumps tenfold. The null's draws keep
   the calibration window's width, so the later tests score another feature map
   (docs/experiments.md, S10).
+- **Held values**: a channel that held one value through the rows the null was fitted to (a
+  stuck reading, event counts that were all zero so far) gives surrogates that never leave it, so
+  one departure would pass any threshold drawn from them. A test sees departures from such a
+  value only once they are more than a change-free stream gives: ``n`` samples without one bound
+  their rate only by the rule of succession, ``1 / (n + 2)``, and fewer departures than the
+  binomial tail allows at the test's level are put back to the held value
+  (:func:`departures_plausible`). A spike in a stuck reading, or the first event of a sparse
+  count, is then no change; a reading that comes back to life departs in most new samples and is
+  found within a few dozen of them.
 - **Threshold**: a Gumbel law fitted by moments to the surrogate maxima
   (:func:`~ratiowatch.stream.calibration.split_test.gumbel_threshold`, the law behind the offline
   test's tail p-value) (a maximum over splits has
@@ -88,6 +97,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.stats import binom
 
 from ratiowatch.core.split_profile import Kernel, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
@@ -103,8 +113,8 @@ from ratiowatch.stream.series.width import subsequence_width
 #: growth of the window between calibrations while it fills
 LADDER = 1.5
 #: checkpoint format of :meth:`SplitProfileDetector.to_state` (versions 1, before the cycle null,
-#: and 2, before its kept kernel, are still read)
-STATE_VERSION = 3
+#: 2, before its kept kernel, and 3, before held values were weighed, are still read)
+STATE_VERSION = 4
 #: block permutations per calibration for the cycle null. Its threshold is read far in the tail
 #: (per-test levels of 0.001-0.005) from a Gumbel law fitted by moments; with 40 draws, as the AR
 #: null takes, the jittered seasonal kinds of the null suite got up to 2 false alarms per 10,000
@@ -122,6 +132,31 @@ class _Calibration:
     cycle: object = None  # the cycle null's profile (stride 1, whole blocks per side, the calibration
     # window's kernel), if it applies
     cycle_threshold: float = math.inf
+    # channels that did not vary in the rows the null was fitted to: (channel, value) pairs, and
+    # how many rows that was (the tests weigh a departure from such a value by the rule of succession)
+    held: tuple = ()
+    n_fit: int = 0
+    fit_end: int = 0  # stream index of the first sample after those rows
+
+
+def departures_plausible(departures: int, rows: int, n_fit: int, level: float) -> bool:
+    """Whether ``departures`` of ``rows`` new samples leaving a value that ``n_fit`` earlier samples
+    all held is what a change-free stream does, at ``level``.
+
+    ``n_fit`` samples without a departure bound its rate under no change only by the rule of
+    succession (Laplace): ``p = 1 / (n_fit + 2)``. The departures are plausible when
+    ``P(Binomial(rows, p) >= departures) >= level``.
+
+    Examples
+    --------
+    >>> departures_plausible(1, 300, 700, 0.002)  # one spike after 700 equal values
+    True
+    >>> departures_plausible(20, 300, 700, 0.002)  # a stuck reading comes back to life
+    False
+    """
+    if departures <= 0:
+        return True
+    return float(binom.sf(departures - 1, rows, 1.0 / (n_fit + 2))) >= level
 
 
 class SplitProfileDetector:
@@ -341,8 +376,9 @@ class SplitProfileDetector:
         return max(1, size // self.tests_per_window)
 
     # -- calibration and test ----------------------------------------------------------------
-    def _window(self) -> np.ndarray:
-        w = self._buf[self._lo:self._hi]
+    def _window(self, w: np.ndarray | None = None) -> np.ndarray:
+        """The window (or ``w``, rows of it) scaled and z-normalised per channel."""
+        w = self._buf[self._lo:self._hi] if w is None else w
         # divide by the largest magnitude first: squares of values near 1e300 overflow
         scale = np.abs(w).max(axis=0)
         w = w / np.where(scale > 0, scale, 1.0)
@@ -369,8 +405,12 @@ class SplitProfileDetector:
         model = null_fit(fit, self.max_order, robust_line=self.robust_line)
         maxima = np.array([prof.maximum(z) for z in ar_surrogates(fit, rng, self.n_null, self.max_order,
                                                                    length=serves, fit=model)])
+        # a channel that held one value in those rows gives the null no noise to draw from: any
+        # departure would pass its threshold, and the tests weigh departures themselves (_held_view)
+        raw = self._buf[self._lo:self._lo + fit.shape[0]]
+        held = tuple((int(c), float(raw[0, c])) for c in np.flatnonzero((raw == raw[0]).all(axis=0)))
         self._cal = _Calibration(prof, gumbel_threshold(maxima, level), serves, width, period, cycle,
-                                 cycle_threshold)
+                                 cycle_threshold, held, fit.shape[0], self._start + fit.shape[0])
         self.threshold = self._cal.threshold
         self._n_cal += 1
         self._since_cal = 0
@@ -407,9 +447,34 @@ class SplitProfileDetector:
             return None, math.inf
         return cycle, gumbel_threshold(maxima, level)
 
+    def _held_view(self, level: float) -> np.ndarray:
+        """The window with plausible departures from a held value put back to that value.
+
+        A channel that held one value through the rows its null was fitted to has surrogates that
+        never leave it, so one departure (a spike in a stuck reading, the first event of a sparse
+        count) would pass any threshold drawn from them. Such departures are weighed by the rule of
+        succession instead (:func:`departures_plausible`); while they are as few as a change-free
+        stream gives, the test does not see them. A reading that comes back to life departs in
+        most new samples and is kept. On sparse event counts (Poisson rates 0.001-0.01, 5,000
+        samples) the first event was reported as a change in 10 of 15 streams without this.
+        """
+        cal = self._cal
+        raw = self._buf[self._lo:self._hi]
+        if not cal.held:
+            return raw
+        rows = max(1, self._start + raw.shape[0] - cal.fit_end)
+        out = raw
+        for c, value in cal.held:
+            away = raw[:, c] != value
+            if away.any() and departures_plausible(int(away.sum()), rows, cal.n_fit, level):
+                out = raw.copy() if out is raw else out
+                out[away, c] = value
+        return out
+
     def _test(self) -> Alarm | None:
         self._since_test = 0
-        w = self._window()
+        level = min(0.5, self.false_alarm_rate * self._spacing(self.window_length))
+        w = self._window(self._held_view(level))
         # the statistic is the grid maximum; the split is refined only when it passes (best()
         # scores the grid again, the same numbers, then the splits around its best)
         cal = self._cal
@@ -430,7 +495,6 @@ class SplitProfileDetector:
             return None
         # a clean level shift near the split is the change's row (offline.at_level_shift): the
         # window restarts there, with no sample of the old level left at its start
-        level = min(0.5, self.false_alarm_rate * self._spacing(w.shape[0]))
         shifts = {k for ks in remove_level_shifts(w, self.max_order, level)[3] for k in ks}
         split = at_level_shift(split, sorted(shifts), self._cal.profile)
         change = self._start + split
@@ -466,7 +530,8 @@ class SplitProfileDetector:
                 "calibration": None if cal is None else {
                     "threshold": cal.threshold, "serves": cal.serves_until, "width": cal.width, "period": cal.period,
                     "cycle_threshold": None if cal.cycle is None else cal.cycle_threshold,
-                    "cycle_kernel": None if cal.cycle is None else cal.cycle.kernel.to_state()},
+                    "cycle_kernel": None if cal.cycle is None else cal.cycle.kernel.to_state(),
+                    "held": [list(h) for h in cal.held], "n_fit": cal.n_fit, "fit_end": cal.fit_end},
                 "channels": None if self._buf is None else int(self._buf.shape[1])}
         window = np.zeros((0, 0)) if self._buf is None else self._buf[self._lo:self._hi].copy()
         return {"meta": json.dumps(meta), "window": window}
@@ -476,7 +541,7 @@ class SplitProfileDetector:
         """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
         meta = json.loads(str(state["meta"]))
         version = int(meta.get("version", -1))
-        if version not in (1, 2, STATE_VERSION):
+        if version not in (1, 2, 3, STATE_VERSION):
             raise ValueError(f"unsupported SplitProfileDetector state version {meta.get('version')}")
         # version 1 predates the cycle null: such a detector ran without it and continues so.
         # Version 2 did not keep the cycle null's kernel: it restores without the null until
@@ -507,6 +572,9 @@ class SplitProfileDetector:
             cycle = None if cycle_threshold is None or kernel is None else obj._cycle_profile(prof, period, serves)
             if cycle is not None:
                 cycle = replace(cycle, kernel=Kernel.from_state(kernel))
+            # a state saved before held values were weighed has none until its next calibration
+            held = tuple((int(ch), float(v)) for ch, v in c.get("held", ()))
             obj._cal = _Calibration(prof, float(c["threshold"]), serves, width, period, cycle,
-                                    math.inf if cycle is None else float(cycle_threshold))
+                                    math.inf if cycle is None else float(cycle_threshold), held,
+                                    int(c.get("n_fit", 0)), int(c.get("fit_end", 0)))
         return obj

@@ -153,6 +153,38 @@ class TestFalseAlarms:
         # nothing while stuck; the first alarm at the change, within a few samples of it
         assert alarms and abs(alarms[0].change_index - 800) <= 10 and 800 <= alarms[0].alarm_index <= 820
 
+    @pytest.mark.parametrize("spike", [1e3, 6.0])
+    def test_one_departure_from_a_stuck_stream_is_not_a_change(self, spike):
+        # the surrogates of a held value never leave it, so any departure passed their threshold:
+        # a single spike in a stuck reading was reported as a change
+        x = np.full(3000, 5.0)
+        x[1500] = spike
+        assert run(x)[1] == []
+
+    def test_sparse_event_counts_stay_quiet(self):
+        # mostly zeros: the first event after the window's first rows is one departure from a held
+        # value (it was reported in 10 of 15 such streams before departures were weighed)
+        alarms = [len(run(np.random.default_rng(s).poisson(rate, 5000).astype(float))[1])
+                  for rate in (0.001, 0.003, 0.01) for s in range(5)]
+        assert sum(alarms) == 0
+
+    def test_a_held_channel_that_comes_to_life_beside_a_noisy_one_is_found(self):
+        rng = np.random.default_rng(4)
+        x = np.c_[np.zeros(2000), rng.normal(size=2000)]
+        x[1000:, 0] = rng.normal(size=1000)
+        alarms = run(x)[1]
+        assert alarms and abs(alarms[0].change_index - 1000) <= 10 and alarms[0].alarm_index <= 1100
+
+    @pytest.mark.parametrize("departures, rows, n_fit", [(1, 300, 700), (3, 320, 683), (5, 400, 200),
+                                                         (2, 10, 30), (0, 50, 50)])
+    def test_departures_are_weighed_by_the_rule_of_succession(self, departures, rows, n_fit):
+        from ratiowatch.stream.detectors.segmenter import departures_plausible
+
+        p = 1 / (n_fit + 2)  # Laplace: no departure in n_fit samples
+        tail = sum(math.comb(rows, k) * p ** k * (1 - p) ** (rows - k) for k in range(departures, rows + 1))
+        for level in (1e-4, 2e-3, 0.05):
+            assert departures_plausible(departures, rows, n_fit, level) == (tail >= level)
+
     def test_nothing_is_tested_before_min_window(self):
         det, _ = run(np.zeros(29) + np.arange(29.0), min_window=30)
         assert math.isnan(det.threshold) and det._cal is None
@@ -364,6 +396,30 @@ class TestCheckpoint:
             if again._n_cal > n_cal:
                 break
         assert again._cal.cycle is not None and again._cal.cycle.kernel is not None
+
+    def test_a_version_3_state_weighs_no_held_value_until_it_calibrates(self):
+        import json
+
+        x = np.full(2000, 5.0)
+        first = SplitProfileDetector(seed=0)
+        for v in x[:900].tolist():
+            first.step(v)
+        assert first._cal.held == ((0, 5.0),)
+        again = SplitProfileDetector.from_state(first.to_state())
+        assert again._cal == first._cal
+        state = first.to_state()
+        meta = json.loads(state["meta"])  # the format before held values were weighed
+        meta["version"] = 3
+        for key in ("held", "n_fit", "fit_end"):
+            del meta["calibration"][key]
+        old = SplitProfileDetector.from_state({"meta": json.dumps(meta), "window": state["window"]})
+        assert old._cal.held == () and old._cal.threshold == first._cal.threshold
+        n_cal = old._n_cal
+        for v in x[900:].tolist():
+            old.step(v)
+            if old._n_cal > n_cal:
+                break
+        assert old._cal.held == ((0, 5.0),)
 
     def test_unknown_state_version_is_refused(self):
         state = SplitProfileDetector().to_state()
