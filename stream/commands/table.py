@@ -3,17 +3,34 @@
 The rules, in the order they apply (each one says what it did on stderr through :attr:`Table.notes`):
 
 - **Format.** JSON lines when the name ends in ``.jsonl`` / ``.ndjson`` or the first non-blank
-  character is ``{`` (one object per line; a field is a column). Otherwise delimited text whose
-  separator (``,`` ``;`` tab ``|``) is found by :class:`csv.Sniffer` on the first lines, or given.
-  ``-`` reads standard input.
-- **Header.** A first row whose every cell is a number is data, not a header: the columns are then
-  named ``col1``, ``col2``, ...
-- **Blank lines** are skipped. Row indices (change points) count data rows from 0; the header and
-  blank lines are not counted. :attr:`Table.lines` gives each data row's line in the file.
+  character is ``{`` (one object per line; a field is a column). A JSON array (``[{...}, ...]``) is
+  not read: an error says to write JSON lines or CSV. Otherwise delimited text whose separator
+  (``,`` ``;`` tab ``|``) is found by :class:`csv.Sniffer` on the first lines, or given (one
+  character; ``\\t`` or ``tab`` for a tab). ``-`` reads standard input. A UTF-8 byte order mark is
+  dropped, from a file and from standard input alike.
+- **Header.** A first row is data, not a header, when every cell of it is a number, or when it holds
+  a number or a date/time and each of its cells is of the kind (number, date/time, text) of its
+  column in the rows below (an empty or missing cell fits any column), unless its first cell is
+  empty and the others are numbers (``,0,1``: the header pandas writes above an unnamed index).
+  The columns are then named ``col1``, ``col2``, ... and a note shows the first row. A header made
+  only of numbers (sensor IDs) cannot be told from data: it is read as a data row, and the note
+  says so (``header=True`` / ``False`` decides instead of these rules).
+- **Row length.** A row with more cells than the header (or, without a header, than the first row)
+  is an error naming its line and both counts: cutting it to fit would shift or split its numbers
+  (a decimal comma or an unquoted thousands separator in a comma-separated file splits a number in
+  two). Extra cells that are all empty (a trailing separator) are ignored. A row with fewer cells
+  reads its missing trailing cells as missing values.
+- **Blank lines.** A line with nothing but whitespace is blank and skipped. Row indices (change
+  points) count data rows from 0; the header and blank lines are not counted. :attr:`Table.lines`
+  gives each data row's line in the file. A line of separators or empty quoted cells (``,`` or
+  ``""``, as csv writers write a row of missing values) is not blank: it is a row of missing values,
+  and counts.
 - **Cells.** Empty, ``NA``, ``NaN``, ``null`` and ``none`` are missing values. A column is numeric
   when at least one of its cells is a number; every other cell of a numeric column must then be a
   number or missing: otherwise an error names the file, line and column (``bad_cells="error"``,
   default), or with ``bad_cells="missing"`` such cells become missing values and a note counts them.
+  A column whose cells are numbers written with a comma (``10,19``, ``1,234.5``) is an error with a
+  hint (with ``bad_cells="missing"``: it is not used, and a note says why).
   A column with no number at all (host names, dates) is text and is not used; when its values
   repeat (a key such as a host name), a note says that the rows of every key are read as one series.
 - **Time axis.** ``time_column`` names it (``"none"``: no time axis). Otherwise a column whose name
@@ -50,6 +67,17 @@ TIME_WORDS = frozenset({"time", "timestamp", "date", "datetime", "ts", "t", "ind
 
 BAD_CELLS = ("error", "missing")
 DELIMITERS = ",;\t|"
+#: how a tab may be typed on a command line, where a literal tab is awkward
+TAB_NAMES = frozenset({"\\t", "tab", "\t"})
+
+#: dates and times as loggers write them: 2024-01-01, 2024-01-01T00:00:00Z, 01/02/2024 10:00, 10:00:05
+_DATE_TIME = re.compile(
+    r"(\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{4}/\d{1,2}/\d{1,2})"
+    r"([ T]\d{1,2}:\d{2}(:\d{2}([.,]\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2}|UTC)?"
+    r"|\d{1,2}:\d{2}(:\d{2}([.,]\d+)?)?", re.IGNORECASE)
+#: a number whose comma is a decimal comma (10,19) or a thousands separator (1,234.5)
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
 
 
 class TableError(ValueError):
@@ -79,6 +107,47 @@ def _number(cell: str) -> float | None:
     except ValueError:
         return None
     return v if math.isfinite(v) else None  # "inf" is not a measurement
+
+
+def _kind(cell: str) -> str | None:
+    """"number", "date" or "text" of a cell; None for an empty or missing cell (it fits any column)."""
+    c = cell.strip()
+    if c.lower() in MISSING:
+        return None
+    if _number(c) is not None:
+        return "number"
+    return "date" if _DATE_TIME.fullmatch(c) else "text"
+
+
+def _comma_hint(cell: str) -> str:
+    """What to do about a number written with a comma; empty when the cell is not one."""
+    c = cell.strip()
+    if _THOUSANDS.fullmatch(c) and "." in c:
+        return "thousands separators are not read: remove them"
+    if _THOUSANDS.fullmatch(c):
+        return "decimal commas and thousands separators are not read: use a dot, or remove the separators"
+    if _DECIMAL_COMMA.fullmatch(c):
+        return "decimal commas are not read: use a dot"
+    return ""
+
+
+def _split_number_hint(row: list[str]) -> str:
+    """Why a comma-separated row may have too many cells: a number split at its comma."""
+    cells = [c.strip() for c in row]
+    pairs = list(zip(cells, cells[1:]))
+    # a thousands separator leaves a cell of exactly three digits after a cell of one to three
+    thousands = any(re.fullmatch(r"[-+]?\d{1,3}", a) and re.fullmatch(r"\d{3}(\.\d*)?", b) for a, b in pairs)
+    # a decimal comma leaves a cell of digits only after a cell of digits only
+    decimal = any(re.fullmatch(r"[-+]?\d+", a) and re.fullmatch(r"\d+", b) for a, b in pairs)
+    hints = []
+    if decimal:
+        hints.append("if the file writes decimal commas (10,19), convert them to dots, or if its cells are "
+                     "separated by ';', pass --delimiter ';'")
+    if thousands:
+        hints.append("if it writes thousands separators (10,189.1), quote such numbers or remove the separators")
+    if not hints:
+        hints.append("name every column in the header, or quote cells that hold a ','")
+    return "; ".join(hints)
 
 
 def is_time_name(name: str) -> bool:
@@ -112,7 +181,15 @@ def _increasing(v: np.ndarray) -> bool:
 def _read_source(path) -> tuple[str, str]:
     """(display name, text) of a path or ``-`` (standard input)."""
     if str(path) == "-":
-        return "<stdin>", sys.stdin.read()
+        buffer = getattr(sys.stdin, "buffer", None)
+        if buffer is None:  # a text stream without bytes beneath (a test's StringIO)
+            return "<stdin>", sys.stdin.read()
+        try:
+            # decoded here, as files are, so that a byte order mark is dropped and bad bytes get a message
+            return "<stdin>", buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise TableError(f"<stdin> is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             "give a CSV or JSON-lines file") from None
     p = Path(path)
     if p.is_dir():
         raise TableError(f"{p} is a directory; give a CSV or JSON-lines file")
@@ -126,30 +203,80 @@ def _read_source(path) -> tuple[str, str]:
 
 
 def read_table(path, columns: list[str] | None = None, time_column: str | None = None,
-               delimiter: str | None = None, bad_cells: str = "error") -> Table:
-    """Read ``path`` (``-``: standard input) by the rules of the module docstring."""
+               delimiter: str | None = None, bad_cells: str = "error", header: bool | None = None) -> Table:
+    """Read ``path`` (``-``: standard input) by the rules of the module docstring.
+
+    ``header`` (delimited text): True, the first row is the header; False, it is data; None (the
+    default), decided by the rules.
+    """
     name, text = _read_source(path)
     return read_table_text(text, name=name, columns=columns, time_column=time_column,
-                           delimiter=delimiter, bad_cells=bad_cells)
+                           delimiter=delimiter, bad_cells=bad_cells, header=header)
 
 
 def read_table_text(text: str, name: str = "<text>", columns: list[str] | None = None,
                     time_column: str | None = None, delimiter: str | None = None,
-                    bad_cells: str = "error") -> Table:
+                    bad_cells: str = "error", header: bool | None = None) -> Table:
     """:func:`read_table` of a text already in memory (``name`` is used in messages)."""
     if bad_cells not in BAD_CELLS:
         raise ValueError(f"bad_cells must be one of {BAD_CELLS}; got {bad_cells!r}")
+    delimiter = _delimiter(delimiter)
+    text = text.removeprefix("\ufeff")
     if not text.strip():
         raise TableError(f"{name} is empty; expected a header row and data rows")
     first = text.lstrip()[:1]
+    if delimiter is None and first == "[" and _json_array(text, name):
+        raise TableError(f"{name} is a JSON array, which is not read; write JSON lines (one object per line, "
+                         "a field per column) or CSV")
     if delimiter is None and (name.endswith((".jsonl", ".ndjson")) or first == "{"):
-        header, rows, lines, notes = _jsonl_rows(text, name)
+        names, rows, lines, notes = _jsonl_rows(text, name)
     else:
-        header, rows, lines, notes = _delimited_rows(text, name, delimiter)
-    return _columns(name, header, rows, lines, notes, columns, time_column, bad_cells)
+        names, rows, lines, notes = _delimited_rows(text, name, delimiter, header)
+    return _columns(name, names, rows, lines, notes, columns, time_column, bad_cells)
 
 
-def _delimited_rows(text: str, name: str, delimiter: str | None):
+def _delimiter(delimiter: str | None) -> str | None:
+    """The one-character separator a user gave (``\\t`` or ``tab``: a tab), checked."""
+    if delimiter is None:
+        return None
+    if delimiter.lower() in TAB_NAMES:
+        return "\t"
+    if len(delimiter) != 1 or delimiter in "\"\r\n":
+        raise TableError(f"--delimiter {delimiter!r} is not a separator; give one character such as ',' ';' '|', "
+                         "or '\\t' (or tab) for a tab")
+    return delimiter
+
+
+def _json_array(text: str, name: str) -> bool:
+    """Whether a text that starts with ``[`` is a JSON array rather than a header such as ``[ms],cpu``."""
+    if name.lower().endswith(".json") or re.match(r"\s*\[\s*([{\[]|$)", text.split("\n", 1)[0]):
+        return True
+    try:
+        return isinstance(json.loads(text), list)
+    except ValueError:
+        return False
+
+
+def _is_data_row(first: list[str], below: list[list[str]]) -> bool:
+    """Whether the first row of a delimited file is data rather than a header (module docstring)."""
+    kinds = [_kind(c) for c in first]
+    if all(k == "number" for k in kinds):
+        return True
+    if len(first) > 1 and not first[0].strip() and all(k == "number" for k in kinds[1:]):
+        return False  # the header pandas writes above an unnamed index: ",0,1"
+    if not below or not any(k in ("number", "date") for k in kinds):
+        return False
+    for j, k in enumerate(kinds):
+        seen = [_kind(r[j]) for r in below if j < len(r)]
+        seen = [s for s in seen if s is not None]
+        # a column's usual kind, so that one bad cell below does not make a header name fit
+        usual = max(set(seen), key=seen.count) if seen else None
+        if k is not None and usual is not None and k != usual:
+            return False
+    return True
+
+
+def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: bool | None = None):
     notes: list[str] = []
     if delimiter is None:
         sample = "\n".join(text.splitlines()[:50])
@@ -159,19 +286,39 @@ def _delimited_rows(text: str, name: str, delimiter: str | None):
             delimiter = ","  # one column, or nothing the sniffer could tell apart
     records = []
     blank = []
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    for row in reader:
-        if any(c.strip() for c in row):
-            records.append((reader.line_num, row))
-        else:
-            blank.append(reader.line_num)
+    # the raw lines of each record: csv.reader gives [''] for both a blank line and a line '""'
+    consumed: list[str] = []
+
+    def lines_of(stream):
+        for raw in stream:
+            consumed.append(raw)
+            yield raw
+
+    reader = csv.reader(lines_of(io.StringIO(text, newline="")), delimiter=delimiter)
+    try:
+        for row in reader:
+            if "".join(consumed).strip():
+                records.append((reader.line_num, row))
+            else:
+                blank.append(reader.line_num)
+            consumed.clear()
+    except csv.Error as exc:
+        raise TableError(f"{name} line {reader.line_num}: not readable as delimited text ({exc}); "
+                         "give a CSV, TSV or JSON-lines file") from None
     if not records:
         raise TableError(f"{name} is empty; expected a header row and data rows")
     first_line, first = records[0]
-    if all(_number(c) is not None and c.strip().lower() not in MISSING for c in first):
-        header = [f"col{j + 1}" for j in range(max(len(r) for _, r in records))]
-        notes.append(f"{name}: no header row (the first row is all numbers); columns named "
-                     f"{', '.join(header[:3])}{', ...' if len(header) > 3 else ''}")
+    no_header = not has_header if has_header is not None else _is_data_row(first, [r for _, r in records[1:51]])
+    if no_header:
+        header = [f"col{j + 1}" for j in range(len(first))]
+        shown = ", ".join(c.strip() for c in first[:5]) + (", ..." if len(first) > 5 else "")
+        numbers = has_header is None and all(_kind(c) == "number" for c in first)
+        why = "" if has_header is not None or numbers else " like the rows below it"
+        notes.append(f"{name}: no header row (line {first_line}: {shown} reads as data{why}); columns named "
+                     f"{', '.join(header[:3])}{', ...' if len(header) > 3 else ''}"
+                     # the one case the reader cannot tell apart: say how to make the names count
+                     + ("; if that line is a header of numbers (sensor IDs), pass --header yes or give "
+                        "its names a letter (s101)" if numbers else ""))
         data = records
     else:
         header = [h.strip() for h in first]
@@ -179,6 +326,18 @@ def _delimited_rows(text: str, name: str, delimiter: str | None):
         blank = [b for b in blank if b > first_line]
     if not data:
         raise TableError(f"{name} has a header but no data rows")
+    long = [(ln, r) for ln, r in data if len(r) > len(header) and any(c.strip() for c in r[len(header):])]
+    if long:
+        ln, r = long[0]
+        what = "the header" if data is not records else "the first row (no header)"
+        if records[0][1][0].lstrip().startswith("#"):
+            hint = "lines starting with '#' are not skipped as comments: remove them"
+        elif delimiter == ",":
+            hint = _split_number_hint(r)
+        else:
+            hint = "name every column in the header, or fix the row"
+        more = f"; {len(long) - 1} more such row(s)" if len(long) > 1 else ""
+        raise TableError(f"{name} line {ln} has {len(r)} cells, {what} {len(header)}{more}: {hint}")
     if blank:
         shown = ", ".join(str(b) for b in blank[:5]) + (", ..." if len(blank) > 5 else "")
         notes.append(f"{name}: skipped {len(blank)} blank line(s) (line {shown}); indices count data rows "
@@ -243,8 +402,8 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
         if bad and h != time_column:
             if bad_cells == "error":
                 i = bad[0]
-                hint = " (decimal commas are not read: use a dot)" if re.fullmatch(
-                    r"\s*-?\d+,\d+\s*", cells[h][i]) else ""
+                hint = _comma_hint(cells[h][i])
+                hint = f" ({hint})" if hint else ""
                 more = f"; {len(bad) - 1} more such cell(s) in this column" if len(bad) > 1 else ""
                 raise TableError(
                     f"{name} line {lines[i]}, column {h!r}: {cells[h][i]!r} is not a number{hint}{more}. "
@@ -268,14 +427,36 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
             why = "its name" if is_time_name(time_name) else "it counts up in equal steps"
             notes.append(f"{name}: column {time_name!r} read as the time axis ({why}), not as a series; "
                          "choose another with --time-column NAME, or --time-column none")
+    # a column of numbers written with commas holds no number float() reads, so it looks like text;
+    # the row of its first such cell, to show
+    comma_cols: dict[str, int] = {}
+    for h in text_cols:
+        held = [i for i, c in enumerate(cells[h]) if _kind(c) is not None]
+        if held and all(_comma_hint(cells[h][i]) for i in held):
+            comma_cols[h] = held[0]
+
+    def comma_error(h):
+        i = comma_cols[h]
+        return TableError(f"{name} line {lines[i]}, column {h!r}: {cells[h][i]!r} is not a number "
+                          f"({_comma_hint(cells[h][i])}); no cell of the column is read as a number")
+
     if selected:
         empty = [c for c in selected if c in text_cols]
+        if empty and empty[0] in comma_cols:
+            raise comma_error(empty[0])
         if empty:
             raise TableError(f"{name}: column {empty[0]!r} is not numeric (no cell holds a number)")
         use = selected
     else:
         use = [h for h in parsed if h != time_name and h not in also_time]
         unused_text = [h for h in text_cols if h != time_name]
+        commas = [h for h in unused_text if h in comma_cols]
+        if commas and bad_cells == "error":
+            raise comma_error(commas[0])
+        for h in commas:
+            notes.append(f"{name}: column {h!r} is not used: {_comma_hint(cells[h][comma_cols[h]])} "
+                         f"(line {lines[comma_cols[h]]}: {cells[h][comma_cols[h]]!r})")
+        unused_text = [h for h in unused_text if h not in comma_cols]
         if unused_text:
             notes.append(f"{name}: column(s) {unused_text} hold no number and are not used")
         for h in unused_text:

@@ -1,5 +1,6 @@
-"""How ``ratiowatch detect`` reads a table: formats, header, blank lines, bad cells, the time axis."""
+"""How ``ratiowatch detect`` reads a table: formats, header, row length, blank lines, bad cells, the time axis."""
 
+import csv
 import io
 import json
 
@@ -152,3 +153,188 @@ def test_empty_and_header_only_inputs():
         read_table_text("\n\n", name="e.csv")
     with pytest.raises(TableError, match="no data rows"):
         read_table_text("a,b\n", name="e.csv")
+
+
+# --- rows with more cells than the header ------------------------------------------------------------
+
+
+def test_a_row_with_more_cells_than_the_header_is_an_error_naming_its_line():
+    text = "value,other\n0.5,1.5\n0.25,1.25,7.5\n0.75,1.75\n"
+    with pytest.raises(TableError, match=r"r\.csv line 3 has 3 cells, the header 2") as exc:
+        read_table_text(text, name="r.csv")
+    assert "more such row" not in str(exc.value)
+
+
+def test_a_header_with_fewer_names_than_the_rows_is_an_error():
+    text = "value\n" + "".join(f"{i}.5,{-i}.25\n" for i in range(10))
+    with pytest.raises(TableError, match=r"line 2 has 2 cells, the header 1; 9 more such row\(s\)") as exc:
+        read_table_text(text, name="h.csv")
+    assert "name every column in the header" in str(exc.value)
+
+
+def test_decimal_commas_in_a_comma_separated_file_are_an_error_with_a_hint():
+    text = "value\n" + "".join(f"{10 - i % 3},{19 + i}\n" for i in range(20))
+    with pytest.raises(TableError, match="line 2 has 2 cells, the header 1") as exc:
+        read_table_text(text, name="d.csv")
+    msg = str(exc.value)
+    assert "decimal commas" in msg and "--delimiter ';'" in msg
+
+
+def test_unquoted_thousands_separators_are_an_error_with_a_hint():
+    text = "value,other\n" + "".join(f"{10 + i % 2},{189 + i}.1,0.{646 + i}\n" for i in range(20))
+    with pytest.raises(TableError, match="line 2 has 3 cells, the header 2") as exc:
+        read_table_text(text, name="t.csv")
+    assert "thousands separators" in str(exc.value) and "quote" in str(exc.value)
+
+
+def test_comment_lines_above_the_header_are_pointed_out():
+    text = "# exported from a dashboard\nvalue,other\n" + "".join(f"{i},{-i}\n" for i in range(10))
+    with pytest.raises(TableError, match="lines starting with '#' are not skipped"):
+        read_table_text(text, name="c.csv")
+
+
+def test_a_row_longer_than_a_headerless_first_row_is_an_error():
+    with pytest.raises(TableError, match=r"line 3 has 3 cells, the first row \(no header\) 2"):
+        read_table_text("1.5,2.5\n3.5,4.5\n5.5,6.5,7.5\n", name="n.csv")
+
+
+def test_a_trailing_separator_on_data_rows_is_not_an_error():
+    t = read_table_text("a,b\n1,2,\n3,4,\n5,6,\n", name="t.csv", time_column="none")
+    assert t.names == ["a", "b"] and t.values.tolist() == [[1, 2], [3, 4], [5, 6]]
+
+
+def test_a_row_with_fewer_cells_than_the_header_reads_its_missing_cells_as_missing():
+    t = read_table_text("a,b,c\n1,2,3\n4\n5,6,7\n", name="f.csv", time_column="none")
+    assert t.values.shape == (3, 3) and t.values[1, 0] == 4 and np.isnan(t.values[1, 1:]).all()
+
+
+# --- header or data --------------------------------------------------------------------------------
+
+
+def test_a_headerless_file_whose_first_column_is_a_date_keeps_its_first_row():
+    text = "".join(f"2024-01-01T00:{i:02d},{0.5 + i % 3}\n" for i in range(20))
+    t = read_table_text(text, name="d.csv")
+    assert t.values.shape == (20, 1) and t.values[0, 0] == 0.5 and t.lines[0] == 1
+    assert t.names == ["col2"] and any("no header row" in n and "2024-01-01T00:00" in n for n in t.notes)
+
+
+@pytest.mark.parametrize("first", ["1.0,,3.0", "1.0,NA,3.0"])
+def test_a_headerless_first_row_with_a_missing_cell_is_data(first):
+    text = first + "\n" + "".join(f"{i}.5,{-i}.25,{i % 2}\n" for i in range(10))
+    t = read_table_text(text, name="m.csv", time_column="none")
+    assert t.names == ["col1", "col2", "col3"] and t.values.shape == (11, 3)
+    assert t.values[0, 0] == 1.0 and np.isnan(t.values[0, 1])
+
+
+def test_a_header_of_numbers_is_read_as_data_and_the_note_says_how_to_name_it():
+    text = "101,102\n" + "".join(f"{i % 3}.5,{-i}.25\n" for i in range(10))
+    t = read_table_text(text, name="s.csv")
+    assert t.names == ["col1", "col2"] and t.values.shape == (11, 2)
+    assert any("line 1: 101, 102 reads as data" in n and "header of numbers" in n for n in t.notes)
+
+
+@pytest.mark.parametrize("header,first", [("date,value", "2024-01-{:02d}"), ("when,value", "10:{:02d}"),
+                                          ("host,value", "h{}"), (",value", "{}")])
+def test_a_text_header_above_dates_and_numbers_stays_a_header(header, first):
+    text = header + "\n" + "".join(f"{first.format(i + 1)},{i % 3}.5\n" for i in range(10))
+    t = read_table_text(text, name="h.csv")
+    assert t.names == ["value"] and t.values.shape == (10, 1) and t.values[0, 0] == 0.5
+
+
+def test_the_header_pandas_writes_above_an_unnamed_index_stays_a_header():
+    text = ",0,1\n" + "".join(f"{i},{i % 3}.5,{-i}.25\n" for i in range(10))
+    t = read_table_text(text, name="p.csv")
+    assert t.names == ["0", "1"] and t.time_name == "" and t.values.shape == (10, 2)
+
+
+# --- blank lines and rows of missing values --------------------------------------------------------
+
+
+@pytest.mark.parametrize("empty_row", [",", '"",""', ' , '])
+def test_a_row_of_empty_cells_is_a_row_of_missing_values_not_a_blank_line(empty_row):
+    rows = [f"{i}.5,{-i}.25" for i in range(10)]
+    rows[4] = empty_row
+    t = read_table_text("a,b\n" + "\n".join(rows) + "\n", name="m.csv", time_column="none")
+    assert t.values.shape == (10, 2) and np.isnan(t.values[4]).all() and t.values[5, 0] == 5.5
+    assert t.lines == list(range(2, 12)) and not any("blank" in n for n in t.notes)
+
+
+def test_an_empty_quoted_cell_in_a_one_column_file_is_a_missing_value():
+    # csv.writer writes a row holding one empty cell as "" so that it is not a blank line
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["value"])
+    for i in range(10):
+        writer.writerow([""] if i in (3, 4) else [f"{i}.5"])
+    buf.write("\n   \n")  # a blank line and a line of spaces at the end are still blank
+    t = read_table_text(buf.getvalue(), name="w.csv")
+    assert t.values.shape == (10, 1) and np.isnan(t.values[3:5, 0]).all() and t.values[5, 0] == 5.5
+    assert any("skipped 2 blank line" in n for n in t.notes)
+
+
+# --- byte order mark, JSON arrays, decimal-comma columns, separators --------------------------------
+
+
+def test_stdin_drops_a_byte_order_mark(monkeypatch):
+    data = "\ufeffvalue,other\n" + "".join(f"{i}.5,{-i}.25\n" for i in range(10))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data.encode("utf-8")), encoding="utf-8"))
+    t = read_table("-", columns=["value"])
+    assert t.names == ["value"] and t.values.shape == (10, 1)
+
+
+def test_stdin_that_is_not_utf8_is_an_error(monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a,b\n1,2\n\xff,3\n"), encoding="utf-8"))
+    with pytest.raises(TableError, match="<stdin> is not UTF-8 text"):
+        read_table("-")
+
+
+@pytest.mark.parametrize("name,indent", [("a.json", None), ("a.json", 1), ("<stdin>", 1), ("a.txt", None)])
+def test_a_json_array_is_an_error_saying_what_is_read(name, indent):
+    text = json.dumps([{"t": i, "value": i % 3 + 0.5} for i in range(10)], indent=indent) + "\n"
+    with pytest.raises(TableError, match="is a JSON array, which is not read; write JSON lines .* or CSV"):
+        read_table_text(text, name=name)
+
+
+def test_a_header_that_starts_with_a_bracket_is_not_a_json_array():
+    t = read_table_text("[ms],cpu\n" + "".join(f"{i * 10},{i % 3}.5\n" for i in range(10)), name="b.csv")
+    assert "cpu" in t.names
+
+
+def test_a_column_of_decimal_comma_numbers_is_an_error_with_a_hint():
+    text = "time;value\n" + "".join(f"{i};{10 - i % 3},{19 + i}\n" for i in range(10))
+    with pytest.raises(TableError, match=r"line 2, column 'value': '10,19' is not a number \(decimal commas"):
+        read_table_text(text, name="d.csv")
+    with pytest.raises(TableError, match="decimal commas"):
+        read_table_text(text, name="d.csv", columns=["value"])
+
+
+def test_a_column_of_decimal_comma_numbers_is_left_out_with_a_note_on_request():
+    text = "cpu;mem\n" + "".join(f"{i % 3}.5;{10 - i % 3},{19 + i}\n" for i in range(10))
+    t = read_table_text(text, name="d.csv", bad_cells="missing")
+    assert t.names == ["cpu"] and any("'mem' is not used: decimal commas" in n for n in t.notes)
+
+
+def test_a_column_of_quoted_thousands_separated_numbers_is_an_error_with_a_hint():
+    text = "value,other\n" + "".join(f'"{i + 1},{100 + i}.5",{i % 3}\n' for i in range(10))
+    with pytest.raises(TableError, match="'1,100.5' is not a number \\(thousands separators"):
+        read_table_text(text, name="t.csv")
+
+
+@pytest.mark.parametrize("given", ["\t", "\\t", "tab", "TAB"])
+def test_a_tab_separator_may_be_given_as_backslash_t_or_tab(given):
+    t = read_table_text(_csv(_rows(), sep="\t"), name="t.txt", delimiter=given)
+    assert t.names == ["cpu", "mem"] and t.values.shape == (20, 2)
+
+
+@pytest.mark.parametrize("given", ["ab", "", '"', "\n"])
+def test_a_separator_that_is_not_one_character_is_an_error(given):
+    with pytest.raises(TableError, match="--delimiter .* is not a separator; give one character"):
+        read_table_text(_csv(_rows()), name="x.csv", delimiter=given)
+
+
+def test_the_caller_may_say_whether_the_first_row_is_a_header():
+    text = "101,102\n" + "".join(f"{i % 3}.5,{-i}.25\n" for i in range(10))
+    t = read_table_text(text, name="s.csv", header=True)
+    assert t.names == ["101", "102"] and t.values.shape == (10, 2)
+    t = read_table_text("value,other\n" + text, name="s.csv", header=False, bad_cells="missing")
+    assert t.names == ["col1", "col2"] and t.values.shape == (12, 2) and np.isnan(t.values[0]).all()
