@@ -84,7 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the time axis (labels the change points, is not a series); 'none': no time "
                              "axis (default: a column named like time_ms or ts, or an equal-step index)")
     parser.add_argument("--delimiter", default=None, metavar="CHAR",
-                        help="field separator (default: found from the first lines among , ; tab |)")
+                        help="field separator, one character ('\\t' or tab for a tab; default: found from "
+                             "the first lines among , ; tab |)")
+    parser.add_argument("--header", choices=("auto", "yes", "no"), default="auto",
+                        help="whether the first row of a delimited file names the columns (default auto: a "
+                             "first row of numbers, or one whose numbers and dates look like the rows "
+                             "below it, is data)")
     parser.add_argument("--bad-cells", choices=BAD_CELLS, default="error",
                         help="a non-numeric cell in a numeric column: stop with its line and column "
                              "(error, default) or read it as a missing value with a warning (missing)")
@@ -186,7 +191,8 @@ def run(args) -> int:
             return _fail(f"--plot {why}")
     try:
         table = read_table(args.file, args.column, time_column=args.time_column,
-                           delimiter=args.delimiter, bad_cells=args.bad_cells)
+                           delimiter=args.delimiter, bad_cells=args.bad_cells,
+                           header={"auto": None, "yes": True, "no": False}[getattr(args, "header", "auto")])
     except TableError as exc:
         return _fail(str(exc))
     for note in table.notes:

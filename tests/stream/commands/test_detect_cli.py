@@ -436,3 +436,16 @@ def test_streaming_replay_of_a_periodic_column_points_to_the_split_profile_detec
         quiet = cli("detect", p, "--streaming", "--detector", detector, "--json")
         assert quiet.returncode == 0 and "repeats every" not in quiet.stderr
     assert json.loads(cli("detect", p, "--streaming", "--json").stdout)["detector"] == "auto"
+
+
+def test_a_header_of_numbers_is_read_as_names_when_told(tmp_path):
+    # sensor IDs as column names read as a row of data by default, and every index was one late
+    rows = [(round(float(a), 4), round(float(b), 4)) for a, b in zip(*(np.array(jump_rows(600, 300))[:, 1:].T))]
+    p = write(tmp_path / "ids.csv", rows, header="101,102")
+    auto = cli("detect", p, "--json")
+    assert auto.returncode == 0 and json.loads(auto.stdout)["n_samples"] == 601
+    assert "--header yes" in auto.stderr
+    told = cli("detect", p, "--header", "yes", "--json")
+    assert told.returncode == 0, told.stderr
+    out = json.loads(told.stdout)
+    assert out["columns"] == ["101", "102"] and out["n_samples"] == 600 and near(out["change_points"], 300)
