@@ -46,7 +46,13 @@ REASONS = (
     "processing_error",
     "unparseable",
     "delivery_failed",
+    "out_of_range",
 )
+
+#: largest magnitude of a value a record may carry (``out_of_range`` beyond). No reading is that large,
+#: and the detectors square values: one 1e308 among a key's readings overflowed its AR fit, and the
+#: daemon sent that key's whole batches to the dead-letter sink and never alerted on it again
+MAX_VALUE = 1e150
 
 # Deepest nesting of JSON arrays / objects a message may have. A record is a flat object of a few
 # numbers and short lists; deeper input is an error (and Python's JSON decoder recurses, so a few
@@ -231,6 +237,10 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
     for f in vals:
         if not math.isfinite(f):
             raise RecordError("non_finite", f"values contain NaN or infinity: {vals}")
+    for f in vals:
+        if abs(f) > MAX_VALUE:
+            raise RecordError("out_of_range", f"value {f:g} is beyond +-{MAX_VALUE:g}: an error code rather than a "
+                                              "reading? send such readings as missing (null) or rescale them")
     arr = np.array(vals, dtype=np.float64)
     return Record(key=key, timestamp=ts, values=arr, ref=ref, raw=raw)
 
@@ -281,7 +291,8 @@ def parse_record(raw: bytes | str, spec: FieldSpec, *, ref: tuple[str, int] | No
     """Decode one JSON message into a :class:`Record`; raises :class:`RecordError` with the reason.
 
     Any failure is the message's: NaN / Infinity literals (which Python's json accepts) are
-    ``non_finite``, bytes that are not UTF-8 ``not_utf8``, arrays or objects nested deeper than
+    ``non_finite``, values beyond :data:`MAX_VALUE` ``out_of_range``, bytes that are not UTF-8
+    ``not_utf8``, arrays or objects nested deeper than
     ``max_depth`` ``nested_too_deep``, and anything unexpected ``unparseable``.
     """
     if len(raw) > max_bytes:
@@ -434,7 +445,7 @@ class BatchParser:
             else:
                 return None
         for f in vals:
-            if f - f != 0.0:
+            if f - f != 0.0 or not -MAX_VALUE <= f <= MAX_VALUE:  # inf, nan or out of range: the slow path says why
                 return None
         return key, ts, vals
 

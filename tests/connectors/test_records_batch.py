@@ -78,6 +78,9 @@ TRICKY = [
     None,                                                 # Kafka tombstone
     b'{"k": "a", "t": 16, "v": 1, "pad": "' + b"x" * 300 + b'"}',  # oversized
     b'{"k": "b", "t": 17.5, "v": -0.0}',
+    b'{"k": "a", "t": 18, "v": 1e308}',                   # finite, but out of range
+    b'{"k": "a", "t": 19, "v": [1, -2e150]}',
+    b'{"k": "a", "t": 20, "v": 1e150}',                   # the largest accepted
 ]
 
 

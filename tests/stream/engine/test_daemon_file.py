@@ -59,6 +59,7 @@ def test_every_kind_of_bad_record_is_dead_lettered_and_the_stream_goes_on(tmp_pa
         40: {"host": "a", "ts": 19, "v": [1.0, 2.0]},             # wrong dimension
         50: {"host": "b", "ts": 0, "v": 0.0},                     # timestamp going backwards
         60: {"host": "a", "ts": 29, "v": 1.0, "pad": "x" * 300},  # oversized
+        70: {"host": "a", "ts": 34.5, "v": 1e308},                # finite, but no reading: an error code
     }
     for pos in sorted(bad, reverse=True):
         rows.insert(pos, bad[pos])
@@ -75,11 +76,11 @@ def test_every_kind_of_bad_record_is_dead_lettered_and_the_stream_goes_on(tmp_pa
     dead = read_jsonl(tmp_path / "dead.jsonl")
     assert sorted(x["reason"] for x in dead) == sorted(
         ["malformed_json", "missing_field", "missing_field", "non_finite", "wrong_dimension",
-         "timestamp_backwards", "oversized"])
+         "timestamp_backwards", "oversized", "out_of_range"])
     assert all(x["detail"] and x["ref"][0] == "file:in.jsonl" for x in dead)
     alerts = [Alert(**a) for a in read_jsonl(tmp_path / "alerts.jsonl")]
     assert sorted((a.key, a.change_index) for a in alerts) == [("a", 60), ("b", 60)]
-    assert d.stats["records"] == 200 and d.stats["bad"] == 7
+    assert d.stats["records"] == 200 and d.stats["bad"] == 8
     assert d.pipeline.keys["a"].count == 100
 
 
