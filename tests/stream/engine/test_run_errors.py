@@ -116,3 +116,21 @@ enabled = false
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-2000:]
+
+
+def test_a_sink_that_cannot_open_its_file_is_one_line_not_a_traceback(tmp_path):
+    # the handler that tells an unreachable broker from other failures asked kafka-python 3 for a
+    # name it no longer has, and every failure to build a sink ended in that AttributeError
+    (tmp_path / "alerts.jsonl").mkdir()
+    cfg = file_config(tmp_path, f"""[[sinks]]
+type = "jsonl"
+path = "{tmp_path / 'alerts.jsonl'}"
+
+[metrics]
+enabled = false
+""")
+    r = subprocess.run(CLI + [str(cfg)], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "AttributeError" not in r.stderr
+    line = last_line(r.stderr)
+    assert line.startswith("ratiowatch run:") and "Is a directory" in line and "alerts.jsonl" in line
