@@ -47,6 +47,7 @@ REASONS = (
     "unparseable",
     "delivery_failed",
     "out_of_range",
+    "bad_key",
 )
 
 #: largest magnitude of a value a record may carry (``out_of_range`` beyond). No reading is that large,
@@ -196,12 +197,19 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
     else:
         if spec.key not in obj or obj[spec.key] in (None, ""):
             raise RecordError("missing_field", f"key field {spec.key!r} is missing")
-        key = str(obj[spec.key])
+        k = obj[spec.key]
+        # a string or a number names a series; true, an object or a list is a producer's mistake,
+        # and Python's spelling of it ("True", "{'a': 1}") would name a series silently
+        if isinstance(k, bool) or not isinstance(k, (str, int, float)):
+            raise RecordError("bad_key", f"key field {spec.key!r} is not a string or a number: {json.dumps(k)[:80]}")
+        key = str(k)
     if spec.timestamp is None:
         ts = float(fallback_timestamp)
     else:
         if spec.timestamp not in obj or obj[spec.timestamp] in (None, ""):
             raise RecordError("missing_field", f"timestamp field {spec.timestamp!r} is missing")
+        if isinstance(obj[spec.timestamp], bool):
+            raise RecordError("not_numeric", f"timestamp field {spec.timestamp!r} holds a boolean")
         try:
             ts = float(obj[spec.timestamp])
         except OverflowError:

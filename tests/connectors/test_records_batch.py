@@ -81,6 +81,10 @@ TRICKY = [
     b'{"k": "a", "t": 18, "v": 1e308}',                   # finite, but out of range
     b'{"k": "a", "t": 19, "v": [1, -2e150]}',
     b'{"k": "a", "t": 20, "v": 1e150}',                   # the largest accepted
+    b'{"k": true, "t": 21, "v": 1}',                      # keys that would be named "True", ...
+    b'{"k": {"a": 1}, "t": 22, "v": 1}',
+    b'{"k": ["x"], "t": 23, "v": 1}',
+    b'{"k": "a", "t": true, "v": 1}',                     # a boolean timestamp (read as 1.0 before)
 ]
 
 

@@ -31,6 +31,9 @@ def test_parse_record_reads_key_timestamp_and_vector_values():
     (b'{"k": "a", "t": 1, "v": "abc"}', "not_numeric"),
     (b'{"k": "a", "t": 1, "v": 1e308}', "out_of_range"),  # an error code: it overflowed the detectors
     (b'{"k": "a", "t": 1, "v": [0.5, -1e151]}', "out_of_range"),
+    (b'{"k": true, "t": 1, "v": 1}', "bad_key"),  # would have been the series "True"
+    (b'{"k": {"a": 1}, "t": 1, "v": 1}', "bad_key"),
+    (b'{"k": "a", "t": false, "v": 1}', "not_numeric"),
     (b'{"k": "a", "t": 1, "v": true}', "not_numeric"),
     (b'{"k": "a", "t": 1, "v": 1, "pad": "' + b"x" * 200 + b'"}', "oversized"),
 ])
