@@ -107,7 +107,7 @@ from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, 
                                                       null_fit, remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
-from ratiowatch.stream.series.preprocess import fill_missing
+from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing
 from ratiowatch.stream.series.width import subsequence_width
 
 #: growth of the window between calibrations while it fills
@@ -379,6 +379,7 @@ class SplitProfileDetector:
     def _window(self, w: np.ndarray | None = None) -> np.ndarray:
         """The window (or ``w``, rows of it) scaled and z-normalised per channel."""
         w = self._buf[self._lo:self._hi] if w is None else w
+        w = clip_unrepresentable(w)  # an error code such as 9.9e37 would round the rest away
         # divide by the largest magnitude first: squares of values near 1e300 overflow
         scale = np.abs(w).max(axis=0)
         w = w / np.where(scale > 0, scale, 1.0)

@@ -128,3 +128,47 @@ def fill_missing(x: np.ndarray) -> np.ndarray:
         col[:] = col[idx]
         col[: np.argmax(ok)] = col[np.argmax(ok)]
     return x
+
+
+#: robust standard deviations from the median beyond which a value is winsorised by
+#: :func:`clip_unrepresentable`: the relative precision of float64 (2.2e-16) times this bound stays
+#: far below one standard deviation, so centring a column by its mean keeps its ordinary values
+UNREPRESENTABLE_SD = 1e8
+
+
+def clip_unrepresentable(x: np.ndarray, far: float = UNREPRESENTABLE_SD) -> np.ndarray:
+    """Each column of ``x`` (T, m) with values more than ``far`` robust standard deviations from
+    its median winsorised at that distance; ``x`` itself when no value is that far.
+
+    Why: one value such as 9.9e37 (an error code) among readings of order one sets a column's mean
+    to about 9.9e37 / T, and centring by that mean rounds every ordinary reading to one number: the
+    offline detector found none of three 4-sd level shifts after such a value, and the streaming
+    split-profile detector none in the next 3,800 samples. Winsorised at 1e8 sd the value is as
+    gross as ever (a value of 1e6 sd leaves every change found), and the ordinary readings keep
+    their differences. The robust standard deviation is 1.4826 x MAD, or where more than half the
+    values are equal, the median of the nonzero distances from the median.
+
+    Examples
+    --------
+    >>> x = np.r_[np.zeros(5), 1.0, 1.0, 1.0, 9.9e37][:, None]
+    >>> clip_unrepresentable(x).ravel().tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 100000000.0]
+    >>> y = np.arange(6.0)[:, None]
+    >>> clip_unrepresentable(y) is y
+    True
+    """
+    med = np.median(x, axis=0)
+    dev = np.abs(x - med)
+    peak = dev.max(axis=0)
+    mad = np.median(dev, axis=0)
+    # a cheap first look: nothing can be beyond the bound unless the largest deviation dwarfs the MAD
+    if not np.any(peak > far * 1.4826 * mad):
+        return x
+    unit = 1.4826 * mad
+    for j in np.flatnonzero(unit == 0):
+        nonzero = dev[:, j][dev[:, j] > 0]
+        unit[j] = np.median(nonzero) if nonzero.size else 0.0
+    bound = far * unit
+    if not np.any(peak > bound):
+        return x
+    return np.clip(x, med - bound, med + bound)

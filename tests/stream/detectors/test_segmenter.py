@@ -297,6 +297,19 @@ class TestGrossValues:
         _, alarms = run(self.stream(glitch, 5), seed=0)
         assert [abs(a.change_index - 2000) <= 10 for a in alarms] == [True], alarms
 
+    def test_an_error_code_of_9_9e37_does_not_hide_the_next_changes(self):
+        # centred by the window's mean, every ordinary reading rounded to one number: the value was
+        # reported as a change, and none of three 4-8 sd shifts in the next 3,800 samples was
+        rng = np.random.default_rng(0)
+        y = rng.normal(size=4000)
+        y[300:] += 4.0
+        y[1500:] += 4.0
+        y[2500:] -= 8.0
+        y[200] = 9.9e37
+        alarms = run(y, seed=0)[1]
+        assert [min(abs(a.change_index - c) for a in alarms) <= 5 for c in (300, 1500, 2500)] == [True] * 3
+        assert all(abs(a.change_index - 200) > 20 for a in alarms)
+
     def test_with_the_plain_line_the_gross_value_hid_the_step(self):
         # the least-squares line through the value is a ramp of hundreds of noise sd: every
         # surrogate is a ramp, and the threshold (about 5,000) stays above the window's profile

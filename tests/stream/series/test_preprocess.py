@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ratiowatch.stream.detectors.offline import detect
-from ratiowatch.stream.series.preprocess import robust_scale
+from ratiowatch.stream.series.preprocess import clip_unrepresentable, robust_scale
 
 
 def test_small_units_keep_their_own_scale():
@@ -24,3 +24,32 @@ def test_change_points_do_not_depend_on_the_units(factor):
     cps = detect(x)
     assert any(abs(c - 400) <= 20 for c in cps), cps
     assert detect(x * factor) == cps
+
+
+class TestClipUnrepresentable:
+    def test_ordinary_columns_are_returned_untouched(self):
+        rng = np.random.default_rng(0)
+        for x in (rng.normal(size=(500, 2)), rng.standard_t(1, size=(500, 1)), np.zeros((20, 1)),
+                  np.r_[np.zeros(30), 1e6][:, None]):
+            assert clip_unrepresentable(x) is x
+
+    def test_an_error_code_is_winsorised_at_1e8_robust_sd(self):
+        rng = np.random.default_rng(1)
+        x = rng.normal(size=(400, 2))
+        x[100, 0] = 9.9e37
+        x[200, 1] = -1e300
+        out = clip_unrepresentable(x)
+        med, mad = np.median(x, axis=0), np.median(np.abs(x - np.median(x, axis=0)), axis=0)
+        assert out[100, 0] == pytest.approx(med[0] + 1e8 * 1.4826 * mad[0], rel=1e-12)
+        assert out[200, 1] == pytest.approx(med[1] - 1e8 * 1.4826 * mad[1], rel=1e-12)
+        rest = np.ones(x.shape, dtype=bool)
+        rest[100, 0] = rest[200, 1] = False
+        assert np.array_equal(out[rest], x[rest])
+        # centred by their mean, the ordinary values keep their differences
+        centred = out[:, 0] - out[:, 0].mean()
+        assert np.allclose(np.diff(centred[:50]), np.diff(x[:50, 0]), atol=1e-6)
+
+    def test_a_mostly_constant_column_is_measured_by_its_other_values(self):
+        x = np.r_[np.zeros(60), np.ones(20), 2.0 * np.ones(10), 9.9e37][:, None]  # MAD 0
+        out = clip_unrepresentable(x)
+        assert out[-1, 0] == 1e8 and np.array_equal(out[:-1], x[:-1])
