@@ -61,8 +61,10 @@ from river.base import AnomalyDetector
 
 from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples
+from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE
 from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
-from ratiowatch.stream.detectors.state_file import read_state, write_state
+from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state, state_version,
+                                                     write_state)
 from ratiowatch.stream.calibration.likelihood import TailProbability
 from ratiowatch.stream.calibration.repeats import RepeatRunTail
 
@@ -80,6 +82,10 @@ DEFAULT_VIEWS = (
 #: mean one never reaches the score 0.5 (a tail of 1e-5). On a very regular series the history's
 #: own spread is tiny, and without a floor a density ratio of 0.7 maps to 1.0 (docs/experiments.md).
 MIN_SPREAD = round(float(np.log(2.0) / NormalDist().inv_cdf(1.0 - 1e-5)), 4)
+
+#: checkpoint format of :meth:`TimeSeriesAnomalyDetector.to_state`; states written before the
+#: version was recorded have none and are this format (read as version 1)
+STATE_VERSION = 1
 
 #: the default configuration, fixed in code (the tuning record is in docs/experiments.md)
 DEFAULTS = dict(
@@ -158,6 +164,12 @@ def block_embed(history: np.ndarray, values: np.ndarray, k: int, w: int) -> np.n
     out = np.empty((values.shape[0], k))
     _block_means(full, int(k), int(w), out)
     return out
+
+
+def _magnitude_message(big: float) -> str:
+    return (f"values up to {big!r} in magnitude are beyond {MAX_MAGNITUDE:.0e}, where the squared distances "
+            "between subsequences overflow float64 and every subsequence would score alike; rescale the "
+            "series (divide it by a constant, e.g. change its units)")
 
 
 class TimeSeriesAnomalyDetector(AnomalyDetector):
@@ -357,8 +369,10 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             v = float(x)
         except (TypeError, ValueError):
             raise TypeError(f"x must be a number or a one-entry dict; got {type(x).__name__}") from None
-        if not np.isfinite(v):
-            raise ValueError(f"x must be finite; got {v}: fill missing values before scoring")
+        if not abs(v) <= MAX_MAGNITUDE:  # one comparison: NaN, infinities and overflowing magnitudes
+            if not np.isfinite(v):
+                raise ValueError(f"x must be finite; got {v}: fill missing values before scoring")
+            raise ValueError(_magnitude_message(abs(v)))
         return v
 
     def learn_one(self, x) -> None:
@@ -398,6 +412,9 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
 
     def _step(self, values) -> np.ndarray:
         values = as_samples(values, "values (univariate stream)", min_samples=1, dim=1)[:, 0]
+        big = float(np.abs(values).max())
+        if big > MAX_MAGNITUDE:  # before anything is learned: a batch that is refused changes no view
+            raise ValueError(_magnitude_message(big))
         if self._last.shape[0] == 0:  # before any value: pad the past with the first one
             self._last = np.full(self._span, values[0])
         mapped = np.zeros((len(self.views) + (self._repeat_tail is not None), values.shape[0]))
@@ -405,11 +422,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         # rows scored before the ratio detectors' first fit (their warm-up) are placeholders: they
         # get 0 and are kept out of the score history
         start = min(max(int(self.warmup) - self.n_seen, 0), values.shape[0])
-        # every view's rows first: a batch that cannot be embedded changes no view (all or nothing)
+        # values within MAX_MAGNITUDE have finite block means (their sums stay far below 1.8e308)
         embs = [block_embed(self._last, values, int(k), int(w)) for k, w, *_ in self.views]
-        if not all(np.isfinite(e).all() for e in embs):
-            raise ValueError(f"values up to {float(np.abs(values).max()):.3g} in magnitude overflow the subsequence "
-                             "block means (sums beyond 1.8e308); rescale the series, e.g. to other units")
         for i, (emb, det, tail) in enumerate(zip(embs, self._detectors, self._tails)):
             ratio = 1.0 - det.process(emb, learn=True)
             if start < values.shape[0]:
@@ -432,7 +446,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         """Flat dict of numpy arrays and JSON strings (``.npz``-able, no pickle); each view's state
         under the prefix ``view<i>.``."""
         params = {k: (list(map(list, v)) if k == "views" else v) for k, v in self.params.items()}
-        out: dict = {"meta": json.dumps({"seed": self.seed, "params": params, "n_seen": self.n_seen}),
+        out: dict = {"meta": json.dumps({"version": STATE_VERSION, "seed": self.seed, "params": params,
+                                         "n_seen": self.n_seen}),
                      "last": self._last.copy(), "deb_ring": self._deb_ring.copy(), "deb_st": self._deb_st.copy()}
         for i, t in enumerate(self._tails):
             out.update({f"tail{i}_ring": t._ring.copy(), f"tail{i}_raw": t._raw_ring.copy(),
@@ -445,12 +460,18 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
 
     @classmethod
     def from_state(cls, state) -> "TimeSeriesAnomalyDetector":
-        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
-        meta = json.loads(str(state["meta"]))
-        params = dict(meta["params"])
+        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped.
+
+        A state of another format version, another class's or one with an entry missing is refused
+        with a ``ValueError`` that says so.
+        """
+        state, meta = open_checkpoint(state, cls.__name__)
+        state_version(meta, cls.__name__, readable=(STATE_VERSION,), unversioned=1)
+        given = checkpoint_params(meta, cls)
+        params = dict(given)
         params.setdefault("repeats", False)  # states written before the repeat view continue without it
         params.setdefault("history_clip", None)  # ... and those before the clipped history without it
-        params["views"] = tuple(tuple(v) for v in params["views"])
+        params["views"] = tuple(tuple(v) for v in given["views"])
         det = cls(seed=meta["seed"], **params)
         det.n_seen = int(meta["n_seen"])
         det._last = np.array(state["last"], dtype=np.float64)
@@ -462,9 +483,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             t._st_f[...] = state[f"tail{i}_f"]
             t._st_i[...] = state[f"tail{i}_i"]
         det._detectors = [
-            StreamingOutlierDetector.from_state({k[len(f"view{i}."):]: v for k, v in state.items()
-                                                 if k.startswith(f"view{i}.")})
-            for i in range(len(det.views))]
+            StreamingOutlierDetector.from_state(state.part(f"view{i}.")) for i in range(len(det.views))]
         if det._repeat_tail is not None and "repeats_ring" in state:  # else written without it: start afresh
             det._repeat_tail.set_state({k: state[f"repeats_{k}"] for k in ("ring", "last", "st")})
         return det

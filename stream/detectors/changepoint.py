@@ -84,6 +84,7 @@ import numpy as np
 from river import base
 
 from ratiowatch.core.kliep_window import TwoWindowKLIEP
+from ratiowatch.core.params import check_seed
 from ratiowatch.core.lsdd_window import TwoWindowLSDD
 from ratiowatch.core.window import TwoWindowRuLSIF
 from ratiowatch.stream.calibration.peaks import Alarm, PeakPicker
@@ -93,6 +94,7 @@ from ratiowatch.stream.calibration.levels import level_ratio
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
+from ratiowatch.stream.detectors.state_file import open_checkpoint, state_version
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
 
 METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
@@ -338,7 +340,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if not (np.isfinite(sigma_factor) and float(sigma_factor) > 0):
             raise ValueError(f"sigma_factor must be positive (sigma = factor x median distance); got {sigma_factor}")
         self.sigma_factor = float(sigma_factor)
-        self.refresh_every, self.seed = int(refresh_every), int(seed)
+        self.refresh_every, self.seed = int(refresh_every), check_seed(seed)
         if corr_view not in (True, False):
             raise ValueError(f"corr_view must be True or False; got {corr_view!r}")
         self.corr_view = bool(corr_view)
@@ -1007,9 +1009,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     @classmethod
     def from_state(cls, state: Mapping) -> "ChangePointDetector":
         """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
-        meta = json.loads(str(state["meta"]))
-        if int(meta.get("version", -1)) != _STATE_VERSION:
-            raise ValueError(f"unsupported ChangePointDetector state version {meta.get('version')}")
+        state, meta = open_checkpoint(state, cls.__name__)
+        state_version(meta, cls.__name__, readable=(_STATE_VERSION,))
         params = dict(meta["params"])
         # checkpoints written before the AR null existed ran (and pooled) the permutation null
         params.setdefault("null", "permutation")

@@ -23,11 +23,17 @@ import numpy as np
 from numba import njit
 from river.base import AnomalyDetector
 
-from ratiowatch.core.kernels import gauss_row, median_distance, row_sq_dist
+from ratiowatch.core.kernels import MIN_SCALE, gauss_row, median_distance, row_sq_dist
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import as_samples, check_alpha, make_rng
-from ratiowatch.stream.detectors.outlier import local_scale
-from ratiowatch.stream.detectors.state_file import read_state, write_state
+from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE, local_scale
+from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state, state_version,
+                                                     write_state)
+
+#: checkpoint format of :meth:`StreamingOutlierDetector.to_state`; states written before the
+#: version was recorded have none and are this format (read as version 1)
+STATE_VERSION = 1
+
 
 # ============================================================================================
 # numba kernels of the streaming state
@@ -247,6 +253,31 @@ def _farthest_point(x, b, start):
 # ============================================================================================
 # streaming detector
 # ============================================================================================
+def _magnitude_message(what: str) -> str:
+    return (f"{what}: squared distances between values beyond {MAX_MAGNITUDE:.0e} overflow float64 and "
+            "every point would score alike; rescale the values first (divide them by a constant, or "
+            "standardise them)")
+
+
+def _check_magnitude(xs: np.ndarray) -> np.ndarray:
+    big = float(np.abs(xs).max())
+    if big > MAX_MAGNITUDE:
+        raise ValueError(_magnitude_message(f"X holds values up to {big!r}"))
+    return xs
+
+
+def _check_spread(ref: np.ndarray) -> None:
+    """Refuse reference points that differ, but by less than :data:`~ratiowatch.core.kernels.MIN_SCALE`
+    (about 1e-150): squared distances below about 1e-300 underflow float64 (the smallest normal is
+    2.2e-308), the kernel width falls back to 1 and every point scores alike. Equal points are no
+    such case (a constant stream, scored as such)."""
+    spread = float(np.ptp(ref, axis=0).max()) if ref.size else 0.0
+    if 0.0 < spread < MIN_SCALE:
+        raise ValueError(f"the reference points differ by at most {spread:.3g}: squared distances that small "
+                         "underflow float64 and every point would score alike; rescale the values first "
+                         "(multiply them by a constant, or standardise them)")
+
+
 class FeatureSetWarning(UserWarning):
     """A dict sample's keys differ from the features the detector learned (see the input policy)."""
 
@@ -486,8 +517,12 @@ class StreamingOutlierDetector(AnomalyDetector):
             if out.shape[0] != self._dim:
                 raise ValueError(f"x has {out.shape[0]} values but this detector learned samples of "
                                  f"{self._dim} features")
-        if not np.isfinite(out).all():
-            raise ValueError(f"x holds NaN or infinite values: {x!r}; clean or impute them first")
+        # one comparison (the cost of the finiteness check it replaces) refuses NaN, infinities and
+        # magnitudes whose squared distances overflow
+        if not np.abs(out).max() <= MAX_MAGNITUDE:
+            if not np.isfinite(out).all():
+                raise ValueError(f"x holds NaN or infinite values: {x!r}; clean or impute them first")
+            raise ValueError(_magnitude_message(f"x holds values up to {float(np.abs(out).max())!r}"))
         return out, mask
 
     def _missing(self, mask: np.ndarray, action: str) -> None:
@@ -498,6 +533,7 @@ class StreamingOutlierDetector(AnomalyDetector):
     def _refit(self) -> None:
         n = int(self._ref_state[0])
         ref = np.ascontiguousarray(self._ref_buf[:n])
+        _check_spread(ref)  # a reference that has shrunk below the bound since the first fit
         nw = int(self._win_state[0])
         win = np.ascontiguousarray(self._win_buf[:nw])
         b = int(self.n_centres)
@@ -558,12 +594,12 @@ class StreamingOutlierDetector(AnomalyDetector):
         Equivalent to ``score_one`` then ``learn_one`` per row, without the per-row dict cost.
         """
         if self._dim == 0:
-            x0 = as_samples(X, "X", min_samples=1)
+            x0 = _check_magnitude(as_samples(X, "X", min_samples=1))  # before the features are fixed
             self._allocate(x0.shape[1])
             if self._features is None:
                 self._features = list(range(x0.shape[1]))
                 self._keyed = False
-        xs = as_samples(X, "X", min_samples=1, dim=self._dim)
+        xs = _check_magnitude(as_samples(X, "X", min_samples=1, dim=self._dim))
         out = np.zeros(xs.shape[0])
         t = 0
         while t < xs.shape[0]:
@@ -571,6 +607,9 @@ class StreamingOutlierDetector(AnomalyDetector):
                 # warm-up: admit everything, score 0
                 take = min(xs.shape[0] - t, int(self.warmup) - int(self._ref_state[0]))
                 if learn:
+                    if int(self._ref_state[0]) + take >= int(self.warmup):  # these rows complete the warm-up:
+                        # refuse them before they are learned rather than leave a detector that cannot fit
+                        _check_spread(np.vstack([self._ref_buf[:int(self._ref_state[0])], xs[t : t + take]]))
                     for row in xs[t : t + take]:
                         self._push_raw(row)
                     t += take
@@ -663,7 +702,8 @@ class StreamingOutlierDetector(AnomalyDetector):
         The same persistence as every detector: ``to_state`` / :meth:`from_state`, with
         :meth:`save` / :meth:`load` writing it to one ``.npz`` file.
         """
-        meta = {"params": self._get_params(), "features": self._features, "keyed": self._keyed,
+        meta = {"version": STATE_VERSION, "params": self._get_params(), "features": self._features,
+                "keyed": self._keyed,
                 "dim": self._dim,
                 "fitted": self._fitted, "sigma": getattr(self, "_sigma", 1.0),
                 "lam": getattr(self, "_lam", float(self.lam)), "n_learned": self._n_learned,
@@ -680,9 +720,14 @@ class StreamingOutlierDetector(AnomalyDetector):
 
     @classmethod
     def from_state(cls, state) -> "StreamingOutlierDetector":
-        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped."""
-        meta = json.loads(str(state["meta"]))
-        det = cls(**meta["params"])
+        """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped.
+
+        A state of another format version, another class's or one with an entry missing is refused
+        with a ``ValueError`` that says so.
+        """
+        state, meta = open_checkpoint(state, cls.__name__)
+        state_version(meta, cls.__name__, readable=(STATE_VERSION,), unversioned=1)
+        det = cls(**checkpoint_params(meta, cls))
         det._features = meta["features"]
         det._keyed = bool(meta.get("keyed", True))
         if meta["dim"]:

@@ -106,8 +106,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ratiowatch.core.params import check_seed
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.state_file import CheckpointEntries, open_checkpoint, state_version
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 from ratiowatch.stream.series.preprocess import fill_missing
 from ratiowatch.stream.series.width import PERIOD_LEVEL, significant_period
@@ -232,7 +234,7 @@ class PeriodRoutedDetector:
                 raise ValueError(f"set {clash} on PeriodRoutedDetector itself, not in {name}=: both "
                                  "detectors share them")
         self.false_alarm_rate = float(false_alarm_rate)
-        self.seed = int(seed)
+        self.seed = check_seed(seed)  # a bad one named here, not as int()'s or numpy's error
         if not 0.0 <= min_acf < 1.0:
             raise ValueError(f"min_acf must be in [0, 1), e.g. 0.5; got {min_acf}")
         self.min_acf = float(min_acf)
@@ -426,18 +428,23 @@ class PeriodRoutedDetector:
 
     @classmethod
     def from_state(cls, state: Mapping) -> "PeriodRoutedDetector":
-        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
-        meta = json.loads(str(state["meta"]))
-        if "kind" not in meta and "method" in meta.get("params", {}):
+        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped.
+
+        A state of another format version, another class's or one with an entry missing is refused
+        with a ``ValueError`` that says so (a ChangePointDetector's is read as documented in
+        :meth:`_from_window_state`).
+        """
+        state, meta = open_checkpoint(state, cls.__name__)
+        params = meta.get("params")
+        if "kind" not in meta and isinstance(params, Mapping) and "method" in params:
             return cls._from_window_state(state, meta)
-        if int(meta.get("version", -1)) not in (1, STATE_VERSION):
-            raise ValueError(f"unsupported PeriodRoutedDetector state version {meta.get('version')}")
-        p = meta["params"]
+        state_version(meta, cls.__name__, readable=(1, STATE_VERSION))
+        p = CheckpointEntries(meta["params"], cls.__name__, " in its meta's params")
         obj = cls(false_alarm_rate=p["false_alarm_rate"], window=p["window"], profile=p["profile"],
                   min_acf=p["min_acf"], period_level=p.get("period_level"),
                   with_history=p.get("with_history", False), seed=p["seed"])
         obj.questions = int(meta.get("questions", 0))  # version 1 did not count them
-        inner = {k[len("inner."):]: v for k, v in state.items() if k.startswith("inner.")}
+        inner = state.part("inner.")
         holder = SplitProfileDetector if meta["kind"] == "split_profile" else ChangePointDetector
         obj._inner = holder.from_state(inner)
         obj.handed_over_at = None if meta["handed_over_at"] is None else int(meta["handed_over_at"])

@@ -99,6 +99,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.stats import binom
 
+from ratiowatch.core.params import check_seed
 from ratiowatch.core.split_profile import Kernel, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import (applies, block_profile, permutation_profile,
@@ -107,6 +108,7 @@ from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, 
                                                       null_fit, remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
+from ratiowatch.stream.detectors.state_file import open_checkpoint, state_version
 from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing
 from ratiowatch.stream.series.width import subsequence_width
 
@@ -232,7 +234,7 @@ class SplitProfileDetector:
         self.max_order = int(max_order)
         self.cycle_permutation = bool(cycle_permutation)
         self.robust_line = bool(robust_line)
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         self._profile_cfg = {"alpha": float(alpha), "lam": float(lam), "sigma_factor": float(sigma_factor),
                              "n_centres": int(n_centres), "grid": int(grid), "widths": "both"}
         self._buf: np.ndarray | None = None  # (2 max_window, m): the window is _buf[_lo:_hi]
@@ -540,10 +542,8 @@ class SplitProfileDetector:
     @classmethod
     def from_state(cls, state: Mapping) -> "SplitProfileDetector":
         """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
-        meta = json.loads(str(state["meta"]))
-        version = int(meta.get("version", -1))
-        if version not in (1, 2, 3, STATE_VERSION):
-            raise ValueError(f"unsupported SplitProfileDetector state version {meta.get('version')}")
+        state, meta = open_checkpoint(state, cls.__name__)
+        version = state_version(meta, cls.__name__, readable=(1, 2, 3, STATE_VERSION))
         # version 1 predates the cycle null: such a detector ran without it and continues so.
         # Version 2 did not keep the cycle null's kernel: it restores without the null until
         # its next calibration. A state saved before the robust line ran without it and continues so

@@ -21,7 +21,15 @@ from collections import deque
 import numpy as np
 from river.base import AnomalyDetector
 
-from .wsvm import OnlineWeightedSVR
+from .wsvm import OnlineWeightedSVR, check_state
+
+#: the largest magnitude the detector takes: the warm-up's variance sums squares of deviations up
+#: to twice it (4e300 each); squares beyond 1.8e308, of deviations beyond about 1.3e154, overflow
+MAX_MAGNITUDE = 1e150
+#: the smallest nonzero spread of the warm-up values it takes: squares of deviations below about
+#: 1.5e-154 underflow (the smallest normal float64 is 2.2e-308) and the standard deviation comes
+#: out 0, or off; a margin of 1e4 keeps them normal
+MIN_SPREAD = 1e-150
 
 
 class ForecastResidualDetector(AnomalyDetector):
@@ -104,8 +112,12 @@ class ForecastResidualDetector(AnomalyDetector):
             v = float(v)
         except (TypeError, ValueError):
             raise ValueError(f"the series value must be a number; got {v!r}") from None
-        if not math.isfinite(v):
-            raise ValueError("the series value is NaN or infinite; impute it first")
+        if not abs(v) <= MAX_MAGNITUDE:  # one comparison: NaN, infinities and overflowing magnitudes
+            if not math.isfinite(v):
+                raise ValueError("the series value is NaN or infinite; impute it first")
+            raise ValueError(f"the series value {v!r} is beyond {MAX_MAGNITUDE:.0e} in magnitude, where the "
+                             "squares of the standardisation overflow float64 and every score would be 0; "
+                             "rescale the series (divide it by a constant, e.g. change its units)")
         return v
 
     def _lag_dict(self) -> dict:
@@ -134,6 +146,12 @@ class ForecastResidualDetector(AnomalyDetector):
         """Update the residual statistics and the forecaster with one value."""
         v = self._value(x)
         if self._mu is None:
+            if len(self._raw) + 1 >= int(self.warmup):  # checked before the value is kept: a refusal changes nothing
+                spread = max(max(self._raw, default=v), v) - min(min(self._raw, default=v), v)
+                if 0.0 < spread < MIN_SPREAD:
+                    raise ValueError(f"the warm-up values differ by at most {spread:.3g}: squares of deviations "
+                                     f"below {MIN_SPREAD:.0e} underflow float64 and the series cannot be "
+                                     "standardised; rescale it (multiply it by a constant, e.g. change its units)")
             self._raw.append(v)
             if len(self._raw) >= int(self.warmup):
                 self._freeze_and_train()
@@ -182,9 +200,10 @@ class ForecastResidualDetector(AnomalyDetector):
 
     @classmethod
     def from_state(cls, state: dict) -> "ForecastResidualDetector":
-        """Restore a detector saved by :meth:`to_state`; scores continue identically."""
-        if int(state.get("version", -1)) != 1 or state.get("class") != cls.__name__:
-            raise ValueError(f"not a {cls.__name__} state of version 1")
+        """Restore a detector saved by :meth:`to_state`; scores continue identically (another class's
+        state, another version's or one with an entry missing is refused with a ``ValueError`` that
+        says so)."""
+        state = check_state(state, cls)
         gamma = float(state["gamma"])
         obj = cls(k=int(state["k"]), window=int(state["window"]), C=float(state["C"]),
                   epsilon=float(state["epsilon"]), gamma=None if gamma < 0 else gamma,
@@ -197,8 +216,7 @@ class ForecastResidualDetector(AnomalyDetector):
         obj._lags.extend(np.asarray(state["lags"], dtype=np.float64).tolist())
         obj._resid.extend(np.asarray(state["resid"], dtype=np.float64).tolist())
         obj._rsum, obj._rsq = float(state["rsum"]), float(state["rsq"])
-        sub = {k[len("svr."):]: v for k, v in state.items() if k.startswith("svr.")}
-        obj._svr = OnlineWeightedSVR.from_state(sub)
+        obj._svr = OnlineWeightedSVR.from_state(state.part("svr."))
         return obj
 
     @classmethod

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 
 import numpy as np
 from river import base
 
 from ratiowatch.core.wsvm import PathStats, WeightedSVC, WeightedSVR
+from ratiowatch.stream.detectors.state_file import CheckpointEntries
 
 
 def cao_tay_weights(n_points: int, window: int, decay: float) -> np.ndarray:
@@ -33,6 +35,21 @@ def cao_tay_weights(n_points: int, window: int, decay: float) -> np.ndarray:
     """
     i = np.arange(window - n_points + 1, window + 1, dtype=np.float64)
     return 2.0 / (1.0 + np.exp(decay - 2.0 * decay * i / window))
+
+
+def check_state(state, cls) -> CheckpointEntries:
+    """``state`` as :class:`CheckpointEntries` of ``cls``, if it is a checkpoint of version 1 of that
+    class (``to_state`` records both); else a ``ValueError`` that says what it is not."""
+    state = CheckpointEntries(state, cls.__name__)
+    version, name = state.get("version"), state.get("class")
+    if name != cls.__name__:
+        raise ValueError(f"not a {cls.__name__} checkpoint: the state was written by {name!r}" if name is not None
+                         else f"not a {cls.__name__} checkpoint: the state records no class")
+    if "version" not in state:
+        raise ValueError(f"unsupported {cls.__name__} state: it records no version (this build reads version 1)")
+    if isinstance(version, bool) or not isinstance(version, numbers.Integral) or version != 1:
+        raise ValueError(f"unsupported {cls.__name__} state version {version!r}: this build reads version 1")
+    return state
 
 
 class _WindowedSVM:
@@ -125,9 +142,9 @@ class _WindowedSVM:
 
     @classmethod
     def from_state(cls, state: dict):
-        """Restore a learner saved by :meth:`to_state`."""
-        if int(state.get("version", -1)) != 1 or state.get("class") != cls.__name__:
-            raise ValueError(f"not a {cls.__name__} state of version 1")
+        """Restore a learner saved by :meth:`to_state` (another class's state, another version's or
+        one with an entry missing is refused with a ``ValueError`` that says so)."""
+        state = check_state(state, cls)
         import inspect
 
         names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
@@ -136,8 +153,7 @@ class _WindowedSVM:
         obj._ids = [int(i) for i in np.asarray(state["ids"]).tolist()]
         obj.n_updates_ = int(state["n_updates"])
         if int(state["has_model"]):
-            sub = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
-            obj._model = obj._make_model().from_state(sub)
+            obj._model = obj._make_model().from_state(state.part("model."))
         obj._load_extra(state)
         return obj
 
@@ -231,7 +247,8 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
     """Sliding-window weighted C-SVM (binary) with time-decay weights, updated by path following.
 
     Boolean labels map False to -1 and True to +1 (river's binary convention, both always
-    reported); other labels map in order of appearance, and a third label raises ``ValueError``.
+    reported); other labels map in order of appearance, and a third label raises ``ValueError``, as
+    does a NaN label (it equals no label, not even itself).
     While the window holds a single class, every weight is driven to 0 and that class is
     predicted. ``predict_proba_one`` is a logistic squashing of the margin (``1 / (1 + e^{-2f})``),
     not a calibrated probability.
@@ -281,6 +298,13 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
     def _make_model(self) -> WeightedSVC:
         return WeightedSVC(self.C, kernel=self.kernel, gamma=self.gamma, ridge=self.ridge)
 
+    @staticmethod
+    def _check_label(y) -> None:
+        # NaN equals no label, not even itself: each NaN would count as a new class
+        if isinstance(y, numbers.Number) and y != y:
+            raise ValueError(f"y is {y!r}, which is no class label; the labels are two booleans or two values "
+                             "that compare equal to themselves: drop unlabelled samples or impute their labels")
+
     def _code(self, y) -> float:
         if isinstance(y, (bool, np.bool_)):
             # river's binary convention: False -> -1, True -> +1, both always reported
@@ -311,6 +335,8 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
         y = list(y)
         if len(y) != X.shape[0]:
             raise ValueError(f"y has {len(y)} labels for {X.shape[0]} samples")
+        for v in y:  # all of them before any label is recorded
+            self._check_label(v)
         codes = np.array([self._code(v) for v in y])
         if self._model is None:
             self._model = self._make_model()

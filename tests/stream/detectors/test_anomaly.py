@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -354,3 +356,84 @@ def test_a_state_written_before_the_clipped_history_continues_without_it():
     restored = TimeSeriesAnomalyDetector.from_state(written_before(old.to_state(), "history_clip", "no such array"))
     assert restored.history_clip is None
     np.testing.assert_array_equal(restored.score_series(y[700:]), old.score_series(y[700:]))
+
+
+SMALL = {"warmup": 50, "buffer_size": 200, "min_history": 20, "history": 200}
+
+
+def _small_state(n=300):
+    det = TimeSeriesAnomalyDetector(**SMALL)
+    det.score_series(seasonal(n))
+    return det, det.to_state()
+
+
+def _meta_changed(state, drop=(), **changes):
+    meta = json.loads(str(state["meta"]))
+    for k in drop:
+        del meta[k]
+    return {**state, "meta": json.dumps({**meta, **changes})}
+
+
+def test_a_checkpoint_records_its_format_version():
+    assert json.loads(_small_state(100)[1]["meta"])["version"] == 1
+
+
+@pytest.mark.parametrize("version", [0, 2, None, "1"])
+def test_a_checkpoint_of_an_unknown_version_is_refused(version):
+    _, state = _small_state()
+    with pytest.raises(ValueError, match="unsupported TimeSeriesAnomalyDetector state version"):
+        TimeSeriesAnomalyDetector.from_state(_meta_changed(state, version=version))
+
+
+def test_a_checkpoint_written_before_versions_were_recorded_still_loads():
+    y = seasonal(500)
+    det, state = _small_state(300)
+    restored = TimeSeriesAnomalyDetector.from_state(_meta_changed(state, drop=("version",)))
+    np.testing.assert_array_equal(restored.score_series(y[300:]), det.score_series(y[300:]))
+
+
+@pytest.mark.parametrize("drop", ["meta", "deb_ring", "tail1_raw", "view1._ref_buf", "view2.meta"])
+def test_a_truncated_checkpoint_says_which_key_it_lacks(drop):
+    _, state = _small_state()
+    del state[drop]
+    with pytest.raises(ValueError, match=f"not a TimeSeriesAnomalyDetector checkpoint, or a truncated one: "
+                                         f"missing key '{drop}'"):
+        TimeSeriesAnomalyDetector.from_state(state)
+
+
+def test_another_detectors_checkpoint_or_none_is_refused_as_such():
+    from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
+
+    other = StreamingOutlierDetector(warmup=10, buffer_size=20)
+    other.process(np.random.default_rng(0).normal(size=(30, 2)))
+    with pytest.raises(ValueError, match="not a TimeSeriesAnomalyDetector checkpoint"):
+        TimeSeriesAnomalyDetector.from_state(other.to_state())
+    with pytest.raises(ValueError, match="not a TimeSeriesAnomalyDetector checkpoint"):
+        TimeSeriesAnomalyDetector.from_state(None)
+
+
+@pytest.mark.parametrize("scale", [1e151, 1e300])
+def test_values_whose_squared_distances_overflow_are_refused_and_no_view_learns_them(scale):
+    y = seasonal(400)
+    det, twin = TimeSeriesAnomalyDetector(**SMALL), TimeSeriesAnomalyDetector(**SMALL)
+    det.score_series(y[:300])
+    twin.score_series(y[:300])
+    with pytest.raises(ValueError, match="overflow float64.*rescale the series"):
+        det.score_series(np.r_[y[300:310], y[310] * scale])
+    for call in (det.score_one, det.learn_one):
+        with pytest.raises(ValueError, match="rescale the series"):
+            call(-y[310] * scale)
+    assert np.array_equal(det.score_series(y[300:]), twin.score_series(y[300:]))
+
+
+def test_a_series_of_a_tiny_spread_is_refused_with_advice_to_rescale():
+    with pytest.raises(ValueError, match="underflow float64.*rescale the values"):
+        TimeSeriesAnomalyDetector(**SMALL).score_series((seasonal(300) - 10) * 1e-300)
+
+
+@pytest.mark.parametrize("scale", [1e-100, 1e100])
+def test_an_anomaly_is_found_at_any_scale_within_the_bounds(scale):
+    y = seasonal(1500)
+    y[1200:1203] += 3.0
+    s = TimeSeriesAnomalyDetector().score_series((y - 10) * scale)
+    assert int(np.argmax(s)) in range(1198, 1206)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -268,7 +269,7 @@ def test_a_state_written_before_readmission_existed_still_loads():
     twin = StreamingOutlierDetector.from_state(old)
     np.testing.assert_array_equal(copy.deepcopy(det).process(x[500:]), twin.process(x[500:]))
     broken = {k: v for k, v in old.items() if k != "_ref_buf"}  # only the held arrays may be absent
-    with pytest.raises(KeyError, match="_ref_buf"):
+    with pytest.raises(ValueError, match="missing key '_ref_buf'"):
         StreamingOutlierDetector.from_state(broken)
 
 
@@ -375,3 +376,107 @@ def test_changed_dict_keys_follow_the_documented_policy_with_a_warning():
         det.learn_one({"f0": 0.0, "f1": 0.0})
     assert det._n_learned == n
     assert det.score_one(centre) == before
+
+
+_DROP = object()
+
+
+def _with_meta(state, **changes):
+    """``state`` with entries of its meta changed, or removed (``_DROP``)."""
+    meta = json.loads(str(state["meta"]))
+    for k, v in changes.items():
+        if v is _DROP:
+            meta.pop(k, None)
+        else:
+            meta[k] = v
+    return {**state, "meta": json.dumps(meta)}
+
+
+def test_a_checkpoint_records_its_format_version():
+    x, _ = stream(200)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x)
+    assert json.loads(det.to_state()["meta"])["version"] == 1
+
+
+@pytest.mark.parametrize("version", [0, 2, None, "1", True])
+def test_a_checkpoint_of_an_unknown_version_is_refused(version):
+    x, _ = stream(200)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x)
+    with pytest.raises(ValueError, match="unsupported StreamingOutlierDetector state version"):
+        StreamingOutlierDetector.from_state(_with_meta(det.to_state(), version=version))
+
+
+def test_a_checkpoint_written_before_versions_were_recorded_still_loads():
+    x, _ = stream(600)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x[:400])
+    old = _with_meta(det.to_state(), version=_DROP)
+    twin = StreamingOutlierDetector.from_state(old)
+    np.testing.assert_array_equal(copy.deepcopy(det).process(x[400:]), twin.process(x[400:]))
+
+
+@pytest.mark.parametrize("drop", ["meta", "_ref_buf", "_theta"])
+def test_a_truncated_checkpoint_says_which_key_it_lacks(drop):
+    x, _ = stream(200)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x)
+    state = {k: v for k, v in det.to_state().items() if k != drop}
+    with pytest.raises(ValueError, match=f"not a StreamingOutlierDetector checkpoint, or a truncated one: "
+                                         f"missing key '{drop}'"):
+        StreamingOutlierDetector.from_state(state)
+
+
+def test_a_checkpoint_whose_meta_lacks_an_entry_says_so():
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(stream(200)[0])
+    with pytest.raises(ValueError, match="missing key 'fitted' in its meta"):
+        StreamingOutlierDetector.from_state(_with_meta(det.to_state(), fitted=_DROP))
+
+
+@pytest.mark.parametrize("state", [None, [("meta", "{}")], "state.npz"])
+def test_what_is_not_a_checkpoint_is_refused_as_such(state):
+    with pytest.raises(ValueError, match="not a StreamingOutlierDetector checkpoint"):
+        StreamingOutlierDetector.from_state(state)
+
+
+@pytest.mark.parametrize("scale", [1e151, 1e300, -1e200])
+def test_values_whose_squared_distances_overflow_are_refused_with_advice_to_rescale(scale):
+    x, _ = stream(300)
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(x[:100])
+    twin = copy.deepcopy(det)
+    for feed in (lambda: det.learn_one(list(x[100] * scale)), lambda: det.score_one(list(x[100] * scale)),
+                 lambda: det.process(np.r_[x[100:110], x[110:111] * scale])):
+        with pytest.raises(ValueError, match="overflow float64.*rescale the values"):
+            feed()
+    np.testing.assert_array_equal(det.process(x[100:]), twin.process(x[100:]))  # nothing was learned
+
+
+def test_a_stream_of_a_tiny_spread_is_refused_before_the_first_fit():
+    x, _ = stream(300)
+    det = StreamingOutlierDetector(**SMALL)
+    for row in x[: SMALL["warmup"] - 1] * 1e-300:
+        det.learn_one(list(row))
+    with pytest.raises(ValueError, match="differ by at most .*underflow float64.*rescale the values"):
+        det.learn_one(list(x[SMALL["warmup"]] * 1e-300))
+    assert not det._fitted and int(det._ref_state[0]) == SMALL["warmup"] - 1  # the refused row was not learned
+    with pytest.raises(ValueError, match="underflow"):
+        StreamingOutlierDetector(**SMALL).process(x * 1e-300)
+
+
+@pytest.mark.parametrize("scale", [1e-100, 1e100])
+def test_an_outlier_is_found_at_any_scale_within_the_bounds(scale):
+    """Scores are those at scale 1: the kernel width follows the data's scale."""
+    x, y = stream(800)
+    plain = StreamingOutlierDetector(**SMALL).process(x)
+    scaled = StreamingOutlierDetector(**SMALL).process(x * scale)
+    np.testing.assert_allclose(scaled, plain, atol=1e-9)
+    assert roc_auc_score(y[300:], scaled[300:]) > 0.95
+
+
+def test_a_constant_stream_is_no_tiny_spread():
+    det = StreamingOutlierDetector(**SMALL)
+    scores = det.process(np.full((200, 2), 1e-300))
+    assert np.all(np.isfinite(scores))

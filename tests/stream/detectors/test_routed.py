@@ -384,6 +384,17 @@ class TestInput:
         with pytest.raises((ValueError, TypeError), match=msg):
             PeriodRoutedDetector(**kw)
 
+    @pytest.mark.parametrize("seed, error, msg", [(None, TypeError, "seed must be an integer; got None"),
+                                                  (-1, ValueError, "seed must be an integer >= 0; got -1"),
+                                                  (1.5, TypeError, "seed must be an integer; got 1.5"),
+                                                  ("0", TypeError, "seed must be an integer")])
+    def test_a_seed_is_a_non_negative_integer_and_a_bad_one_is_named(self, seed, error, msg):
+        with pytest.raises(error, match=msg):
+            PeriodRoutedDetector(seed=seed)
+
+    def test_numpy_integer_seeds_are_taken(self):
+        assert PeriodRoutedDetector(seed=np.int64(3)).seed == 3
+
 
 class TestCheckpoint:
     @pytest.mark.parametrize("cut", [10, 500, 959, 961, 1500, 2300])
@@ -442,3 +453,41 @@ class TestCheckpoint:
         meta["version"] = 99
         with pytest.raises(ValueError, match="state version"):
             PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
+
+    @pytest.mark.parametrize("version", [0, 3, None, "2", True])
+    def test_a_checkpoint_of_an_unknown_version_is_refused(self, version):
+        state = PeriodRoutedDetector().to_state()
+        meta = json.loads(state["meta"])
+        meta["version"] = version
+        with pytest.raises(ValueError, match="unsupported PeriodRoutedDetector state version"):
+            PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
+
+    def test_a_checkpoint_without_a_version_is_refused(self):
+        state = PeriodRoutedDetector().to_state()
+        meta = json.loads(state["meta"])
+        del meta["version"]
+        with pytest.raises(ValueError, match="unsupported PeriodRoutedDetector state: it records no version"):
+            PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
+
+    @pytest.mark.parametrize("periodic, drop", [(True, "meta"), (False, "ring"), (True, "inner.window"),
+                                                (False, "inner.meta"), (False, "inner.shist")])
+    def test_a_truncated_checkpoint_says_which_key_it_lacks(self, periodic, drop):
+        det = PeriodRoutedDetector(seed=0)
+        feed(det, sine(200) if periodic else np.random.default_rng(0).normal(size=200))
+        assert det.kind == ("split_profile" if periodic else "window")  # whose state is under "inner."
+        state = {k: v for k, v in det.to_state().items() if k != drop}
+        with pytest.raises(ValueError, match=f"not a PeriodRoutedDetector checkpoint, or a truncated one: "
+                                             f"missing key '{drop}'"):
+            PeriodRoutedDetector.from_state(state)
+
+    def test_a_checkpoint_whose_meta_lacks_an_entry_says_so(self):
+        state = PeriodRoutedDetector().to_state()
+        meta = json.loads(state["meta"])
+        del meta["n_seen"]
+        with pytest.raises(ValueError, match="missing key 'n_seen' in its meta"):
+            PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
+
+    @pytest.mark.parametrize("state", [None, {"meta": "not json"}])
+    def test_what_is_not_a_checkpoint_is_refused_as_such(self, state):
+        with pytest.raises(ValueError, match="not a PeriodRoutedDetector checkpoint"):
+            PeriodRoutedDetector.from_state(state)

@@ -107,3 +107,69 @@ def test_checkpoint_roundtrip_through_npz_and_json_continues_identically(tmp_pat
         det.learn_one({"y": v})
         twin.learn_one({"y": v})
     assert twin._svr.kkt_violation() < 1e-6
+
+
+def _trained(n=80):
+    x, _ = _series_with_spikes(n=n, seed=5)
+    det = ForecastResidualDetector(k=4, window=40, warmup=20)
+    for v in x:
+        det.learn_one({"y": v})
+    return det
+
+
+@pytest.mark.parametrize("drop", ["raw", "resid", "mu", "svr.ids", "svr.model.X"])
+def test_a_truncated_checkpoint_says_which_key_it_lacks(drop):
+    state = _trained().to_state()
+    assert drop in state
+    del state[drop]
+    with pytest.raises(ValueError, match=f"not a ForecastResidualDetector checkpoint, or a truncated one: "
+                                         f"missing key '{drop}'"):
+        ForecastResidualDetector.from_state(state)
+
+
+@pytest.mark.parametrize("state, match", [(None, "not a ForecastResidualDetector checkpoint: expected a mapping"),
+                                          ("det.npz", "not a ForecastResidualDetector checkpoint: expected a mapping")])
+def test_what_is_not_a_checkpoint_is_refused_as_such(state, match):
+    with pytest.raises(ValueError, match=match):
+        ForecastResidualDetector.from_state(state)
+
+
+def test_another_class_checkpoint_or_version_is_refused():
+    state = _trained().to_state()
+    with pytest.raises(ValueError, match="written by 'OnlineWeightedSVR'"):
+        ForecastResidualDetector.from_state({**state, "class": "OnlineWeightedSVR"})
+    for version in (0, 2, None):
+        with pytest.raises(ValueError, match="unsupported ForecastResidualDetector state version"):
+            ForecastResidualDetector.from_state({**state, "version": version})
+
+
+@pytest.mark.parametrize("scale", [1e151, -1e300])
+def test_values_whose_squares_overflow_are_refused_with_advice_to_rescale(scale):
+    det = _trained()
+    for call in (det.score_one, det.learn_one):
+        with pytest.raises(ValueError, match="overflow float64.*rescale the series"):
+            call({"y": scale})
+
+
+def test_warm_up_values_of_a_tiny_spread_are_refused_before_they_are_kept():
+    x, _ = _series_with_spikes(n=60, seed=2)
+    det = ForecastResidualDetector(k=4, window=40, warmup=20)
+    for v in x[:19] * 1e-300:
+        det.learn_one({"y": v})
+    with pytest.raises(ValueError, match="underflow float64.*rescale it"):
+        det.learn_one({"y": x[19] * 1e-300})
+    assert det.forecast() is None and len(det._raw) == 19
+    constant = ForecastResidualDetector(k=4, window=40, warmup=20)  # no spread is no tiny spread
+    for _ in range(30):
+        constant.learn_one({"y": 1e-300})
+
+
+@pytest.mark.parametrize("scale", [1e-100, 1e100])
+def test_a_spike_is_found_at_any_scale_within_the_bounds(scale):
+    y = np.sin(np.arange(400) * 2 * np.pi / 24) + 0.1 * np.random.default_rng(0).normal(size=400)
+    y[350] += 5
+    det, scores = ForecastResidualDetector(), []
+    for v in y * scale:
+        scores.append(det.score_one({"y": v}))
+        det.learn_one({"y": v})
+    assert int(np.argmax(scores)) == 350

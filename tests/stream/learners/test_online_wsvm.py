@@ -121,3 +121,46 @@ def test_checkpoint_roundtrip_continues_identically():
     assert reg2.kkt_violation() < 1e-6 and clf2.kkt_violation() < 1e-6
     with pytest.raises(ValueError, match="state"):
         OnlineWeightedSVC.from_state(reg.to_state())
+
+
+@pytest.mark.parametrize("label", [float("nan"), np.nan, np.float32("nan")])
+def test_a_nan_label_is_refused_as_no_class_label(label):
+    clf = OnlineWeightedSVC(window=20)
+    clf.learn_one({"a": 0.0}, "low")
+    with pytest.raises(ValueError, match="no class label"):
+        clf.learn_one({"a": 1.0}, label)
+    with pytest.raises(ValueError, match="no class label"):
+        clf.learn_batch([{"a": 2.0}, {"a": 3.0}], ["high", label])
+    assert clf._labels == ["low"] and clf.n_points == 1  # a refused batch records nothing
+    clf.learn_one({"a": 1.0}, "high")
+    assert clf._labels == ["low", "high"]
+
+
+def _trained():
+    rng = np.random.default_rng(1)
+    reg, clf = OnlineWeightedSVR(window=20), OnlineWeightedSVC(window=20)
+    for u in rng.uniform(size=(30, 2)):
+        reg.learn_one({"a": u[0], "b": u[1]}, float(u[0]))
+        clf.learn_one({"a": u[0], "b": u[1]}, bool(u[0] > u[1]))
+    return reg, clf
+
+
+@pytest.mark.parametrize("drop", ["features", "ids", "labels", "model.X"])
+def test_a_truncated_checkpoint_says_which_key_it_lacks(drop):
+    _, clf = _trained()
+    state = clf.to_state()
+    assert drop in state
+    del state[drop]
+    with pytest.raises(ValueError, match=f"not a OnlineWeightedSVC checkpoint, or a truncated one: "
+                                         f"missing key '{drop}'"):
+        OnlineWeightedSVC.from_state(state)
+
+
+@pytest.mark.parametrize("state, match", [(None, "not a OnlineWeightedSVR checkpoint: expected a mapping"),
+                                          ({}, "not a OnlineWeightedSVR checkpoint: the state records no class"),
+                                          ({"class": "OnlineWeightedSVR", "version": None}, "state version None"),
+                                          ({"class": "OnlineWeightedSVR", "version": 2}, "state version 2"),
+                                          ({"class": "OnlineWeightedSVR", "version": "1"}, "state version '1'")])
+def test_what_is_no_checkpoint_of_this_class_and_version_is_refused_as_such(state, match):
+    with pytest.raises(ValueError, match=match):
+        OnlineWeightedSVR.from_state(state)
