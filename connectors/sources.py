@@ -12,17 +12,19 @@ growing memory (backpressure); the stdin reader thread feeds a bounded queue.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import logging
+import os
 import queue
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, BinaryIO, Callable, TextIO
 
 from ratiowatch.connectors.records import (BadRecord, BatchParser, FieldSpec, Record, RecordBatch, RecordError, bad_record,
-                            parse_record, record_from_mapping)
+                            decode_text, parse_record, record_from_mapping)
 
 log = logging.getLogger("ratiowatch.sources")
 
@@ -30,7 +32,10 @@ Item = Record | BadRecord
 
 
 class _LineParser:
-    """Turns text lines (JSONL or CSV with a header row) into Records / BadRecords."""
+    """Turns lines (JSONL or CSV with a header row) into Records / BadRecords.
+
+    Lines come as bytes from files (bytes that are not UTF-8 are the line's ``not_utf8``, as for a
+    Kafka message) and as text from stdin."""
 
     def __init__(self, fmt: str, spec: FieldSpec, max_bytes: int):
         self.fmt = fmt
@@ -38,31 +43,41 @@ class _LineParser:
         self.max_bytes = max_bytes
         self.header: list[str] | None = None
 
-    def parse(self, line: str, ref: tuple[str, int]) -> Item | None:
+    def parse(self, line: bytes | str, ref: tuple[str, int]) -> Item | None:
         """None for a line that is not a record (blank line, CSV header)."""
-        text = line.rstrip("\r\n")
+        text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
         if not text.strip():
             return None
         try:
-            if len(text.encode()) > self.max_bytes:
-                raise RecordError("oversized", f"line has {len(text.encode())} bytes, more than "
-                                               f"max_record_bytes={self.max_bytes}")
+            size = len(text) if isinstance(text, bytes) else len(text.encode())
+            if size > self.max_bytes:
+                raise RecordError("oversized", f"line has {size} bytes, more than max_record_bytes={self.max_bytes}")
             if self.fmt == "csv":
-                row = next(csv.reader(io.StringIO(text)))
-                if self.header is None:
-                    self.header = [h.strip() for h in row]
-                    return None
-                if len(row) != len(self.header):
-                    raise RecordError("malformed_json", f"CSV row has {len(row)} fields, header has "
-                                                        f"{len(self.header)}")
-                return record_from_mapping(dict(zip(self.header, row)), self.spec, ref=ref,
-                                           fallback_timestamp=float(ref[1]), raw=text)
+                return self._csv(text, ref)
             return parse_record(text, self.spec, ref=ref, max_bytes=self.max_bytes,
                                 fallback_timestamp=float(ref[1]))
         except RecordError as err:
             return bad_record(text, err, ref)
         except Exception as exc:  # noqa: BLE001 - whatever one line does, it is that line's fault
             return bad_record(text, RecordError("unparseable", f"{type(exc).__name__}: {exc}"), ref)
+
+    def _csv(self, text: bytes | str, ref: tuple[str, int]) -> Item | None:
+        if self.header is None:
+            try:
+                decoded = decode_text(text)
+            except RecordError as err:
+                # the header is still this line: the next row taken for it would misread every row
+                # after; columns named with the bad bytes read as missing fields
+                loose = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+                self.header = [h.strip() for h in next(csv.reader(io.StringIO(loose)))]
+                return bad_record(text, err, ref)
+            self.header = [h.strip() for h in next(csv.reader(io.StringIO(decoded)))]
+            return None
+        row = next(csv.reader(io.StringIO(decode_text(text))))
+        if len(row) != len(self.header):
+            raise RecordError("malformed_json", f"CSV row has {len(row)} fields, header has {len(self.header)}")
+        return record_from_mapping(dict(zip(self.header, row)), self.spec, ref=ref,
+                                   fallback_timestamp=float(ref[1]), raw=text)
 
 
 def _format_of(path: Path, fmt: str) -> str:
@@ -71,12 +86,32 @@ def _format_of(path: Path, fmt: str) -> str:
     return "csv" if path.suffix.lower() == ".csv" else "jsonl"
 
 
+#: bytes at the start of a file that identify it with its device and inode (an inode number is
+#: reused once its file is deleted, so a rotated-in file can carry the number of the one it replaced)
+_HEAD_BYTES = 1024
+
+
+def _head_digest(head: bytes) -> int:
+    # an integer, as every value of the file's side files: the daemon checks them as offsets files
+    return int.from_bytes(hashlib.sha256(head).digest()[:8], "big")
+
+
 class FileSource:
     """Reads a CSV (header row) or JSONL file; ``follow=True`` keeps reading appended lines.
 
     Offsets are line numbers. Committed offsets are stored through ``offsets`` (an object with
     ``save_json(name, obj)`` / ``load_json(name)``, e.g. the checkpoint store) so a restart resumes
-    after the last committed line.
+    after the last committed line: ``offsets-<name>.json`` holds ``{partition: next line}`` and
+    ``file-identity-<name>.json`` which file those lines were read from (device, inode, a digest of
+    its first bytes, and ``base``, the offset of its first line). A committed offset is applied only
+    to that same file; another file, or one shorter than the offset, is read from its start with a
+    warning. Without the identity (offsets written by an older version) the offset is applied to
+    the file that has the name, unless it is shorter.
+
+    In follow mode a file replaced under its name (rotation) or cut below the read position
+    (truncation) is read again from its start, as ``tail -F`` does. Offsets go on counting across
+    files (the first line of the new file gets the offset after the last line read), so they only
+    grow: the daemon's committed positions and replay checks rely on that.
     """
 
     def __init__(self, path: str | Path, spec: FieldSpec, *, fmt: str = "auto", follow: bool = False,
@@ -91,23 +126,139 @@ class FileSource:
         self.parser = _LineParser(_format_of(self.path, fmt), spec, max_bytes)
         self.offsets = offsets
         self.exhausted = False
-        self._fh: TextIO | None = None
-        self._line_no = 0   # next line number to read
-        self._buf = ""      # partial line while following
-        self._start = 0
+        self._fh: BinaryIO | None = None
+        self._line_no = 0   # offset of the next line to read
+        self._buf = b""     # partial line while following
+        self._start = 0     # lines below this offset were committed by a previous run
+        self._head = b""    # the first bytes read from the open file (up to _HEAD_BYTES)
+        # files read since the last commit, as (offset of the first line, (device, inode), head):
+        # a commit records the identity of the file its offset belongs to
+        self._files: list[tuple[int, tuple[int, int], bytes]] = []
+        self._written_identity: dict[str, Any] | None = None
+        self._resume: tuple[int, dict[str, Any] | None] | None = None
         if offsets is not None:
             saved = offsets.load_json(self._offsets_name()) or {}
-            self._start = int(saved.get(self.partition, 0))
+            ident = offsets.load_json(self._identity_name())
+            self._written_identity = ident
+            self._resume = (int(saved.get(self.partition, 0)), ident if isinstance(ident, dict) else None)
 
     def _offsets_name(self) -> str:
         return f"offsets-{self.path.name}.json"
 
+    def _identity_name(self) -> str:
+        # its own file, so the offsets file keeps the format older versions read and write
+        return f"file-identity-{self.path.name}.json"
+
     def _open(self) -> bool:
         if self._fh is None:
-            if not self.path.exists():
+            try:
+                self._fh = open(self.path, "rb")
+            except FileNotFoundError:
                 return False
-            self._fh = open(self.path, encoding="utf-8", errors="replace", newline="")
+            if self._resume is not None:
+                committed, ident = self._resume
+                self._resume = None
+                self._resume_at(committed, ident)
+            self._new_file(self._line_no)
         return True
+
+    def _file_id(self) -> tuple[int, int]:
+        assert self._fh is not None
+        st = os.fstat(self._fh.fileno())
+        return st.st_dev, st.st_ino
+
+    def _new_file(self, base: int) -> None:
+        """Start counting the lines of the open file (read from its first byte) at ``base``."""
+        self._line_no = base
+        self._head = b""
+        self._buf = b""
+        self.parser.header = None  # a CSV file starts with its own header
+        self._files.append((base, self._file_id(), b""))
+
+    def _resume_at(self, committed: int, ident: dict[str, Any] | None) -> None:
+        """Where a restart resumes in the file just opened: after the committed line if it is the
+        file the offset was committed for, else at its start (offsets going on from there)."""
+        if ident is None:  # offsets of an older version: applied as they are (a short file is still caught)
+            self._start = committed
+            return
+        assert self._fh is not None
+        base = int(ident.get("base", 0))
+        head_len = int(ident.get("head_len", 0))
+        head = self._fh.read(head_len)
+        self._fh.seek(0)
+        same = (self._file_id() == (ident.get("dev"), ident.get("ino"))
+                and len(head) == head_len and _head_digest(head) == ident.get("head_digest"))
+        if same:
+            # below base only when the process stopped between writing the identity and the offsets
+            # of one commit: the committed lines were all in the file before this one
+            self._line_no = base
+            self._start = max(committed, base)
+            return
+        self._line_no = self._start = max(committed, base)
+        log.warning("source file is not the file its committed offset was read from: reading it from "
+                    "its start", extra={"path": str(self.path), "committed_offset": committed})
+
+    def _changed(self) -> str | None:
+        """In follow mode, before each poll and at the end of the open file: "rotated" if another file
+        now has its name, "truncated" if it was cut below the read position (or its first bytes were
+        written again), else None."""
+        assert self._fh is not None
+        st = os.fstat(self._fh.fileno())
+        pos = self._fh.tell()
+        rewritten = bool(self._head) and self._read_at_start(len(self._head)) != self._head
+        try:
+            now = os.stat(self.path)
+            replaced = (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
+        except FileNotFoundError:  # moved away, the new one not created yet: keep reading the old one
+            replaced = False
+        if st.st_size > pos and not rewritten:
+            return None  # lines were added since the read: take them first, rotated or not
+        if replaced:
+            return "rotated"
+        if st.st_size < pos or rewritten:
+            return "truncated"
+        return None
+
+    def _read_at_start(self, n: int) -> bytes:
+        assert self._fh is not None
+        if hasattr(os, "pread"):  # leaves the reader's buffer alone
+            return os.pread(self._fh.fileno(), n, 0)
+        pos = self._fh.tell()
+        self._fh.seek(0)
+        head = self._fh.read(n)
+        self._fh.seek(pos)
+        return head
+
+    def _switch(self, change: str, out: list[Item]) -> None:
+        assert self._fh is not None
+        if change == "rotated":
+            if self._buf:  # the old file's last line, never finished: taken as it is, as at the end of a file
+                line, self._buf = self._buf, b""
+                self._take(line, out)
+            log.info("source file was replaced (rotated): reading the new file from its start",
+                     extra={"path": str(self.path), "offset": self._line_no})
+            self._fh.close()
+            self._fh = None
+            self._start = self._line_no
+            self._open()  # if the name is gone again, the next poll opens whatever has it then
+            return
+        # the bytes of a line being written are gone with the rest
+        log.warning("source file was truncated: reading it again from its start",
+                    extra={"path": str(self.path), "offset": self._line_no})
+        self._fh.seek(0)
+        self._start = self._line_no
+        self._new_file(self._line_no)
+
+    def _take(self, line: bytes, out: list[Item]) -> None:
+        no = self._line_no
+        self._line_no += 1
+        if no < self._start:  # already committed by a previous run; a CSV header is still needed
+            if self.parser.fmt == "csv" and self.parser.header is None:
+                self.parser.parse(line, (self.partition, no))
+            return
+        item = self.parser.parse(line, (self.partition, no))
+        if item is not None:  # None: a header or blank line
+            out.append(item)
 
     def poll(self, max_records: int = 1000, timeout_s: float = 0.5) -> list[Item]:
         out: list[Item] = []
@@ -115,34 +266,69 @@ class FileSource:
             if self.follow:
                 time.sleep(min(timeout_s, self.poll_interval_s))
             return out
-        assert self._fh is not None
+        if self.follow:
+            # also before reading: a file cut and written again past the read position since the
+            # last poll would otherwise give a line from the middle of the new content first
+            change = self._changed()
+            if change is not None:
+                self._switch(change, out)
+                if self._fh is None:  # the new file is not there yet
+                    return out
         deadline = time.monotonic() + timeout_s
         while len(out) < max_records:
+            assert self._fh is not None
             line = self._fh.readline()
             if not line:
+                if self._line_no + bool(self._buf) < self._start:
+                    # the file ends before the committed offset: it is not the file that was committed
+                    log.warning("source file is shorter than its committed offset: reading it from its start",
+                                extra={"path": str(self.path), "committed_offset": self._start,
+                                       "lines": self._line_no - self._files[-1][0]})
+                    self._fh.seek(0)
+                    self._files.pop()
+                    self._new_file(self._start)
+                    continue
                 if not self.follow:
                     self.exhausted = True
                     break
+                change = self._changed()
+                if change is not None:
+                    self._switch(change, out)
+                    if self._fh is None:  # the new file is not there yet
+                        break
+                    continue
                 if out or time.monotonic() >= deadline:
                     break
                 time.sleep(self.poll_interval_s)
                 continue
+            if len(self._head) < _HEAD_BYTES:
+                self._head += line[:_HEAD_BYTES - len(self._head)]
+                base, fid, _ = self._files[-1]
+                self._files[-1] = (base, fid, self._head)
             if self._buf:
-                line, self._buf = self._buf + line, ""
-            if self.follow and not line.endswith("\n"):
+                line, self._buf = self._buf + line, b""
+            if self.follow and not line.endswith(b"\n"):
                 self._buf = line  # the writer has not finished this line yet
                 continue
-            no = self._line_no
-            self._line_no += 1
-            item = self.parser.parse(line, (self.partition, no))
-            if item is None or no < self._start:
-                continue  # header/blank, or already committed by a previous run
-            out.append(item)
+            self._take(line, out)
         return out
 
     def commit(self, positions: dict[str, int]) -> None:
-        if self.offsets is not None and self.partition in positions:
-            self.offsets.save_json(self._offsets_name(), {self.partition: positions[self.partition]})
+        if self.offsets is None or self.partition not in positions:
+            return
+        pos = positions[self.partition]
+        files = self._files
+        i = max((j for j, f in enumerate(files) if f[0] <= pos), default=None)
+        if i is not None:
+            base, (dev, ino), head = files[i]
+            del files[:i]  # earlier files cannot be committed any more
+            ident = {"dev": dev, "ino": ino, "base": base, "head_len": len(head), "head_digest": _head_digest(head)}
+            if ident != self._written_identity:
+                # the identity first: if the offsets then fail to be written, the older offset lies
+                # below the new base, which a restart reads as "start of this file" (no line skipped)
+                self.offsets.save_json(self._identity_name(), ident)
+                self._written_identity = ident
+        self.offsets.save_json(self._offsets_name(), {self.partition: pos})
 
     def close(self) -> None:
         if self._fh is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import time
 import uuid
 
 import pytest
@@ -50,6 +52,205 @@ def test_file_source_resumes_after_the_committed_offset(tmp_path):
     src.commit({"file:x.jsonl": first[-1].ref[1] + 1})
     again = drain(FileSource(p, SPEC, offsets=store))
     assert [r.timestamp for r in again] == [float(i) for i in range(4, 10)]
+
+
+def jsonl_lines(start, n):
+    return "".join(json.dumps({"k": "a", "t": start + i, "v": i}) + "\n" for i in range(n))
+
+
+def poll_until(src, n, max_records=1000, timeout_s=5.0):
+    """Poll a following source until it has returned ``n`` items (or the time is up)."""
+    out = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < n and time.monotonic() < deadline:
+        out += src.poll(min(max_records, n - len(out)), 0.05)
+    return out
+
+
+@pytest.fixture
+def source_log():
+    """The messages the sources log (the daemon's JSON logging does not propagate to the root logger)."""
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append((record.levelname, record.getMessage()))
+    logger = logging.getLogger("ratiowatch.sources")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield messages
+    logger.removeHandler(handler)
+    logger.setLevel(old_level)
+
+
+def test_a_rotated_file_is_read_from_its_start_in_follow_mode(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 5))
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
+    assert [r.timestamp for r in poll_until(src, 5)] == [0, 1, 2, 3, 4]
+    new = tmp_path / "x.jsonl.1"
+    new.write_text(jsonl_lines(100, 3))
+    new.replace(p)  # what a log rotation does: another file takes the name
+    items = poll_until(src, 3)
+    src.close()
+    assert [r.timestamp for r in items] == [100, 101, 102]
+    assert [r.ref for r in items] == [("file:x.jsonl", o) for o in (5, 6, 7)]  # offsets go on growing
+    assert [m for _, m in source_log] == ["source file was replaced (rotated): reading the new file from its start"]
+
+
+def test_a_truncated_file_is_read_again_from_its_start_in_follow_mode(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 5))
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
+    assert len(poll_until(src, 5)) == 5
+    p.write_text(jsonl_lines(100, 2))  # cut in place (same inode) to fewer bytes than were read
+    items = poll_until(src, 2)
+    src.close()
+    assert [(r.timestamp, r.ref[1]) for r in items] == [(100, 5), (101, 6)]
+    assert source_log == [("WARNING", "source file was truncated: reading it again from its start")]
+
+
+def test_a_file_rewritten_in_place_past_the_read_position_is_read_from_its_start_in_follow_mode(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 3))
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
+    assert len(poll_until(src, 3)) == 3
+    p.write_text(jsonl_lines(100, 10))  # truncated and longer again before the next poll: its first bytes differ
+    items = poll_until(src, 10)
+    src.close()
+    assert [r.timestamp for r in items] == [100 + i for i in range(10)]
+    assert [m for _, m in source_log] == ["source file was truncated: reading it again from its start"]
+
+
+def test_a_file_appended_to_in_follow_mode_is_not_taken_for_a_rotated_one(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 3))
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
+    assert len(poll_until(src, 3)) == 3
+    assert src.poll(10, 0.05) == []
+    with open(p, "a") as fh:
+        fh.write(jsonl_lines(3, 2))
+    items = poll_until(src, 2)
+    src.close()
+    assert [(r.timestamp, r.ref[1]) for r in items] == [(3, 3), (4, 4)] and source_log == []
+
+
+def test_a_committed_offset_is_not_applied_to_another_file_that_took_the_name(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 10))
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(p, SPEC, offsets=store)
+    assert len(drain(src)) == 10
+    src.commit({"file:x.jsonl": 10})
+    src.close()
+    new = tmp_path / "x.jsonl.new"
+    new.write_text(jsonl_lines(100, 4))
+    new.replace(p)
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [(r.timestamp, r.ref[1]) for r in items] == [(100, 10), (101, 11), (102, 12), (103, 13)]
+    assert source_log == [("WARNING", "source file is not the file its committed offset was read from: "
+                                      "reading it from its start")]
+
+
+def test_a_file_rewritten_in_place_while_stopped_is_read_from_its_start(tmp_path, source_log):
+    """Same device and inode (or a deleted file's inode reused), other first bytes: another file."""
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 4))
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(p, SPEC, offsets=store)
+    drain(src)
+    src.commit({"file:x.jsonl": 4})
+    src.close()
+    p.write_text(jsonl_lines(100, 6))
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [r.timestamp for r in items] == [100 + i for i in range(6)] and len(source_log) == 1
+
+
+def test_a_restart_resumes_an_appended_file_after_its_committed_line(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 4))
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(p, SPEC, offsets=store)
+    drain(src)
+    src.commit({"file:x.jsonl": 3})
+    src.close()
+    with open(p, "a") as fh:
+        fh.write(jsonl_lines(4, 2))
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [(r.timestamp, r.ref[1]) for r in items] == [(3, 3), (4, 4), (5, 5)] and source_log == []
+
+
+def test_a_restart_after_a_rotation_resumes_after_the_committed_line_of_the_new_file(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 5))
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01, offsets=store)
+    assert len(poll_until(src, 5)) == 5
+    new = tmp_path / "x.jsonl.1"
+    new.write_text(jsonl_lines(100, 6))
+    new.replace(p)
+    got = poll_until(src, 3, max_records=3)
+    assert [r.ref[1] for r in got] == [5, 6, 7]
+    src.commit({"file:x.jsonl": 8})
+    src.close()
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [(r.timestamp, r.ref[1]) for r in items] == [(103, 8), (104, 9), (105, 10)]
+    assert [level for level, _ in source_log] == ["INFO"]  # the rotation; the restart resumes silently
+
+
+def test_a_commit_still_in_the_previous_file_makes_a_restart_read_the_new_file_from_its_start(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 5))
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01, offsets=store)
+    assert len(poll_until(src, 5)) == 5
+    new = tmp_path / "x.jsonl.1"
+    new.write_text(jsonl_lines(100, 4))
+    new.replace(p)
+    assert len(poll_until(src, 4)) == 4
+    src.commit({"file:x.jsonl": 3})  # the sinks acknowledged only part of the old file
+    src.close()
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [r.timestamp for r in items] == [100, 101, 102, 103]
+
+
+def test_an_offsets_file_without_the_file_identity_is_still_applied(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 10))
+    store = CheckpointStore(tmp_path / "s")
+    store.save_json("offsets-x.jsonl.json", {"file:x.jsonl": 4})  # as older versions wrote it
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [r.ref[1] for r in items] == list(range(4, 10)) and source_log == []
+
+
+def test_a_file_shorter_than_its_committed_offset_is_read_from_its_start(tmp_path, source_log):
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, 10))
+    store = CheckpointStore(tmp_path / "s")
+    store.save_json("offsets-x.jsonl.json", {"file:x.jsonl": 601})
+    items = drain(FileSource(p, SPEC, offsets=store))
+    assert [(r.timestamp, r.ref[1]) for r in items] == [(i, 601 + i) for i in range(10)]
+    assert source_log == [("WARNING", "source file is shorter than its committed offset: reading it from its start")]
+
+
+def test_bytes_that_are_not_utf8_send_a_file_line_to_the_dead_letters_as_not_utf8(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(b'{"k": "h\xffx", "t": 1, "v": 1}\n'
+                  b'{"k": "h\xfex", "t": 1, "v": 2}\n'   # not one key with the line above: not a key at all
+                  b'{"k": "ok", "t": 1, "v": 3.5\xff}\n'  # outside a string: still not_utf8, not malformed_json
+                  b'{"k": "ok", "t": 2, "v": 4}\r\n')
+    items = drain(FileSource(p, SPEC))
+    assert [getattr(i, "reason", "record") for i in items] == ["not_utf8", "not_utf8", "not_utf8", "record"]
+    assert [i.ref[1] for i in items] == [0, 1, 2, 3]
+    assert "0xfe at position 8" in items[1].detail
+    assert items[3].key == "ok" and items[3].values.tolist() == [4.0]
+
+
+def test_csv_rows_that_are_not_utf8_are_dead_lettered_and_crlf_and_a_last_line_without_newline_still_read(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_bytes(b"k,t,v\r\na,1,0.5\r\nb\xff,2,1\r\nc,3,2")
+    items = drain(FileSource(p, SPEC))
+    assert [getattr(i, "reason", i.key) for i in items] == ["a", "not_utf8", "c"]
+    assert [i.ref[1] for i in items] == [1, 2, 3] and items[2].values.tolist() == [2.0]
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
