@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -107,24 +108,63 @@ class JsonlFileSink:
             self._fh.close()
 
 
+_fd_locks: dict[int, threading.Lock] = {}
+_fd_locks_guard = threading.Lock()
+
+
+def _fd_lock(fd: int) -> threading.Lock:
+    with _fd_locks_guard:
+        return _fd_locks.setdefault(fd, threading.Lock())
+
+
 class StreamSink:
-    """Writes JSON lines to a text stream (stdout / stderr)."""
+    """Writes JSON lines to a text stream (stdout / stderr).
+
+    A stream with a file descriptor (the process's stdout or stderr) is written with ``os.write``,
+    past the stream's buffer: a write into a pipe nobody reads blocks only the delivery thread,
+    in the system call, holding no buffer of the interpreter's, so :meth:`close` and the
+    interpreter's exit (which flushes ``sys.stdout``) have nothing to wait for and the daemon can
+    stop without that sink's acknowledgement. Once ``deliver`` returns, the lines are in the
+    kernel's hands, as after a flush. Other streams (``io.StringIO``) are written as streams.
+    """
 
     def __init__(self, stream: TextIO | None = None, name: str = "stdout"):
         self.stream = stream if stream is not None else sys.stdout
         self.name = name
+        self._fd: int | None = None
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            fd = None
+        if fd is not None:
+            self.stream.flush()  # what was printed before goes out before our lines
+            self._fd = fd
+            self._encoding = getattr(self.stream, "encoding", None) or "utf-8"
+            self._lock = _fd_lock(fd)  # two sinks on one descriptor: whole batches, not interleaved
 
     def deliver(self, items: list[Any]) -> list[Failure]:
-        if items:
-            self.stream.write("".join(it.to_json() + "\n" for it in items))
+        if not items:
+            return []
+        text = "".join(it.to_json() + "\n" for it in items)
+        if self._fd is None:
+            self.stream.write(text)
+            return []
+        data = memoryview(text.encode(self._encoding, "backslashreplace"))
+        with self._lock:
+            while data:
+                data = data[os.write(self._fd, data):]
         return []
 
     def flush(self) -> list[Failure]:
-        self.stream.flush()
+        if self._fd is None:
+            self.stream.flush()
         return []
 
     def close(self) -> None:
-        self.stream.flush()
+        # nothing of ours is buffered on the descriptor path; flushing the stream there could wait
+        # forever on a reader that never reads
+        if self._fd is None:
+            self.stream.flush()
 
 
 class KafkaSink:

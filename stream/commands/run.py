@@ -6,9 +6,12 @@ Logs are JSON lines on stderr. Exit codes:
   checkpoints written, offsets committed), or the end of a finite source;
 - 1 on a config error (every problem listed, one line each);
 - 3 when the daemon had to stop without committing (a sink kept failing, a checkpoint could not
-  be written); a restart replays from the last commit;
+  be written, a sink did not drain within ``shutdown_timeout_s`` of a stop); a restart replays
+  from the last commit;
 - 4 when it cannot start: the Kafka broker is unreachable (after ``source.connect_timeout_s``),
-  the metrics port is in use. One line on stderr says what is wrong and what to do.
+  the metrics port is in use, the checkpoint directory is used by another daemon or cannot be
+  created, an offsets file is damaged, a sink's file cannot be opened. One line on stderr says
+  what is wrong and what to do.
 
 SIGTERM and SIGINT handlers are installed before anything else (the CLI does it before parsing
 the command line), so a stop that arrives while the daemon is still starting is a clean stop too.

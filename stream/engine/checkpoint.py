@@ -9,6 +9,11 @@ member, so a file is self-contained and is replaced in one ``os.replace``. Loadi
 Write protocol: temp file in the same directory -> flush -> fsync -> rename over the old file ->
 fsync the directory. A crash at any point leaves either the old or the new file, never a torn one.
 
+A daemon holds an advisory lock on its directory (:meth:`CheckpointStore.lock`, ``flock`` of
+``ratiowatch.lock`` in it) for its whole life: exclusive for a file or stdin source, shared for the
+processes of a Kafka consumer group, which share a directory by design. The kernel drops the lock
+when the process ends, however it ends (``kill -9`` too), so it is never stale.
+
 Examples
 --------
 >>> import tempfile, numpy as np
@@ -36,7 +41,47 @@ from ratiowatch.connectors.checkpoint_format import (FORMAT, FORMAT_VERSION, JSO
                                                   decode as _decode,
                                                   decode_bytes, encode as _encode, meta_of_bytes)
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: no lock
+    fcntl = None  # type: ignore[assignment]
+
 _SEQ_CACHE_MAX = 200_000
+LOCK_NAME = "ratiowatch.lock"
+
+
+class UnusableFileError(ValueError):
+    """A checkpoint directory, its lock or an offsets file in it cannot be used. ``str()`` is one
+    line: the path, what is wrong, what to do (the daemon reports it as a start-up error)."""
+
+
+class DirectoryInUseError(UnusableFileError):
+    """Another process holds the checkpoint directory's lock."""
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """The nearest of ``path`` and its ancestors that exists and is not a directory."""
+    for p in (path, *path.parents):
+        try:
+            if p.exists():
+                return None if p.is_dir() else p
+        except OSError:
+            return None
+    return None
+
+
+def _directory_problem(directory: Path, exc: OSError) -> str:
+    blocker = _blocking_file(directory)
+    if blocker == directory:
+        return (f"{directory}: the checkpoint directory is a file, not a directory; move that file, or choose "
+                "another checkpoint.dir")
+    if blocker is not None:
+        return (f"{directory}: cannot create the checkpoint directory: {blocker} is a file, not a directory; move "
+                "that file, or choose another checkpoint.dir")
+    if isinstance(exc, PermissionError):
+        return (f"{directory}: cannot create the checkpoint directory (permission denied); give the daemon's user "
+                "write access there, or choose another checkpoint.dir")
+    return f"{directory}: cannot create the checkpoint directory ({exc.strerror or exc}); choose another checkpoint.dir"
 
 
 def _key_filename(key: str) -> str:
@@ -51,8 +96,65 @@ class CheckpointStore:
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # else a daemon would only fail at its first checkpoint, with errno's words
+            raise UnusableFileError(_directory_problem(self.directory, exc)) from None
         self._seq_cache: dict[str, tuple[tuple[int, int, int, int], int]] = {}
+        self._lock_fd: int | None = None
+
+    # --- the directory's lock ----------------------------------------------------------------
+    def lock(self, exclusive: bool = True) -> None:
+        """Lock the directory for this store's life (until :meth:`close` or the process ends).
+
+        ``exclusive``: no other process may use the directory (two daemons reading one source into
+        one directory would each fold part of the records into the same keys' checkpoints and
+        commit each other's offsets). ``exclusive=False``: shared with other shared holders only
+        (the processes of one Kafka consumer group, whose keys have one owner at a time).
+        Raises :class:`DirectoryInUseError` naming the holder's pid where it can be found.
+        """
+        if fcntl is None or self._lock_fd is not None:
+            return
+        path = self.directory / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UnusableFileError(f"{path}: cannot create the checkpoint directory's lock file "
+                                    f"({exc.strerror or exc}); give the daemon's user write access to "
+                                    f"{self.directory}, or choose another checkpoint.dir") from None
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holders = _lock_holders(fd)
+            os.close(fd)
+            who = f"pid {', '.join(map(str, holders))}" if holders else "pid unknown"
+            raise DirectoryInUseError(
+                f"{self.directory}: the checkpoint directory is in use by another ratiowatch daemon ({who}); "
+                "stop that one first, or give this one its own checkpoint.dir (only the processes of one Kafka "
+                "consumer group may share a directory)") from None
+        except OSError as exc:  # a filesystem without locks (some network mounts): run unlocked, say so
+            os.close(fd)
+            import logging
+
+            logging.getLogger("ratiowatch.checkpoint").warning(
+                "cannot lock the checkpoint directory; another daemon using it would not be noticed",
+                extra={"path": str(path), "error": exc.strerror or str(exc)})
+            return
+        # the pid is for the message of a daemon refused later; shared holders are several, and
+        # /proc/locks names them all, so they leave the file empty rather than one of them in it
+        try:
+            os.ftruncate(fd, 0)
+            if exclusive:
+                os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        """Release the directory's lock (if this store holds it)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor of the open file releases the flock
 
     def path(self, key: str) -> Path:
         return self.directory / _key_filename(key)
@@ -213,6 +315,76 @@ class CheckpointStore:
         if not p.exists():
             return None
         return json.loads(p.read_text())
+
+    def load_json_checked(self, name: str, what: str = "file") -> Any:
+        """:meth:`load_json`, with a file that cannot be read or is not JSON reported as an
+        :class:`UnusableFileError` naming it (``what`` names the file's role)."""
+        p = self.directory / name
+        todo = "delete it to read the source from the start, or restore it"
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise UnusableFileError(f"{p}: the {what} is not valid JSON (not UTF-8); {todo}") from None
+        except OSError as exc:
+            raise UnusableFileError(f"{p}: cannot read the {what} ({exc.strerror or exc}); make it readable, "
+                                    f"or {todo}") from None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise UnusableFileError(f"{p}: the {what} is not valid JSON ({exc}); {todo}") from None
+
+    def load_offsets(self, name: str) -> dict[str, int] | None:
+        """An offsets file (``{partition: next offset}``), checked: None when there is none;
+        :class:`UnusableFileError` naming the file when it is unreadable, not JSON, or not such an
+        object (a source would otherwise fail on it with words that name neither the file nor
+        what to do)."""
+        p = self.directory / name
+        todo = "delete it to read the source from the start, or restore it"
+        obj = self.load_json_checked(name, "offsets file")
+        if obj is None:
+            return None
+        if not isinstance(obj, dict):
+            raise UnusableFileError(f"{p}: the offsets file holds a JSON {_json_type(obj)}, not an object of "
+                                    f"partition -> next offset; {todo}")
+        for part, off in obj.items():
+            if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+                raise UnusableFileError(f"{p}: the offsets file's offset of {part!r} is {json.dumps(off)}, not a "
+                                        f"non-negative integer; {todo}")
+        return obj
+
+
+def _json_type(obj: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(obj), type(obj).__name__)
+
+
+def _lock_holders(fd: int) -> list[int]:
+    """The pids holding a lock on ``fd``'s file: from /proc/locks (Linux), else the pid an
+    exclusive holder wrote into it."""
+    try:
+        st = os.fstat(fd)
+        ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        exact, same_inode = [], []
+        with open("/proc/locks") as fh:
+            for line in fh:
+                parts = line.split()
+                # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter's line has "->" second)
+                if len(parts) >= 6 and parts[1] == "FLOCK":
+                    if parts[5] == ident:
+                        exact.append(int(parts[4]))
+                    elif parts[5].rsplit(":", 1)[-1] == str(st.st_ino):  # overlay mounts report another device
+                        same_inode.append(int(parts[4]))
+        if exact or same_inode:
+            return sorted(set(exact or same_inode))
+    except (OSError, ValueError):
+        pass
+    try:
+        text = os.pread(fd, 64, 0).decode().strip()
+        return [int(text)] if text.isdigit() else []
+    except (OSError, ValueError):
+        return []
 
 
 def atomic_write_bytes(target: Path, payload: bytes) -> None:

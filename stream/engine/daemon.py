@@ -12,7 +12,10 @@ any point replays from the last commit: alerts may repeat (same idempotency key)
 restored keys skip the records already in their state. Metrics are updated once per batch.
 
 SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, waits for the sinks, checkpoints,
-commits and ``run()`` returns 0. Rebalances (Kafka group): when partitions are revoked the
+commits and ``run()`` returns 0. A sink that has not acknowledged what it holds within
+``shutdown_timeout_s`` of the stop is given up: ``run()`` raises a RuntimeError naming it and how
+many items it still held, and nothing past its acknowledgements is committed (a restart reads
+those records again). Rebalances (Kafka group): when partitions are revoked the
 daemon waits for the sinks, checkpoints the revoked partitions' keys and evicts them, and the
 source commits their positions from the rebalance listener itself, before the partitions move on
 (kafka-python 3 runs that listener on its network thread, where only its asynchronous commit may
@@ -32,9 +35,10 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections import deque
 from typing import Any
 
-from ratiowatch.stream.engine.checkpoint import CheckpointStore
+from ratiowatch.stream.engine.checkpoint import CheckpointStore, UnusableFileError
 from ratiowatch.stream.engine.config import Config
 from ratiowatch.stream.engine.pipeline import DetectorFactory, Pipeline, build_factory, check_detector
 from ratiowatch.connectors.records import BadRecord, FieldSpec
@@ -52,6 +56,27 @@ def field_spec(cfg: Config) -> FieldSpec:
                      default_key=f["default_key"])
 
 
+class _CheckedOffsets:
+    """The checkpoint store as the file source's offsets store, its offsets file checked on reading
+    (:meth:`CheckpointStore.load_offsets`): a damaged file stops the start with its name, instead of
+    an error from deep inside the source that names neither the file nor what to do."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    def load_json(self, name: str) -> Any:
+        # the source keeps other side files next to its offsets (``offsets-<file>.json``)
+        if name.startswith("offsets-"):
+            return self.store.load_offsets(name)
+        return self.store.load_json_checked(name, "source's side file")
+
+    def save_json(self, name: str, obj: Any) -> None:
+        self.store.save_json(name, obj)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the source asks of its offsets store
+        return getattr(self.store, name)
+
+
 def build_source(cfg: Config, store: Any, on_revoke=None, on_assign=None):
     from ratiowatch.connectors.sources import FileSource, KafkaSource, StdinSource
 
@@ -59,8 +84,9 @@ def build_source(cfg: Config, store: Any, on_revoke=None, on_assign=None):
     spec = field_spec(cfg)
     max_bytes = cfg.pipeline["max_record_bytes"]
     if s["type"] == "file":
+        offsets = _CheckedOffsets(store) if hasattr(store, "load_offsets") else store
         return FileSource(cfg.resolve(s["path"]), spec, fmt=s["format"], follow=s["follow"],
-                          poll_interval_s=s["poll_interval_s"], max_bytes=max_bytes, offsets=store)
+                          poll_interval_s=s["poll_interval_s"], max_bytes=max_bytes, offsets=offsets)
     if s["type"] == "stdin":
         return StdinSource(spec, fmt=s["format"], max_bytes=max_bytes)
     return KafkaSource(s["bootstrap_servers"], s["topics"], spec, group_id=s["group_id"],
@@ -138,11 +164,26 @@ class Daemon:
         self.source: Any = None
         self.workers: list[Any] = []
         self.dead_letter_worker: Any = None
+        self._stop_deadline: float | None = None
+        # per worker, (ticket, items) handed over and not yet known acknowledged: what a sink still
+        # holds when the stop gives up on it
+        self._held: dict[Any, deque[tuple[int, int]]] = {}
 
     # --- signals ------------------------------------------------------------------------------
     def stop(self, *_args) -> None:
         """Ask the loop to finish the batch in hand and shut down cleanly."""
         self.stopping = True
+        self._stop_time_left()
+
+    def _stop_time_left(self) -> float | None:
+        """Seconds left of :attr:`shutdown_timeout_s` since the stop (None while not stopping).
+        The clock starts at the first look after ``stopping`` turned True (also when set directly)."""
+        if not self.stopping:
+            return None
+        now = time.monotonic()
+        if self._stop_deadline is None:
+            self._stop_deadline = now + self.shutdown_timeout_s
+        return self._stop_deadline - now
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
@@ -164,7 +205,15 @@ class Daemon:
         if ck["store"] == "kafka":
             self.store = self._kafka_call("the changelog topic", self._changelog_store)
         else:
-            self.store = CheckpointStore(cfg.resolve(ck["dir"]))
+            try:
+                self.store = CheckpointStore(cfg.resolve(ck["dir"]))
+                # Two daemons over one source and directory each fold part of the records into the
+                # same keys' checkpoints and commit each other's offsets: the second is refused.
+                # The processes of one Kafka consumer group share a directory by design (a key has
+                # one owner at a time, and a checkpoint's seq fences a former owner): shared lock.
+                self.store.lock(exclusive=cfg.source["type"] != "kafka")
+            except UnusableFileError as exc:
+                raise StartupError(str(exc)) from None
         self.pipeline.store = self.store
         if self.metrics is None and cfg.metrics["enabled"]:
             from ratiowatch.connectors.metrics import Metrics
@@ -187,13 +236,13 @@ class Daemon:
             if self.source is None:  # stopped while waiting for the broker
                 return
         sinks = self._sinks if self._sinks is not None else [
-            self._kafka_call(f"sinks[{i}]", build_sink, cfg, s, f"{s['type']}[{i}]") for i, s in enumerate(cfg.sinks)]
+            self._open_sink(f"sinks[{i}]", cfg, s, f"{s['type']}[{i}]") for i, s in enumerate(cfg.sinks)]
         if self._dead_letter is not None:
             dead = self._dead_letter
         else:
             dl = cfg.dead_letter
-            dead = self._kafka_call("dead_letter", build_sink, cfg,
-                                    {**dl, "type": "jsonl" if dl["type"] == "file" else dl["type"]}, "dead_letter")
+            dead = self._open_sink("dead_letter", cfg, {**dl, "type": "jsonl" if dl["type"] == "file" else dl["type"]},
+                                   "dead_letter")
         self._start_workers(sinks, dead)
         # partitions known up front (files, manual Kafka assignment): restore their keys at start
         static = getattr(self.source, "static_partitions", None)
@@ -242,6 +291,17 @@ class Daemon:
                                    f"({type(exc).__name__}); is the broker running and the address right?") from None
             raise
 
+    def _open_sink(self, what: str, cfg: Config, s: dict[str, Any], name: str) -> Any:
+        """:func:`build_sink`; a file it cannot open stops the start (one line, not exit 3's
+        "stopped without committing": nothing was read yet)."""
+        try:
+            return self._kafka_call(what, build_sink, cfg, s, name)
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            raise StartupError(f"{what}: {exc.filename}: cannot open it ({exc.strerror or exc}); fix the path "
+                               f"or its permissions ({what}.path)") from None
+
     def _servers(self) -> str:
         return ", ".join(self.config.source.get("bootstrap_servers") or []) or "(none configured)"
 
@@ -253,9 +313,13 @@ class Daemon:
         while True:
             try:
                 return build_source(self.config, self.store, on_revoke=self._on_revoke, on_assign=self._on_assign)
+            except UnusableFileError as exc:  # a damaged offsets file: its name and what to do
+                raise StartupError(str(exc)) from None
             except ValueError:
                 raise  # configuration problems (missing file, ...) are not waited out
             except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable
+                if self.config.source["type"] != "kafka":
+                    raise  # only a broker is waited for; anything else is not a broker being down
                 if self.stopping:
                     return None
                 if time.monotonic() + delay > deadline:
@@ -341,19 +405,43 @@ class Daemon:
         """Wait until every worker acknowledged its ticket; False on timeout. A stop request bounds
         the wait by :attr:`shutdown_timeout_s`."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        stop_deadline = None
         for w, ticket in tickets:
             while not w.wait(ticket, 0.5):
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     return False
-                if self.stopping:
-                    stop_deadline = stop_deadline or now + self.shutdown_timeout_s
-                    if now >= stop_deadline:
-                        raise RuntimeError(f"sink {w.name} did not acknowledge its alerts within "
-                                           f"{self.shutdown_timeout_s:g} s of the stop "
-                                           f"({w.failing or 'slow'}); stopping without committing")
+                left = self._stop_time_left()
+                if left is not None and left <= 0:
+                    raise RuntimeError(self._undrained_message() or f"sink {w.name} did not acknowledge its items "
+                                       f"within {self.shutdown_timeout_s:g} s of the stop")
         return True
+
+    def _hand_over(self, w: Any, items: list[Any]) -> None:
+        ticket = w.put(items, self._should_stop)  # blocks only while that sink's queue is full
+        held = self._held.setdefault(w, deque())
+        held.append((ticket, len(items)))
+        while held and held[0][0] <= w.acked:  # bounded: forget what was acknowledged
+            held.popleft()
+
+    def _still_held(self, w: Any) -> int:
+        return sum(n for ticket, n in self._held.get(w, ()) if ticket > w.acked)
+
+    def _undrained_message(self) -> str | None:
+        """One line on the sinks that still hold items at the stop (None if none does)."""
+        parts = []
+        for w in self._all_workers():
+            if w.acked >= w.issued or w.error is not None:  # a failed sink's own error says more
+                continue
+            what = "bad records" if w is self.dead_letter_worker else "alerts"
+            parts.append(f"sink {w.name} did not drain within shutdown_timeout_s = {self.shutdown_timeout_s:g} s of "
+                         f"the stop ({w.failing or 'no acknowledgement'}); it still held {self._still_held(w)} {what}")
+        if not parts:
+            return None
+        if self.config.source["type"] == "stdin":
+            then = "stdin cannot be read again: they are lost"
+        else:
+            then = "their records were not committed: the next start reads them again"
+        return "; ".join(parts) + f"; {then}"
 
     def _caught_up(self) -> bool:
         return all(w.acked >= w.issued for w in self._all_workers())
@@ -447,6 +535,24 @@ class Daemon:
         return positions
 
     def _drain_checkpoint(self) -> None:
+        if self._inflight is None:
+            return
+        from concurrent.futures import wait as wait_futures
+
+        fut = self._inflight[0]
+        # the writer waits for the sinks' acknowledgements: a stop bounds that wait
+        while not fut.done():
+            left = self._stop_time_left()
+            if left is not None and left <= 0:
+                msg = self._undrained_message()
+                try:
+                    self._finish_checkpoint(wait=True, timeout_s=0.0)  # given up: nothing written or committed
+                except Exception as exc:  # noqa: BLE001 - said better below
+                    if msg is None:
+                        raise
+                    raise RuntimeError(msg) from exc
+                return
+            wait_futures([fut], timeout=0.5 if left is None else max(0.01, min(0.5, left)))
         self._finish_checkpoint(wait=True)
 
     # --- main loop ----------------------------------------------------------------------------
@@ -457,7 +563,9 @@ class Daemon:
         return poll(max_records, timeout_s)
 
     def _should_stop(self) -> bool:
-        return self.stopping
+        # a full queue at the stop is waited on like the final acknowledgements, up to shutdown_timeout_s
+        left = self._stop_time_left()
+        return left is not None and left <= 0
 
     def step(self) -> int:
         """One poll-process-hand-over iteration; returns the number of items polled."""
@@ -475,11 +583,11 @@ class Daemon:
         self.stats["batches"] += 1
         if bad:
             self._count_bad(bad)
-            self.dead_letter_worker.put(bad, self._should_stop)
+            self._hand_over(self.dead_letter_worker, bad)
         if alerts:
             self.stats["alerts"] += len(alerts)
             for w in self.workers:
-                w.put(alerts, self._should_stop)  # blocks only while that sink's queue is full
+                self._hand_over(w, alerts)
         m = self.metrics
         if m is not None:
             if n_rec:
@@ -509,8 +617,15 @@ class Daemon:
                 return 0
             pipe = self.pipeline
             assert pipe is not None
-            self._loop(max_records)
-            self.checkpoint_and_commit()
+            try:
+                self._loop(max_records)
+                self.checkpoint_and_commit()
+            except RuntimeError as exc:  # the sinks' give-ups; a failed write (OSError) speaks for itself
+                # a stop that had to give up on a sink: say which, and what happens to what it held
+                msg = self._undrained_message() if self.stopping else None
+                if msg is None:
+                    raise
+                raise RuntimeError(msg) from exc
         finally:
             self.close()
         log.info("daemon stopped", extra={**self.stats, "skipped_replays": pipe.skipped_replays})
@@ -593,8 +708,12 @@ class Daemon:
             except Exception as exc:  # noqa: BLE001 - closing must not hide the real error
                 log.warning("closing the source failed", extra={"error": str(exc)})
         for w in self._all_workers():
-            w.close(timeout_s=5.0)
+            # after a stop, what is left of shutdown_timeout_s (a sink already given up on is not
+            # waited for again; its thread may stay blocked, e.g. on a pipe nobody reads)
+            left = self._stop_time_left()
+            w.close(timeout_s=5.0 if left is None else min(5.0, max(0.2, left)))
         self.workers, self.dead_letter_worker = [], None
+        self._held.clear()
         close_store = getattr(self.store, "close", None)
         if close_store is not None:
             close_store()
