@@ -340,12 +340,14 @@ class StdinSource:
     """Reads JSONL/CSV lines from stdin through a reader thread and a bounded queue."""
 
     def __init__(self, spec: FieldSpec, *, fmt: str = "jsonl", max_bytes: int = 65536,
-                 stream: TextIO | None = None, queue_size: int = 10000):
-        self.stream = stream if stream is not None else sys.stdin
+                 stream: TextIO | BinaryIO | None = None, queue_size: int = 10000):
+        # bytes, as files and Kafka messages are parsed: text decoding would turn a bad byte into a
+        # surrogate (unparseable) or stop the reader thread, not a not_utf8 dead letter
+        self.stream = stream if stream is not None else getattr(sys.stdin, "buffer", sys.stdin)
         self.partition = "stdin"
         self.parser = _LineParser("jsonl" if fmt == "auto" else fmt, spec, max_bytes)
         self.exhausted = False
-        self._q: queue.Queue[str | None] = queue.Queue(maxsize=queue_size)
+        self._q: queue.Queue[str | bytes | None] = queue.Queue(maxsize=queue_size)
         self._eof = False
         self._no = 0
         self._thread = threading.Thread(target=self._read, name="stdin-reader", daemon=True)

@@ -266,6 +266,15 @@ def test_stdin_source_reads_lines_through_a_bounded_queue():
     assert [r.ref[1] for r in items] == list(range(51))
 
 
+def test_stdin_bytes_that_are_not_utf8_are_dead_lettered_as_not_utf8():
+    # decoded as text, a bad byte became a surrogate and the line an unparseable dead letter (or a
+    # strict decoder stopped the reader thread); as bytes it is what a file's line or a Kafka message is
+    stream = io.BytesIO(b'{"k": "a", "t": 0, "v": 1}\n{"k": "h\xffx", "t": 1, "v": 2}\r\n{"k": "a", "t": 2, "v": 3}')
+    items = drain(StdinSource(SPEC, stream=stream))
+    assert [type(i).__name__ for i in items] == ["Record", "BadRecord", "Record"]
+    assert items[1].reason == "not_utf8" and [r.values[0] for r in (items[0], items[2])] == [1.0, 3.0]
+
+
 @pytest.mark.broker
 def test_kafka_source_manual_assignment_parses_and_commits(kafka_broker):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition

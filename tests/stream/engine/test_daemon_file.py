@@ -248,3 +248,33 @@ def test_keys_evicted_over_max_keys_come_back_and_alert_as_in_an_unbounded_run(t
 
     store = CheckpointStore(bounded / "state")
     assert {k: store.load(k)[1]["count"] for k in keys} == {k: sum(r["host"] == k for r in rows) for k in keys}
+
+
+def test_a_restart_reads_a_file_that_replaced_the_committed_one_from_its_start(tmp_path):
+    """The committed line offset belongs to the file it was read from: applied to the file that took
+    its name, it skipped that many of its lines without a word."""
+    data = tmp_path / "in.jsonl"
+    rows = good_rows(100, 60)
+    write_jsonl(data, rows[:90])
+    assert Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory()).run() == 0
+    later = [{**r, "ts": r["ts"] + 1000} for r in rows[:60]]  # a new file, of later records
+    new = tmp_path / "in.jsonl.new"
+    write_jsonl(new, later)
+    new.replace(data)
+    d2 = Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory())
+    assert d2.run() == 0
+    assert d2.stats["records"] == 60 and d2.stats["bad"] == 0  # none of its lines skipped
+    assert d2.store.load_json("offsets-in.jsonl.json") == {"file:in.jsonl": 150}  # offsets only grow
+    d3 = Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory())
+    assert d3.run() == 0 and d3.stats["records"] == 0  # the same file again: nothing read twice
+
+
+def test_file_lines_that_are_not_utf8_are_dead_lettered_as_not_utf8_not_folded_into_one_key(tmp_path):
+    data = tmp_path / "in.jsonl"
+    data.write_bytes(b'{"host": "h\xffx", "ts": 1, "v": 1}\n{"host": "h\xfex", "ts": 1, "v": 2}\n'
+                     b'{"host": "a", "ts": 1, "v": 3.5\xff}\n{"host": "a", "ts": 2, "v": 4}\n')
+    d = Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory())
+    assert d.run() == 0
+    dead = read_jsonl(tmp_path / "dead.jsonl")
+    assert [(x["reason"], x["ref"][1]) for x in dead] == [("not_utf8", 0), ("not_utf8", 1), ("not_utf8", 2)]
+    assert list(d.pipeline.keys) == ["a"] and d.stats["records"] == 1
