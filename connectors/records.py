@@ -19,6 +19,7 @@ True
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import json.decoder
@@ -119,10 +120,14 @@ class BadRecord:
     raw: str
     ref: tuple[str, int] | None = None
     key: str | None = None
+    # the original bytes, base64-encoded, when they are not UTF-8 (``raw`` then shows them with
+    # replacement characters, which lose the bytes)
+    raw_base64: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"reason": self.reason, "detail": self.detail, "raw": self.raw,
-                           "ref": list(self.ref) if self.ref else None, "key": self.key})
+                           "ref": list(self.ref) if self.ref else None, "key": self.key,
+                           **({"raw_base64": self.raw_base64} if self.raw_base64 is not None else {})})
 
 
 def alert_id(key: str, change_index: int, detector: str) -> str:
@@ -322,11 +327,22 @@ def parse_record(raw: bytes | str, spec: FieldSpec, *, ref: tuple[str, int] | No
 
 def bad_record(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None = None,
                key: str | None = None, limit: int = 4096) -> BadRecord:
-    """A BadRecord for the dead-letter sink; the raw text is truncated to ``limit`` characters."""
+    """A BadRecord for the dead-letter sink; the raw text is truncated to ``limit`` characters
+    (bytes that are not UTF-8 are also kept, base64-encoded, up to ``limit`` bytes).
+
+    >>> bad_record(b'{"k": "h\\xffx"}', RecordError("not_utf8", "...")).raw_base64
+    'eyJrIjogImj/eCJ9'
+    """
     text = _as_text(raw)
     if len(text) > limit:
         text = text[:limit] + f"...[truncated {len(text) - limit} chars]"
-    return BadRecord(reason=err.reason, detail=err.detail, raw=text, ref=ref, key=key)
+    original = None
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        try:
+            bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            original = base64.b64encode(bytes(raw)[:limit]).decode("ascii")
+    return BadRecord(reason=err.reason, detail=err.detail, raw=text, ref=ref, key=key, raw_base64=original)
 
 
 # --- columnar batches (the daemon's hot path) -------------------------------------------------------

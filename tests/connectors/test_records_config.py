@@ -225,3 +225,17 @@ def test_anomaly_kind_config_errors_name_the_key_and_say_what_to_do(detector, fi
     lines = str(err.value).splitlines()
     assert [x.split(":")[0] for x in lines] == [where]
     assert says in lines[0]
+
+
+def test_a_message_that_is_not_utf8_keeps_its_original_bytes_in_the_dead_letter():
+    # "raw" shows it with replacement characters, which lose the bytes the README promises
+    import base64
+
+    from ratiowatch.connectors.records import bad_record
+
+    raw = b'{"k": "h\xffx", "t": 1, "v": 1}'
+    with pytest.raises(RecordError) as err:
+        parse_record(raw, SPEC)
+    bad = json.loads(bad_record(raw, err.value).to_json())
+    assert bad["reason"] == "not_utf8" and base64.b64decode(bad["raw_base64"]) == raw
+    assert "raw_base64" not in json.loads(bad_record(b'{"k": ', RecordError("malformed_json", "x")).to_json())
