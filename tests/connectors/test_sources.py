@@ -24,6 +24,18 @@ def drain(src, max_records=1000):
         out += src.poll(max_records, 0.05)
     return out
 
+def committed(tmp_path, text: str, upto: int):
+    """(path, store) after a run read ``x.jsonl`` holding ``text`` and committed line ``upto``."""
+    p = tmp_path / "x.jsonl"
+    p.write_text(text)
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(p, SPEC, offsets=store)
+    drain(src)
+    src.commit({"file:x.jsonl": upto})
+    src.close()
+    return p, store
+
+
 
 def test_jsonl_file_source_numbers_lines_and_keeps_bad_ones_as_bad_records(tmp_path):
     p = tmp_path / "x.jsonl"
@@ -153,26 +165,14 @@ def test_a_committed_offset_is_not_applied_to_another_file_that_took_the_name(tm
 
 def test_a_file_rewritten_in_place_while_stopped_is_read_from_its_start(tmp_path, source_log):
     """Same device and inode (or a deleted file's inode reused), other first bytes: another file."""
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 4))
-    store = CheckpointStore(tmp_path / "s")
-    src = FileSource(p, SPEC, offsets=store)
-    drain(src)
-    src.commit({"file:x.jsonl": 4})
-    src.close()
+    p, store = committed(tmp_path, jsonl_lines(0, 4), 4)
     p.write_text(jsonl_lines(100, 6))
     items = drain(FileSource(p, SPEC, offsets=store))
     assert [r.timestamp for r in items] == [100 + i for i in range(6)] and len(source_log) == 1
 
 
 def test_a_restart_resumes_an_appended_file_after_its_committed_line(tmp_path, source_log):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 4))
-    store = CheckpointStore(tmp_path / "s")
-    src = FileSource(p, SPEC, offsets=store)
-    drain(src)
-    src.commit({"file:x.jsonl": 3})
-    src.close()
+    p, store = committed(tmp_path, jsonl_lines(0, 4), 3)
     with open(p, "a") as fh:
         fh.write(jsonl_lines(4, 2))
     items = drain(FileSource(p, SPEC, offsets=store))
