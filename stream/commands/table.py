@@ -9,9 +9,10 @@ The rules, in the order they apply (each one says what it did on stderr through 
   character; ``\\t`` or ``tab`` for a tab). ``-`` reads standard input. A UTF-8 byte order mark is
   dropped, from a file and from standard input alike.
 - **Header.** A first row is data, not a header, when every cell of it is a number, or when it holds
-  a number or a date/time and each of its cells is of the kind (number, date/time, text) of its
-  column in the rows below (an empty or missing cell fits any column), unless its first cell is
-  empty and the others are numbers (``,0,1``: the header pandas writes above an unnamed index).
+  a number or a date/time, no text, and each of its cells is of the kind (number or date/time) of
+  its column in the rows below (an empty or missing cell fits any column), unless its first cell
+  is empty and the others are numbers (``,0,1``: the header pandas writes above an unnamed index).
+  A row with a text cell is a header (``region,2022,2023`` names yearly columns).
   The columns are then named ``col1``, ``col2``, ... and a note shows the first row. A header made
   only of numbers (sensor IDs) cannot be told from data: it is read as a data row, and the note
   says so (``header=True`` / ``False`` decides instead of these rules).
@@ -265,6 +266,8 @@ def _is_data_row(first: list[str], below: list[list[str]]) -> bool:
     if len(first) > 1 and not first[0].strip() and all(k == "number" for k in kinds[1:]):
         return False  # the header pandas writes above an unnamed index: ",0,1"
     if not below or not any(k in ("number", "date") for k in kinds):
+        return False
+    if "text" in kinds:  # "region,2022,2023" names yearly columns above "north,1.5,1.7": a header
         return False
     for j, k in enumerate(kinds):
         seen = [_kind(r[j]) for r in below if j < len(r)]

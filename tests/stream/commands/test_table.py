@@ -241,6 +241,13 @@ def test_a_text_header_above_dates_and_numbers_stays_a_header(header, first):
     assert t.names == ["value"] and t.values.shape == (10, 1) and t.values[0, 0] == 0.5
 
 
+def test_a_header_that_names_yearly_columns_stays_a_header():
+    # its numbers fit the columns below, but a row with a text cell is never a row of data
+    text = "region,2022,2023\n" + "".join(f"r{i},{i % 3}.5,{-i}.25\n" for i in range(10))
+    t = read_table_text(text, name="y.csv")
+    assert t.names == ["2022", "2023"] and t.values.shape == (10, 2)
+
+
 def test_the_header_pandas_writes_above_an_unnamed_index_stays_a_header():
     text = ",0,1\n" + "".join(f"{i},{i % 3}.5,{-i}.25\n" for i in range(10))
     t = read_table_text(text, name="p.csv")
