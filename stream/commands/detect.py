@@ -88,8 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the first lines among , ; tab |)")
     parser.add_argument("--header", choices=("auto", "yes", "no"), default="auto",
                         help="whether the first row of a delimited file names the columns (default auto: a "
-                             "first row of numbers, or one whose numbers and dates look like the rows "
-                             "below it, is data)")
+                             "first row of numbers, or one of numbers and dates, without text, that look "
+                             "like the rows below it, is data)")
     parser.add_argument("--bad-cells", choices=BAD_CELLS, default="error",
                         help="a non-numeric cell in a numeric column: stop with its line and column "
                              "(error, default) or read it as a missing value with a warning (missing)")
