@@ -388,6 +388,12 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
         dup = sorted({h for h in header if header.count(h) > 1})
         raise TableError(f"{name}: duplicate column name(s) {dup} in the header")
     selected = list(columns or [])
+    twice = sorted({c for c in selected if selected.count(c) > 1})
+    if twice:  # one series fed twice would be two perfectly correlated channels
+        raise TableError(f"--column {twice[0]!r} is given more than once; name each column once")
+    if time_column in selected:
+        raise TableError(f"{time_column!r} is given both as --column and as --time-column; a column is "
+                         "either a series or the time axis")
     asked = selected + ([time_column] if time_column not in (None, "none") else [])
     for c in asked:
         if c not in header:
@@ -490,4 +496,8 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
             time_values = [int(v) if float(v).is_integer() else float(v) for v in tv]
         else:
             time_values = [c.strip() for c in cells[time_name]]
+        # ISO dates and times compare as text in time order; numbers as numbers
+        if len(time_values) >= 3 and all(a > b for a, b in zip(time_values, time_values[1:])):
+            notes.append(f"{name}: the time axis {time_name!r} decreases (newest row first?); rows are read in "
+                         "file order, so every change would be read backwards: sort the file by time first")
     return Table(name, use, values, list(lines), time_name, time_values, notes)

@@ -345,3 +345,21 @@ def test_the_caller_may_say_whether_the_first_row_is_a_header():
     assert t.names == ["101", "102"] and t.values.shape == (10, 2)
     t = read_table_text("value,other\n" + text, name="s.csv", header=False, bad_cells="missing")
     assert t.names == ["col1", "col2"] and t.values.shape == (12, 2) and np.isnan(t.values[0]).all()
+
+
+def test_a_column_given_twice_or_also_as_the_time_axis_is_an_error():
+    text = "t,a,b\n" + "".join(f"{i},{i % 3}.5,{-i}.25\n" for i in range(10))
+    with pytest.raises(TableError, match="'a' is given more than once"):
+        read_table_text(text, columns=["a", "a"])
+    with pytest.raises(TableError, match="given both as --column and as --time-column"):
+        read_table_text(text, columns=["a", "t"], time_column="t")
+
+
+@pytest.mark.parametrize("stamp", ["{}", "2024-01-{:02d}"])
+def test_a_decreasing_time_axis_gets_a_note(stamp):
+    # a newest-first export is replayed backwards without a word otherwise
+    text = "time,a\n" + "".join(f"{stamp.format(20 - i)},{i % 3}.5\n" for i in range(10))
+    t = read_table_text(text, name="d.csv")
+    assert any("the time axis 'time' decreases" in n for n in t.notes)
+    rising = read_table_text("time,a\n" + "".join(f"{stamp.format(i + 1)},{i % 3}.5\n" for i in range(10)))
+    assert not any("decreases" in n for n in rising.notes)
