@@ -209,8 +209,11 @@ def run(args) -> int:
     if getattr(args, "method", None) is not None:
         params["method"] = args.method
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
-    with progress_bar(total=len(x), desc="detect", unit="sample", enabled=show) as bar:
-        rep = replay(x, progress=None if bar is None else bar.callback, **params)
+    try:
+        with progress_bar(total=len(x), desc="detect", unit="sample", enabled=show) as bar:
+            rep = replay(x, progress=None if bar is None else bar.callback, **params)
+    except ValueError as exc:  # what the detector refuses in the data, said as the detector says it
+        return _fail(f"{table.source}: {exc}")
     cps = rep.change_points
     lines = [table.lines[c] for c in cps]
     times = [table.time_values[c] for c in cps] if table.time_values is not None else None
@@ -484,13 +487,16 @@ def _run_streaming(args, table) -> int:
     if kind == "anomaly":
         return _run_anomalies(args, table)
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
-    with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
-        alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
-                                         progress=None if bar is None else bar.callback,
-                                         level_view=getattr(args, "level_view", False),
-                                         robust_line=getattr(args, "robust_line", False),
-                                         method=getattr(args, "method", None),
-                                         with_history=getattr(args, "with_history", False))
+    try:
+        with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
+            alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
+                                             progress=None if bar is None else bar.callback,
+                                             level_view=getattr(args, "level_view", False),
+                                             robust_line=getattr(args, "robust_line", False),
+                                             method=getattr(args, "method", None),
+                                             with_history=getattr(args, "with_history", False))
+    except ValueError as exc:
+        return _fail(f"{table.source}: {exc}")
     cps = [a.change_index for a in alarms]
     tested = int(np.isfinite(ratio).sum())
     # the window detector compares short subsequences: a cycle's shape or frequency is beyond it
@@ -549,8 +555,11 @@ def _run_anomalies(args, table) -> int:
     x, names = table.values, table.names
     threshold = ANOMALY_THRESHOLD if args.score_threshold is None else args.score_threshold
     show = not args.no_progress and len(x) * x.shape[1] >= PROGRESS_MIN_SAMPLES
-    with progress_bar(total=x.shape[1], desc="detect --streaming (anomaly)", unit="column", enabled=show) as bar:
-        found, scores = replay_anomalies(x, threshold, progress=None if bar is None else bar.callback)
+    try:
+        with progress_bar(total=x.shape[1], desc="detect --streaming (anomaly)", unit="column", enabled=show) as bar:
+            found, scores = replay_anomalies(x, threshold, progress=None if bar is None else bar.callback)
+    except ValueError as exc:
+        return _fail(f"{table.source}: {exc}")
 
     def where(i: int) -> dict:
         return {"line": table.lines[i], **({"time": table.time_values[i]} if table.time_values is not None else {})}

@@ -449,3 +449,11 @@ def test_a_header_of_numbers_is_read_as_names_when_told(tmp_path):
     assert told.returncode == 0, told.stderr
     out = json.loads(told.stdout)
     assert out["columns"] == ["101", "102"] and out["n_samples"] == 600 and near(out["change_points"], 300)
+
+
+def test_what_a_detector_refuses_in_the_data_is_a_one_line_error(tmp_path):
+    # two columns that never share a row: the offline detector refuses them, and the command said so
+    # in a traceback
+    rows = [(i, "" if i % 2 else 1.0 + i % 3, 2.0 + i % 5 if i % 2 else "") for i in range(40)]
+    p = write(tmp_path / "alternate.csv", rows, header="time,a,b")
+    one_line_error(cli("detect", p), 2, "no row has a value in every one of the 2 channels")
