@@ -33,6 +33,7 @@ Examples
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import time
 from collections import deque
@@ -44,6 +45,9 @@ from ratiowatch.stream.engine.pipeline import DetectorFactory, Pipeline, build_f
 from ratiowatch.connectors.records import BadRecord, FieldSpec
 
 log = logging.getLogger("ratiowatch.daemon")
+
+#: seconds between reads of the consumer lag for its metric
+LAG_EVERY_S = 5.0
 
 
 class StartupError(RuntimeError):
@@ -446,7 +450,7 @@ class Daemon:
     def _caught_up(self) -> bool:
         return all(w.acked >= w.issued for w in self._all_workers())
 
-    def _commit(self, positions: dict[str, int]) -> None:
+    def _commit(self, positions: dict[str, int], final: bool = False) -> None:
         if not positions:
             return
         try:
@@ -455,16 +459,20 @@ class Daemon:
         except Exception as exc:  # noqa: BLE001 - at-least-once: the next checkpoint commits again
             self.stats["commit_failures"] += 1
             log.warning("offset commit failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+            if final:  # there is no next checkpoint: the stop did not commit, and its exit code says so
+                raise RuntimeError(f"the final offset commit failed ({type(exc).__name__}: {exc}); the next "
+                                   "start reads again from the last commit") from exc
 
-    def checkpoint_and_commit(self) -> None:
-        """Wait for the sinks -> checkpoint changed keys -> commit offsets (this order is the guarantee)."""
+    def checkpoint_and_commit(self, final: bool = False) -> None:
+        """Wait for the sinks -> checkpoint changed keys -> commit offsets (this order is the guarantee).
+        ``final``: the stop's, whose failed commit is an error (exit 3), not a warning."""
         assert self.pipeline is not None
         self._drain_checkpoint()
         self._wait_delivered(self._tickets())
         n = self.pipeline.checkpoint()
         if self.metrics is not None:
             self.metrics.checkpoints.inc(n)
-        self._commit(dict(self.pipeline.positions))
+        self._commit(dict(self.pipeline.positions), final=final)
 
     # The periodic checkpoint of the loop runs in the background: the changed keys' states are
     # encoded here, at a batch boundary, together with a copy of the source positions and each
@@ -619,7 +627,7 @@ class Daemon:
             assert pipe is not None
             try:
                 self._loop(max_records)
-                self.checkpoint_and_commit()
+                self.checkpoint_and_commit(final=True)
             except RuntimeError as exc:  # the sinks' give-ups; a failed write (OSError) speaks for itself
                 # a stop that had to give up on a sink: say which, and what happens to what it held
                 msg = self._undrained_message() if self.stopping else None
@@ -652,6 +660,7 @@ class Daemon:
         idle_s = cfg.pipeline["idle_evict_s"]
         max_keys = cfg.pipeline["max_keys"]
         last_idle_check = time.monotonic()
+        last_lag = -math.inf
         if not self._started:
             self._started = True
             if self.metrics is not None:
@@ -685,7 +694,10 @@ class Daemon:
 
             if self.metrics is not None:
                 self.metrics.active_keys.set(len(pipe.keys))
-                if hasattr(self.source, "lag") and self.stats["batches"] % 20 == 0:
+                # by the clock, not by batches: batches stop counting while the daemon is caught up,
+                # and the last lag read before that (1,000 records, say) stood for as long
+                if hasattr(self.source, "lag") and now - last_lag >= LAG_EVERY_S:
+                    last_lag = now
                     self.metrics.set_lag(self.source.lag())
             if getattr(self.source, "exhausted", False):
                 break

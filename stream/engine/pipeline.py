@@ -382,10 +382,16 @@ class Pipeline:
     def checkpoint_begin(self, keys: list[str] | None = None) -> "CheckpointJob":
         """Snapshot the changed keys now (their states encoded on this thread); ``job.run()`` writes
         the files and may run on another thread while this pipeline goes on processing;
-        :meth:`checkpoint_end` (back on this thread) applies the outcome. One job at a time."""
-        self.last_checkpoint = time.monotonic()
-        self.records_since_checkpoint = 0
-        self.items_since_checkpoint = 0
+        :meth:`checkpoint_end` (back on this thread) applies the outcome. One job at a time.
+
+        Only a checkpoint of every key (``keys`` None, the one a commit follows) restarts the
+        counts that schedule the next: a checkpoint of some keys (evicted or revoked ones) commits
+        nothing else, and with more keys than ``max_keys`` some are evicted in every loop, so
+        resetting there meant no offset was ever committed while the daemon ran."""
+        if keys is None:
+            self.last_checkpoint = time.monotonic()
+            self.records_since_checkpoint = 0
+            self.items_since_checkpoint = 0
         items: list[tuple[str, KeyState, int, bytes]] = []
         if self.store is not None:
             encode = self.store.encode

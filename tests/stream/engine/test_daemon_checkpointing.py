@@ -118,6 +118,31 @@ def test_a_failed_checkpoint_write_commits_nothing_and_stops_the_daemon(tmp_path
     assert all(ks.dirty for ks in d.pipeline.keys.values())  # still to be written
 
 
+class FailingCommits(ListSource):
+    """Its periodic commits succeed; from ``fail_from`` on every commit fails (a broker gone away)."""
+
+    def __init__(self, records, fail_from):
+        super().__init__(records)
+        self.fail_from = fail_from
+
+    def commit(self, positions):
+        if positions["p0"] >= self.fail_from:
+            raise ConnectionError("broker gone")
+        super().commit(positions)
+
+
+def test_a_final_commit_that_fails_is_an_error_not_a_clean_stop(tmp_path):
+    # a periodic commit that fails is committed by the next one; the stop's has no next one, and
+    # the daemon said "stopped" with exit 0 while the next start would replay
+    src = FailingCommits(records(30), fail_from=60)
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")],
+               dead_letter=ListSink("null"))
+    d._setup()
+    with pytest.raises(RuntimeError, match="the final offset commit failed .*broker gone"):
+        d.run()
+    assert src.commits and src.commits[-1]["p0"] < 60 and d.stats["commit_failures"] >= 1
+
+
 def test_fencing_between_two_stores_on_one_directory(tmp_path):
     """Two processes = two CheckpointStore objects: the stat-signature shortcut must not hide a
     newer checkpoint written by the other one."""
@@ -231,3 +256,37 @@ def test_daemon_restores_keys_when_partitions_are_assigned_and_at_start(tmp_path
     assert sorted(d2.pipeline.keys) == ["a", "b", "c"]
     assert d2.pipeline.keys["c"].count == 30 and store.load("c")[1]["count"] == 30
     d2.close()
+
+
+class LaggingSource(ListSource):
+    """Three batches, then idle polls: the lag it reports is what is left of its records."""
+
+    def __init__(self, records, idle_polls):
+        super().__init__(records)
+        self.idle_polls = idle_polls
+
+    def poll(self, max_records, timeout_s):
+        out = self.records[self.i:self.i + min(self.batch, max_records)]
+        self.i += len(out)
+        if not out:
+            self.idle_polls -= 1
+        self.exhausted = self.idle_polls <= 0
+        return out
+
+    def lag(self):
+        return {"t:0": len(self.records) - self.i}
+
+
+def test_the_lag_metric_is_read_by_the_clock_also_while_the_daemon_is_caught_up(tmp_path, monkeypatch):
+    # it was read every 20 batches; batches stop counting once caught up, so a lag read on the way
+    # stood for ever (1,000 on a daemon with nothing left to read)
+    import ratiowatch.stream.engine.daemon as daemon_module
+    from ratiowatch.connectors.metrics import Metrics
+
+    monkeypatch.setattr(daemon_module, "LAG_EVERY_S", 0.0)
+    metrics = Metrics()
+    src = LaggingSource(records(15), idle_polls=3)
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")],
+               dead_letter=ListSink("null"), metrics=metrics)
+    assert d.run() == 0
+    assert 'ratiowatch_consumer_lag{partition="t:0"} 0.0' in metrics.exposition().decode()

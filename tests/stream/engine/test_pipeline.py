@@ -110,6 +110,18 @@ def test_evicted_key_is_restored_on_next_sight(tmp_path):
     assert [x.change_index for x in alerts] == [30]
 
 
+def test_evicting_some_keys_leaves_the_count_toward_the_next_commit(tmp_path):
+    # the count and clock that schedule the next checkpoint-and-commit restarted at every eviction:
+    # with more keys than max_keys, some are evicted in every loop, and no offset was ever committed
+    p = Pipeline(MeanShiftFactory(), store=CheckpointStore(tmp_path))
+    p.process(recs("a", step_series(30, 100)) + recs("b", step_series(30, 100)))
+    since, items = p.last_checkpoint, p.items_since_checkpoint
+    p.evict(["a"])
+    assert (p.last_checkpoint, p.items_since_checkpoint) == (since, items) == (since, 60)
+    p.checkpoint()
+    assert p.items_since_checkpoint == 0 and p.last_checkpoint > since
+
+
 def test_changepoint_detector_restored_from_checkpoint_scores_like_uninterrupted(tmp_path):
     """The real detector through adapter + checkpoint store: identical scores (1e-9) and alerts."""
     rng = np.random.default_rng(3)
