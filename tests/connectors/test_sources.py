@@ -24,6 +24,22 @@ def drain(src, max_records=1000):
         out += src.poll(max_records, 0.05)
     return out
 
+def following(tmp_path, n: int, offsets=None):
+    """(path, source) of ``x.jsonl`` in follow mode, after the source read its ``n`` lines."""
+    p = tmp_path / "x.jsonl"
+    p.write_text(jsonl_lines(0, n))
+    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01, offsets=offsets)
+    assert [r.timestamp for r in poll_until(src, n)] == list(range(n))
+    return p, src
+
+
+def rotate(p, text: str) -> None:
+    """What a log rotation does: another file, holding ``text``, takes the name ``p``."""
+    new = p.with_name(p.name + ".1")
+    new.write_text(text)
+    new.replace(p)
+
+
 def committed(tmp_path, text: str, upto: int):
     """(path, store) after a run read ``x.jsonl`` holding ``text`` and committed line ``upto``."""
     p = tmp_path / "x.jsonl"
@@ -95,13 +111,8 @@ def source_log():
 
 
 def test_a_rotated_file_is_read_from_its_start_in_follow_mode(tmp_path, source_log):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 5))
-    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
-    assert [r.timestamp for r in poll_until(src, 5)] == [0, 1, 2, 3, 4]
-    new = tmp_path / "x.jsonl.1"
-    new.write_text(jsonl_lines(100, 3))
-    new.replace(p)  # what a log rotation does: another file takes the name
+    p, src = following(tmp_path, 5)
+    rotate(p, jsonl_lines(100, 3))
     items = poll_until(src, 3)
     src.close()
     assert [r.timestamp for r in items] == [100, 101, 102]
@@ -110,10 +121,7 @@ def test_a_rotated_file_is_read_from_its_start_in_follow_mode(tmp_path, source_l
 
 
 def test_a_truncated_file_is_read_again_from_its_start_in_follow_mode(tmp_path, source_log):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 5))
-    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
-    assert len(poll_until(src, 5)) == 5
+    p, src = following(tmp_path, 5)
     p.write_text(jsonl_lines(100, 2))  # cut in place (same inode) to fewer bytes than were read
     items = poll_until(src, 2)
     src.close()
@@ -122,10 +130,7 @@ def test_a_truncated_file_is_read_again_from_its_start_in_follow_mode(tmp_path, 
 
 
 def test_a_file_rewritten_in_place_past_the_read_position_is_read_from_its_start_in_follow_mode(tmp_path, source_log):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 3))
-    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
-    assert len(poll_until(src, 3)) == 3
+    p, src = following(tmp_path, 3)
     p.write_text(jsonl_lines(100, 10))  # truncated and longer again before the next poll: its first bytes differ
     items = poll_until(src, 10)
     src.close()
@@ -134,10 +139,7 @@ def test_a_file_rewritten_in_place_past_the_read_position_is_read_from_its_start
 
 
 def test_a_file_appended_to_in_follow_mode_is_not_taken_for_a_rotated_one(tmp_path, source_log):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 3))
-    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01)
-    assert len(poll_until(src, 3)) == 3
+    p, src = following(tmp_path, 3)
     assert src.poll(10, 0.05) == []
     with open(p, "a") as fh:
         fh.write(jsonl_lines(3, 2))
@@ -180,14 +182,9 @@ def test_a_restart_resumes_an_appended_file_after_its_committed_line(tmp_path, s
 
 
 def test_a_restart_after_a_rotation_resumes_after_the_committed_line_of_the_new_file(tmp_path, source_log):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 5))
     store = CheckpointStore(tmp_path / "s")
-    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01, offsets=store)
-    assert len(poll_until(src, 5)) == 5
-    new = tmp_path / "x.jsonl.1"
-    new.write_text(jsonl_lines(100, 6))
-    new.replace(p)
+    p, src = following(tmp_path, 5, offsets=store)
+    rotate(p, jsonl_lines(100, 6))
     got = poll_until(src, 3, max_records=3)
     assert [r.ref[1] for r in got] == [5, 6, 7]
     src.commit({"file:x.jsonl": 8})
@@ -198,14 +195,9 @@ def test_a_restart_after_a_rotation_resumes_after_the_committed_line_of_the_new_
 
 
 def test_a_commit_still_in_the_previous_file_makes_a_restart_read_the_new_file_from_its_start(tmp_path):
-    p = tmp_path / "x.jsonl"
-    p.write_text(jsonl_lines(0, 5))
     store = CheckpointStore(tmp_path / "s")
-    src = FileSource(p, SPEC, follow=True, poll_interval_s=0.01, offsets=store)
-    assert len(poll_until(src, 5)) == 5
-    new = tmp_path / "x.jsonl.1"
-    new.write_text(jsonl_lines(100, 4))
-    new.replace(p)
+    p, src = following(tmp_path, 5, offsets=store)
+    rotate(p, jsonl_lines(100, 4))
     assert len(poll_until(src, 4)) == 4
     src.commit({"file:x.jsonl": 3})  # the sinks acknowledged only part of the old file
     src.close()
