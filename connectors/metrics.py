@@ -55,6 +55,14 @@ class Metrics:
         for part, lag in lags.items():
             self.consumer_lag.labels(partition=part).set(lag)
 
+    def forget_partitions(self, partitions: set[str]) -> None:
+        """Drop the lag series of partitions this daemon no longer reads (revoked ones)."""
+        for part in partitions:
+            try:
+                self.consumer_lag.remove(part)
+            except KeyError:  # never reported
+                pass
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 

@@ -352,7 +352,7 @@ class Daemon:
             positions, caught_up = {}, False
         keys = pipe.keys_of_partitions(partitions)
         if caught_up:
-            pipe.evict(keys)
+            self._evict(keys)
             positions.update({p: o for p, o in pipe.positions.items() if p in partitions})
         else:  # a sink is too slow: no new checkpoint; the new owner replays from the last commit
             log.warning("revoked while sinks were behind: keys evicted without a checkpoint; the new owner "
@@ -362,11 +362,20 @@ class Daemon:
                 pipe.key_partition.pop(k, None)
         for p in partitions:
             pipe.positions.pop(p, None)
+        if self.metrics is not None:  # a revoked partition's lag is the new owner's to report
+            self.metrics.forget_partitions(partitions)
         forget = getattr(self.store, "forget_partitions", None)
         if forget is not None:
             forget(partitions)
         log.info("revoked: checkpointed and evicted keys", extra={"keys": len(keys), "partitions": sorted(partitions)})
         return positions
+
+    def _evict(self, keys: list[str]) -> None:
+        """Checkpoint and forget ``keys``; their checkpoints are counted like the periodic ones."""
+        assert self.pipeline is not None
+        n = self.pipeline.evict(keys)
+        if self.metrics is not None:
+            self.metrics.checkpoints.inc(n)
 
     def _on_assign(self, partitions: set[str]) -> None:
         # The new partitions' keys are restored now, so their first records do not pay for it
@@ -677,7 +686,7 @@ class Daemon:
             # as for idle keys: one writer of a key's checkpoint at a time, and a checkpoint never ahead
             # of the deliveries; never waiting here, so that a slow sink stalls nothing
             if excess and self._inflight is None and self._caught_up():
-                pipe.evict(excess)
+                self._evict(excess)
                 self.stats["evicted_over_max_keys"] += len(excess)
             now = time.monotonic()
             if self._inflight is None and (pipe.items_since_checkpoint >= every_n or (
@@ -689,7 +698,7 @@ class Daemon:
                 # evicting writes the idle keys' checkpoints: only once the sinks hold none of their
                 # alerts (else next time), so a checkpoint is never ahead of the deliveries
                 if idle and self._inflight is None and self._caught_up():
-                    pipe.evict(idle)
+                    self._evict(idle)
                     log.info("evicted idle keys", extra={"keys": len(idle)})
 
             if self.metrics is not None:

@@ -420,12 +420,13 @@ class Pipeline:
         return job.written
 
     def evict(self, keys: list[str]) -> int:
-        """Checkpoint then forget ``keys``; they are restored from the store when seen again."""
-        self.checkpoint(keys)
+        """Checkpoint then forget ``keys``; they are restored from the store when seen again.
+        Returns the number of checkpoints written (keys unchanged since their last one need none)."""
+        written = self.checkpoint(keys)
         for key in keys:
             self.keys.pop(key, None)
             self.key_partition.pop(key, None)
-        return len(keys)
+        return written
 
     def excess_keys(self, max_keys: int) -> list[str]:
         """The least recently seen keys beyond the first ``max_keys`` (none when ``max_keys`` is 0)."""

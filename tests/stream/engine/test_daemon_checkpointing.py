@@ -290,3 +290,23 @@ def test_the_lag_metric_is_read_by_the_clock_also_while_the_daemon_is_caught_up(
                dead_letter=ListSink("null"), metrics=metrics)
     assert d.run() == 0
     assert 'ratiowatch_consumer_lag{partition="t:0"} 0.0' in metrics.exposition().decode()
+
+
+def test_a_revoked_partition_leaves_the_lag_metric(tmp_path):
+    # its last lag stood on the dashboard for as long as the daemon ran: the new owner reports it
+    from ratiowatch.connectors.metrics import Metrics
+
+    checkpointed_store(tmp_path)
+    src = ListSource([])
+    src.on_revoke = src.on_assign = None
+    metrics = Metrics()
+    d = Daemon(config(tmp_path), factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")],
+               dead_letter=ListSink("null"), metrics=metrics)
+    d._setup()
+    src.on_assign({"p0", "p1"})
+    metrics.set_lag({"p0": 12, "p1": 3})
+    src.on_revoke({"p1"})
+    text = metrics.exposition().decode()
+    assert 'ratiowatch_consumer_lag{partition="p0"} 12.0' in text and 'partition="p1"' not in text
+    assert sorted(d.pipeline.keys) == ["a", "b"]
+    d.close()

@@ -225,6 +225,25 @@ def test_max_keys_bounds_the_keys_in_memory_between_batches(tmp_path):
     assert d.stats["evicted_over_max_keys"] > 0
 
 
+def test_the_checkpoint_metric_counts_the_checkpoints_written_at_eviction(tmp_path, monkeypatch):
+    # it counted only the periodic and final checkpoints: with max_keys, most were not seen
+    from ratiowatch.stream.engine.checkpoint import CheckpointStore
+
+    written = []
+    write_many = CheckpointStore.write_many
+    monkeypatch.setattr(CheckpointStore, "write_many",
+                        lambda self, payloads: written.append(write_many(self, payloads)) or written[-1])
+    keys, rows = keys_joining_over_time(change=10_000)
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, rows)
+    metrics = Metrics()
+    cfg = make_cfg(tmp_path, data, pipeline={"max_keys": 2}, checkpoint={"every_records": 10**6, "every_s": 1e6})
+    d = Daemon(cfg, factory=MeanShiftFactory(), metrics=metrics)
+    assert d.run() == 0
+    assert d.stats["evicted_over_max_keys"] > 0 and sum(written) > len(keys)
+    assert f"ratiowatch_checkpoints_total {float(sum(written))}" in metrics.exposition().decode()
+
+
 def test_keys_evicted_over_max_keys_come_back_and_alert_as_in_an_unbounded_run(tmp_path):
     """Beyond the bound the least recently seen keys are checkpointed and leave memory; they come
     back from their checkpoints, so every key's alerts and record count are those of a run without

@@ -103,11 +103,13 @@ def test_evicted_key_is_restored_on_next_sight(tmp_path):
     p = Pipeline(MeanShiftFactory(), store=store)
     p.process(recs("a", step_series(30, 100)))
     assert p.idle_keys(0.0) == ["a"]
-    p.evict(["a"])
+    assert p.evict(["a"]) == 1  # checkpoints written
     assert "a" not in p.keys and store.load("a")[1]["count"] == 30
     alerts, _ = p.process(recs("a", [10.0] * 10, start=30))
     assert p.keys["a"].count == 40
     assert [x.change_index for x in alerts] == [30]
+    p.checkpoint()
+    assert p.evict(["a"]) == 0  # unchanged since its last checkpoint: nothing to write
 
 
 def test_evicting_some_keys_leaves_the_count_toward_the_next_commit(tmp_path):
