@@ -39,3 +39,13 @@ def test_readme_quotes_the_demo_output_of_the_current_code():
     assert out.returncode == 0, out.stderr
     fresh = [line for line in out.stdout.splitlines() if line.startswith(("streaming", "[t="))]
     assert quoted.strip().splitlines() == fresh
+
+
+def test_readme_names_every_daemon_metric():
+    from ratiowatch.connectors.metrics import Metrics
+
+    names = {m.name for m in Metrics().registry.collect()}
+    text = README.read_text()
+    # prometheus_client names a counter without its _total suffix
+    missing = [n for n in names if f"`{n}`" not in text and f"`{n}_total" not in text and f"`{n}{{" not in text]
+    assert len(names) >= 9 and not missing, missing
