@@ -59,7 +59,8 @@ key that is absent is a missing value, each said once by a :class:`KeysChangedWa
 carried by a new key must not go unseen in silence; make the warning an error to refuse such input).
 
 Missing values and gaps: see :mod:`ratiowatch.stream.series.preprocess` (carry forward; held until every channel was
-seen once; infinities are rejected).
+seen once). A sample holding an infinity or a value beyond :data:`MAX_MAGNITUDE` (1e150; an error code such
+as 1.8e308) is refused with a ``ValueError`` and changes nothing, as the daemon dead-letters such a record.
 
 Examples
 --------
@@ -112,6 +113,29 @@ _STATE_VERSION = 1
 _SCORE_HISTORY = 1000  # scores kept for the history guard
 _NONE = np.empty(0)  # a view's thresholds while it is off or not calibrated
 AUTO_DIFF_ACF = 0.8  # lag-1 autocorrelation above which difference="auto" differences
+#: the largest magnitude a sample may hold: the windows' kernel sums squared differences of scaled
+#: values, and the robust scale of a window with one value of 1e200 among ordinary ones stays
+#: ordinary, so that value's squares overflow float64 (false alarms, then errors from the AR fit)
+MAX_MAGNITUDE = 1e150
+
+
+def check_magnitude(x) -> None:
+    """Raise ``ValueError`` if the sample ``x`` (a number or array; NaN = missing) holds an
+    infinite value or one beyond :data:`MAX_MAGNITUDE` in magnitude.
+
+    >>> check_magnitude([1.0, float("nan")])
+    >>> check_magnitude(1e200)
+    Traceback (most recent call last):
+    ...
+    ValueError: sample [1e+200] holds a value beyond 1e+150 in magnitude (an error code rather than a reading); pass NaN/None for a missing value. The sample was not taken
+    """
+    v = np.asarray(x, dtype=np.float64).reshape(-1)
+    seen = np.abs(v[~np.isnan(v)])
+    if seen.size and not seen.max() <= MAX_MAGNITUDE:
+        what = ("an infinite value" if np.isinf(seen).any() else
+                f"a value beyond {MAX_MAGNITUDE:.0e} in magnitude (an error code rather than a reading)")
+        raise ValueError(f"sample {v.tolist()} holds {what}; pass NaN/None for a missing value. "
+                         "The sample was not taken")
 
 
 def _lag1_autocorr(x: np.ndarray) -> float:
@@ -409,8 +433,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
     # ------------------------------------------------------------------ input
     def _as_vector(self, x) -> np.ndarray:
-        if self._dim == 1 and type(x) in (float, np.float64):  # fast path of the common univariate case
-            return np.array((x,))
+        if self._dim == 1 and type(x) in (float, np.float64) and -MAX_MAGNITUDE <= x <= MAX_MAGNITUDE:
+            return np.array((x,))  # fast path of the common univariate case (NaN takes the slow one)
         if isinstance(x, Mapping):
             if self._keys is None:
                 self._keys = sorted(x, key=str)
@@ -440,6 +464,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._dim = v.size
         if v.size != self._dim:
             raise ValueError(f"sample has {v.size} values but the detector was started with {self._dim}")
+        if not np.abs(v).max() <= MAX_MAGNITUDE:  # NaN (missing), inf or too large: look closer
+            check_magnitude(v)
         return v
 
     def _warn_keys(self, x: Mapping) -> None:

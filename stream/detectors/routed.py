@@ -108,7 +108,7 @@ import numpy as np
 
 from ratiowatch.core.params import check_seed
 from ratiowatch.stream.calibration.peaks import Alarm
-from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE, ChangePointDetector, check_magnitude
 from ratiowatch.stream.detectors.state_file import CheckpointEntries, open_checkpoint, state_version
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 from ratiowatch.stream.series.preprocess import fill_missing
@@ -300,6 +300,8 @@ class PeriodRoutedDetector:
         """Feed one sample (a number, or one value per channel; NaN = missing); the alarm reported now."""
         t = self.n_seen
         if self.handed_over_at is not None:
+            if type(x) is not float or not -MAX_MAGNITUDE <= x <= MAX_MAGNITUDE:
+                check_magnitude(x)  # the split profile would winsorise what the window detector refuses
             alarm = self._inner.step(x)
             self.n_seen += 1
             if alarm is not None and alarm.change_index <= self._primed_through:

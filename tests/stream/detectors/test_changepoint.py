@@ -76,14 +76,17 @@ def test_drift_protocol_univariate():
     assert det.last_alarm is not None and det.last_alarm.delay >= 0
 
 
+def state_bytes(det) -> str:
+    return json.dumps({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in det.to_state().items()})
+
+
 def test_score_one_does_not_change_state():
     det = ChangePointDetector(**SMALL)
     for v in variance_change(200):
         det.learn_one({"x": float(v)})
-    before = json.dumps({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in det.to_state().items()})
+    before = state_bytes(det)
     s = det.score_one({"x": 123.0})
-    after = json.dumps({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in det.to_state().items()})
-    assert isinstance(s, float) and before == after
+    assert isinstance(s, float) and before == state_bytes(det)
 
 
 # ---------------------------------------------------------------- input forms
@@ -141,8 +144,8 @@ def test_a_series_whose_rows_never_hold_every_channel_is_an_error():
 
 
 @pytest.mark.filterwarnings("error")
-def test_the_scale_of_the_values_does_not_matter_up_to_1e300():
-    # the detector scales its input; squaring raw values near 1e300 overflowed (with warnings) first
+def test_the_scale_of_the_values_does_not_matter_up_to_1e140():
+    # the detector scales its input; squaring raw values near 1e140 overflowed (with warnings) first
     rng = np.random.default_rng(0)
     x = np.r_[rng.normal(size=600), rng.normal(size=600) + 5.0]
 
@@ -156,7 +159,29 @@ def test_the_scale_of_the_values_does_not_matter_up_to_1e300():
 
     found = alarms(x)
     assert len(found) == 1 and 600 <= found[0] <= 700
-    assert alarms(x * 1e300) == found
+    assert alarms(x * 1e140) == found and alarms(x * 1e-140) == found
+
+
+@pytest.mark.parametrize("bad", [1e151, 1e200, 1.7976931348623157e308, float("inf"), -float("inf")])
+def test_a_value_beyond_1e150_is_refused_and_changes_nothing(bad):
+    # one 1e308 (a sentinel) among ordinary values overflowed the kernel sums: false alarms,
+    # then errors from the AR fit at 9 of the next 140 samples; 1e200 gave five false alarms
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(size=600), rng.normal(size=600) + 5.0]
+    clean, det = ChangePointDetector(seed=1), ChangePointDetector(seed=1)
+    want = [i for i, v in enumerate(x) if clean.step(float(v)) is not None]
+    got = []
+    for i, v in enumerate(x):
+        if i == 300:
+            before = state_bytes(det)
+            with pytest.raises(ValueError, match="beyond 1e\\+150|infinite"):
+                det.step(bad)
+            with pytest.raises(ValueError, match="not taken"):
+                det.step([bad])
+            assert state_bytes(det) == before
+        if det.step(float(v)) is not None:
+            got.append(i)
+    assert got == want and len(want) >= 1
 
 
 def test_bad_inputs_raise_clear_errors():

@@ -368,10 +368,22 @@ class TestInput:
         assert base.handed_over_at is not None and scaled.handed_over_at == base.handed_over_at
         assert got == expected and any(abs(c - 900) <= 24 for c in got), (got, expected)
 
-    def test_values_near_the_float_limit_are_taken(self):
+    def test_values_up_to_1e150_are_taken(self):
         det = PeriodRoutedDetector()
-        feed(det, 1e300 * sine(600))  # the period question squared them once, and overflowed
+        feed(det, 1e149 * sine(600))  # the period question squared them once, and overflowed
         assert det.handed_over_at is not None and det.n_seen == 600
+
+    def test_a_value_beyond_1e150_is_refused_before_and_after_the_hand_over(self):
+        # the window detector refuses it; the split profile would winsorise it: one rule throughout
+        det = PeriodRoutedDetector()
+        with pytest.raises(ValueError, match="beyond 1e\\+150"):
+            det.step(1e200)
+        feed(det, sine(600))
+        assert det.handed_over_at is not None
+        for bad in (1e200, np.array([1e200]), float("inf")):
+            with pytest.raises(ValueError, match="beyond 1e\\+150|infinite"):
+                det.step(bad)
+        assert det.n_seen == 600
 
     @pytest.mark.parametrize("kw, msg", [({"window": {"seed": 1}}, "PeriodRoutedDetector itself"),
                                          ({"profile": {"false_alarm_rate": 0.1}}, "PeriodRoutedDetector itself"),
