@@ -81,10 +81,12 @@ def compute_h(K, pt, z, d, st, h, ridge):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def begin(c_new, c, c0, d, act, st, a, G, K, pt, z, h, ridge, kscale, fsc, isc):  # pragma: no cover
+def begin(c_new, c, c0, d, act, st, a, G, K, pt, z, h, ridge, fsc, isc):  # pragma: no cover
     """Start a segment c -> c_new: direction, active set, zero-weight relabelling, h, sigma.
 
-    Returns the sign-filter tolerance, or -1.0 when ``c_new`` holds NaN/inf or a negative value.
+    Returns the sign-filter tolerance in weight units (for ``sigma`` and the margin slopes
+    ``phi_M``), or -1.0 when ``c_new`` holds NaN/inf or a negative value. The gradient slopes
+    ``psi`` are in margin units: :func:`run` scales it by the kernel for those.
     """
     nv = c.shape[0]
     dmax = 0.0
@@ -106,18 +108,30 @@ def begin(c_new, c, c0, d, act, st, a, G, K, pt, z, h, ridge, kscale, fsc, isc):
     fsc[THETA] = 0.0
     fsc[SIGMA] = compute_h(K, pt, z, d, st, h, ridge)
     isc[ZRUN] = 0
-    return 1e-11 * max(1.0, dmax) * max(1.0, kscale)
+    return 1e-11 * max(1.0, dmax)
 
 
 @njit(cache=True)
-def finish(c_new, c, c0, d, st, a, fsc):  # pragma: no cover - compiled
-    """Snap the end of a segment: c = c_new exactly, alpha_I = c_I, theta reset."""
+def finish(c_new, c, c0, d, st, a, G, Mlist, R, isc, fsc):  # pragma: no cover - compiled
+    """Snap the end of a segment: c = c_new exactly, alpha_I = c_I, theta reset, and margin
+    variables whose weight ended at 0 moved to O."""
     for v in range(c.shape[0]):
         c[v] = c_new[v]
         c0[v] = c_new[v]
         d[v] = 0.0
         if st[v] == I_SET:
             a[v] = c_new[v]
+    # A margin variable whose bound and alpha both reach 0 at theta = 1 ties with the end of the
+    # segment, and the end wins: it would stay in M with alpha at rounding level, so that
+    # remove_points refused it and the next segment kept a zero-weight variable in the margin.
+    # At weight 0 it is at both bounds (any sign of G is optimal); alpha = 0 and O with G = 0.
+    for k in range(isc[NM] - 1, -1, -1):
+        m = Mlist[k]
+        if c_new[m] == 0.0:
+            a[m] = 0.0
+            G[m] = 0.0
+            st[m] = O_SET
+            _remove(R, Mlist, isc, k)
     fsc[THETA] = 0.0
 
 
@@ -680,10 +694,11 @@ def _step_to_end_open_interval(z, c0, d, a, G, st, act, h, fsc):  # pragma: no c
 
 @njit(cache=True, inline="always")
 def _next_margin_event(K, pt, z, c0, d, a, G, st, Mlist, R, h, psi, phi, fsc, isc, tiled, spt, spv,
-                       sg, rb, rhs, pend, tol, theta, rest):  # pragma: no cover - compiled
+                       sg, rb, rhs, pend, tol, ktol, theta, rest):  # pragma: no cover - compiled
     """Non-empty margin: the direction ``phi = -R [sigma; h_M]``, ``psi = dG / dtheta``, and the
     first event along it. Returns ``(kind, idx, dt, phi0)``: an ``EV_*`` kind, the variable (for
-    O/I) or margin position (for M) it concerns, the step length and the bias slope."""
+    O/I) or margin position (for M) it concerns, the step length and the bias slope. ``tol``
+    filters the slopes of alpha_M (weight units), ``ktol`` those of G (margin units)."""
     nv = z.shape[0]
     nM = isc[NM]
     n1 = nM + 1
@@ -698,7 +713,7 @@ def _next_margin_event(K, pt, z, c0, d, a, G, st, Mlist, R, h, psi, phi, fsc, is
     if not tiled:
         for v in range(nv):
             spv[v] = spt[pt[v]]
-    best, idx = _sweep(G, psi, h, z, spv, sg, rb, pend, tol, rest)
+    best, idx = _sweep(G, psi, h, z, spv, sg, rb, pend, ktol, rest)
     kind = EV_END
     if idx >= 0:
         kind = EV_O_TO_M if sg[idx] < 0.0 else EV_I_TO_M
@@ -761,8 +776,13 @@ def _apply_margin_event(K, pt, z, c0, d, a, G, st, act, sg, Mlist, R, h, psi, fs
 
 @njit(cache=True)
 def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
-        ridge, tol, max_events, refresh_every, zmax):  # pragma: no cover - compiled
+        ridge, tol, kscale, max_events, refresh_every, zmax):  # pragma: no cover - compiled
     """Follow the path from ``fsc[THETA]`` towards theta = 1.
+
+    ``tol`` is the sign-filter tolerance of :func:`begin` (weight units: sigma and the margin
+    slopes phi_M); the gradient slopes psi are in margin units, about ``kscale`` times larger, and
+    are filtered at ``tol * max(1, kscale)``. (One tolerance in margin units for both let a
+    linear kernel on features of scale 1e6 ignore every margin event: alpha left its box.)
 
     Returns a status: DONE (theta = 1), PAUSE (``max_events`` events taken), CYCLE (more than
     ``zmax`` zero-length events in a row), SINGULAR (bordered matrix singular on insertion),
@@ -787,6 +807,7 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
     for v in range(nv):
         sg[v] = 0.0 if not act[v] else (-1.0 if st[v] == O_SET else (1.0 if st[v] == I_SET else 0.0))
     zstep = 1e-14
+    ktol = tol * max(1.0, kscale)
     # Two O(n) sweeps are deferred: the gradient step G += dt psi of an event is applied in the
     # next event's psi sweep (pend = dt), and a_I = c_I(theta) is only written when read
     # (I -> M, rebuild) and on return. Both are flushed by _sync before anything else reads G.
@@ -811,6 +832,13 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
             pend = 0.0
             if abs(fsc[SIGMA]) > tol:
                 if not _enter_extreme_point(K, pt, z, d, G, st, act, sg, Mlist, R, h, fsc, isc, ridge, tiled):
+                    if rest * abs(fsc[SIGMA]) <= tol:
+                        # The margin emptied a rounding step short of the end (an event at
+                        # theta = 1 - 1e-16 where every weight goes to 0): sigma is then a ratio
+                        # of rounding residues and the equality drifts by less than the tolerance
+                        # over what is left, so the segment ends here as with an open interval.
+                        _step_to_end_open_interval(z, c0, d, a, G, st, act, h, fsc)
+                        return DONE
                     return INFEASIBLE
                 isc[EVENTS] += 1
                 isc[ZRUN] += 1
@@ -832,7 +860,7 @@ def run(K, pt, z, p, c0, d, a, G, st, act, Mlist, R, h, psi, phi, fsc, isc,
         nM = isc[NM]
         b = fsc[BIAS]
         kind, idx, dt, phi0 = _next_margin_event(K, pt, z, c0, d, a, G, st, Mlist, R, h, psi, phi, fsc, isc,
-                                                 tiled, spt, spv, sg, rb, rhs, pend, tol, theta, rest)
+                                                 tiled, spt, spv, sg, rb, rhs, pend, tol, ktol, theta, rest)
         pend = 0.0
         # step (G is moved by the next sweep or _sync)
         fsc[BIAS] = b + dt * phi0

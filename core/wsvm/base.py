@@ -8,6 +8,8 @@ copy ``k`` sits at ``k * cap + slot``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ratiowatch.core.validation import as_samples
@@ -18,6 +20,38 @@ from .path import PathFollower, PathStats
 
 
 _STATE_VERSION = 1
+
+
+def as_number(value, name: str, kind=float):
+    """``kind(value)``, or a ``ValueError`` that names the parameter (``None`` used to fail with a
+    bare ``TypeError`` from ``float``)."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number; got {value!r}") from None
+
+
+class _StateEntries:
+    """The entries of a :meth:`WeightedSVMBase.to_state` dict, read so that a missing one is a
+    ``ValueError`` naming the class and the key instead of a bare ``KeyError``."""
+
+    def __init__(self, state, what: str):
+        if not isinstance(state, Mapping):
+            raise ValueError(f"not a {what} state: expected the dict of arrays and numbers that to_state "
+                             f"returns; got {type(state).__name__}")
+        self._state, self._what = state, what
+
+    def __getitem__(self, key):
+        try:
+            return self._state[key]
+        except KeyError:
+            raise ValueError(f"not a {self._what} state, or a truncated one: missing key {key!r}") from None
+
+    def __contains__(self, key) -> bool:
+        return key in self._state
+
+    def get(self, key, default=None):
+        return self._state.get(key, default)
 
 
 def _restore_follower(K, pt, z, p, c, a, G, st, mlist, R, like) -> PathFollower:
@@ -46,18 +80,19 @@ class WeightedSVMBase:
 
     def __init__(self, C: float = 1.0, *, kernel: str = "rbf", gamma: float = 1.0, ridge: float = 1e-8,
                  refresh_every: int = 500):
-        self.kernel, self.gamma = check_kernel(kernel, gamma)
-        C = float(C)
+        self.kernel, self.gamma = check_kernel(kernel, as_number(gamma, "gamma"))
+        C = as_number(C, "C")
         if not (np.isfinite(C) and C > 0):
             raise ValueError(f"C must be a positive finite number; got {C}")
-        ridge = float(ridge)
+        ridge = as_number(ridge, "ridge")
         if not (np.isfinite(ridge) and ridge >= 0):
             raise ValueError(f"ridge must be finite and >= 0; got {ridge}")
-        if int(refresh_every) < 1:
+        refresh_every = as_number(refresh_every, "refresh_every", int)
+        if refresh_every < 1:
             raise ValueError(f"refresh_every must be a positive integer; got {refresh_every}")
         self.C = C
         self.ridge = ridge
-        self.refresh_every = int(refresh_every)
+        self.refresh_every = refresh_every
         self._pf: PathFollower | None = None
 
     # ------------------------------------------------------------------ validation
@@ -261,6 +296,12 @@ class WeightedSVMBase:
 
         ``sample_weight_new`` is given in :attr:`ids_` order. Use 0 to remove a point's influence
         (then :meth:`remove_points`), and raise a weight from 0 to add one.
+
+        ``on_breakpoint(model, theta)``, if given, is called after every event; during the call the
+        model holds the exact solution at the breakpoint (:attr:`sample_weight_` are the weights at
+        theta, :meth:`kkt_violation` checks that solution), and the callback must not change it.
+        Whatever is raised inside the call (by the path or by the callback, ``KeyboardInterrupt``
+        included) leaves the model as it was before the call.
         """
         pf = self._fitted()
         slots = self._ordered_slots()
@@ -330,8 +371,17 @@ class WeightedSVMBase:
 
     @classmethod
     def from_state(cls, state: dict):
-        """Restore a model saved by :meth:`to_state` (same solution, path continues from it)."""
-        if int(state.get("version", -1)) != _STATE_VERSION or state.get("class") != cls.__name__:
+        """Restore a model saved by :meth:`to_state` (same solution, path continues from it).
+
+        Anything else (another class's state, a truncated one, not a mapping) is refused with a
+        ``ValueError`` that says so.
+        """
+        state = _StateEntries(state, cls.__name__)
+        try:
+            version = int(state.get("version", -1))
+        except (TypeError, ValueError):
+            version = None
+        if version != _STATE_VERSION or state.get("class") != cls.__name__:
             raise ValueError(f"not a {cls.__name__} state of version {_STATE_VERSION}")
         kwargs = {k: state[k] for k in ("kernel", "gamma", "ridge", "refresh_every")}
         if "epsilon" in state:

@@ -106,14 +106,33 @@ class PathFollower:
         if start == "zero":
             if np.any(self.c != 0):
                 raise ValueError("start='zero' needs all weights equal to 0")
-            self.G[:] = self.p
-            self.st[:] = np.where(self.G >= 0, O_SET, I_SET)
+            self._start_from_zero()
         elif start == "solve":
-            self._set_solution(*solve(self.K, self.pt, self.z, self.p, self.c, ridge=self.ridge)[:3], theta=0.0)
+            try:
+                sol = solve(self.K, self.pt, self.z, self.p, self.c, ridge=self.ridge)[:3]
+            except RuntimeError:
+                sol = None
+            if sol is not None:
+                self._set_solution(*sol, theta=0.0)
+            else:
+                # SMO slows down with C times the kernel's scale (a linear kernel on features of
+                # scale 1e3 met its iteration cap) and the polish then cannot settle the sets;
+                # the path from zero weights reaches the same optimum without that limit
+                target = self.c.copy()
+                self.c[:] = 0.0
+                self._start_from_zero()
+                self.follow(target)
         else:
             raise ValueError(f"start must be 'solve' or 'zero'; got {start!r}")
 
     # ------------------------------------------------------------------ state helpers
+    def _start_from_zero(self) -> None:
+        """The optimum at zero weights: a = 0, bias 0, labels read off G = p."""
+        self.c0[:] = 0.0
+        self.a[:] = 0.0
+        self.G[:] = self.p
+        self.st[:] = np.where(self.G >= 0, O_SET, I_SET)
+
     def _alloc_margin(self, cap_m: int) -> None:
         old_m = getattr(self, "Mlist", None)
         old_r = getattr(self, "R", None)
@@ -187,52 +206,99 @@ class PathFollower:
             Target weights, finite and >= 0.
         on_breakpoint : callable, optional
             Called as ``on_breakpoint(self, theta)`` after every event (slower: one compiled
-            call per event).
+            call per event). During the call the follower holds the exact solution at the
+            breakpoint: ``c`` is the weights at theta (``c0 + theta d``), so
+            :meth:`kkt_violation` checks that solution. It must not change the follower.
 
         Returns
         -------
         PathStats
+
+        Raises
+        ------
+        ValueError, RuntimeError
+            If the path cannot be followed. Whatever is raised inside the call (by the path or by
+            ``on_breakpoint``, including ``KeyboardInterrupt``) leaves the follower as it was
+            before the call.
         """
         c_new = np.ascontiguousarray(c_new, dtype=np.float64)
         if c_new.shape != self.c.shape:
             raise ValueError(f"weights must have shape {self.c.shape}; got {c_new.shape}")
+        saved = self._snapshot()
         tol = E.begin(c_new, self.c, self.c0, self.d, self.act, self.st, self.a, self.G, self.K, self.pt,
-                      self.z, self.h, self.ridge, self.kscale, self.fsc, self.isc)
-        if tol < 0:
+                      self.z, self.h, self.ridge, self.fsc, self.isc)
+        if tol < 0:  # nothing was changed
             raise ValueError("weights must be finite (no NaN or infinity) and >= 0; clip importance estimates at 0 first")
         ev0, summ0, res0 = int(self.isc[E.EVENTS]), float(self.fsc[E.SUMM]), self.resolves
+        try:
+            self._run(c_new, tol, on_breakpoint)
+        except BaseException:
+            # a half-followed segment is not a solution of any weights the caller can name (c is
+            # only moved at the end): put the follower back where the call found it
+            self._restore(saved)
+            raise
+        ev = int(self.isc[E.EVENTS]) - ev0
+        mm = (float(self.fsc[E.SUMM]) - summ0) / ev if ev else float("nan")
+        return PathStats(events=ev, mean_margin=mm, resolves=self.resolves - res0)
+
+    def _run(self, c_new, tol, on_breakpoint) -> None:
+        """The segment loop of :meth:`follow`, from :func:`_engine.begin` to :func:`_engine.finish`."""
         budget = 1 if on_breakpoint is not None else np.iinfo(np.int64).max
         while True:
             try:
                 status = E.run(self.K, self.pt, self.z, self.p, self.c0, self.d, self.a, self.G, self.st,
                                self.act, self.Mlist, self.R, self.h, self.psi, self.phi, self.fsc, self.isc,
-                               self.ridge, tol, budget, self.refresh_every, self.max_zero_run)
+                               self.ridge, tol, self.kscale, budget, self.refresh_every, self.max_zero_run)
             except np.linalg.LinAlgError:  # periodic refactorisation met a singular margin system
                 status = E.SINGULAR
             if status == E.DONE:
                 break
             if status == E.PAUSE:
-                on_breakpoint(self, float(self.fsc[E.THETA]))
+                self._breakpoint(on_breakpoint)
             elif status == E.FULL:
                 self._alloc_margin(2 * self.Mlist.shape[0])
             elif status in (E.CYCLE, E.SINGULAR):
                 self._jump()
                 if on_breakpoint is not None:
-                    on_breakpoint(self, float(self.fsc[E.THETA]))
+                    self._breakpoint(on_breakpoint)
             else:
                 raise ValueError(
-                    "the weighted SVM has no feasible bias: the points with positive weight must "
-                    "include both classes (classification)"
+                    "the weighted SVM has no feasible bias along this weight path: for classification, "
+                    "the points with positive weight must include both classes; the model is unchanged"
                 )
-        E.finish(c_new, self.c, self.c0, self.d, self.st, self.a, self.fsc)
+        E.finish(c_new, self.c, self.c0, self.d, self.st, self.a, self.G, self.Mlist, self.R, self.isc, self.fsc)
         if self.isc[E.ILLCOND]:
             # a near-singular margin system was updated incrementally: re-solve the final region
             # exactly (backward-stable solve) so rounding is not amplified by the conditioning
             E.rebuild(self.K, self.pt, self.z, self.p, self.c0, self.d, self.a, self.G, self.st,
                       self.Mlist, self.R, self.h, self.fsc, self.isc, self.ridge)
-        ev = int(self.isc[E.EVENTS]) - ev0
-        mm = (float(self.fsc[E.SUMM]) - summ0) / ev if ev else float("nan")
-        return PathStats(events=ev, mean_margin=mm, resolves=self.resolves - res0)
+
+    def _breakpoint(self, on_breakpoint) -> None:
+        theta = float(self.fsc[E.THETA])
+        # the weights at theta, so that what the callback reads (kkt_violation, the models'
+        # sample_weight_) describes the breakpoint solution; the compiled loop reads c0 and d only
+        np.add(self.c0, theta * self.d, out=self.c)
+        on_breakpoint(self, theta)
+
+    def _snapshot(self) -> tuple:
+        nM = int(self.isc[E.NM])
+        return (self.c.copy(), self.a.copy(), self.G.copy(), self.st.copy(), self.Mlist[:nM].copy(),
+                self.R[: nM + 1, : nM + 1].copy(), self.fsc.copy(), self.isc.copy(), self.resolves)
+
+    def _restore(self, saved: tuple) -> None:
+        c, a, G, st, mlist, R, fsc, isc, resolves = saved
+        self.c[:] = c
+        self.c0[:] = c
+        self.d[:] = 0.0
+        self.a[:] = a
+        self.G[:] = G
+        self.st[:] = st
+        self.Mlist[: mlist.size] = mlist
+        self.R[:] = 0.0
+        self.R[: mlist.size + 1, : mlist.size + 1] = R
+        self.fsc[:] = fsc
+        self.isc[:] = isc
+        self.resolves = resolves
 
     def _jump(self) -> None:
         """Leave a degenerate breakpoint: exact warm-started solve a little further along."""

@@ -166,10 +166,30 @@ def interval(G, z, b, st, act):
     return lo, hi, w, low, up
 
 
-def polish(K, pt, z, p, C, a, ridge, *, kkt_tol: float = 1e-9, max_rounds: int = 60):
+def margin_scale(p) -> float:
+    """The scale of the gradients ``G`` that an absolute KKT tolerance is relative to.
+
+    ``1 + max|p|`` for ordinary targets; below 1 it shrinks with ``max|p|`` (as ``2 max|p|``) so
+    that targets and tubes of scale 1e-8 are not solved to a tolerance of 1e-10 (a 1 % error).
+    """
+    pmax = float(np.abs(p).max(initial=0.0))
+    return min(1.0, pmax) + pmax
+
+
+def rounding_floor(K, pt, C) -> float:
+    """What rounding alone leaves in ``G = Q a + p``: ``|Q a| <= max K_uu * sum C``, times the unit
+    roundoff. A tolerance below it is never met (a linear kernel on features of scale 1e3 ran SMO
+    to its iteration cap and then failed the polish)."""
+    kmax = float(np.abs(np.diag(K)).max(initial=0.0)) if pt.shape[0] else 0.0
+    return float(np.finfo(np.float64).eps) * kmax * float(np.sum(C))
+
+
+def polish(K, pt, z, p, C, a, ridge, *, kkt_tol: float = 1e-9, max_rounds: int = 60, gfloor: float = 0.0):
     """Exact solution from an approximate one: sets from ``a``, margin system solved exactly.
 
-    Returns ``(a, b, status, G)``; raises ``RuntimeError`` if the sets do not settle.
+    KKT violations up to ``kkt_tol`` times :func:`margin_scale`, or ``gfloor`` (the rounding
+    floor) if larger, are accepted. Returns ``(a, b, status, G)``; raises ``RuntimeError`` if the
+    sets do not settle.
     """
     nv = a.shape[0]
     act = C > 0
@@ -178,7 +198,7 @@ def polish(K, pt, z, p, C, a, ridge, *, kkt_tol: float = 1e-9, max_rounds: int =
     st = np.full(nv, O_SET, dtype=np.int8)
     st[act & (a >= C - tol_a)] = I_SET
     st[act & (a > tol_a) & (a < C - tol_a)] = M_SET
-    gtol = kkt_tol * (1.0 + float(np.abs(p).max(initial=0.0)))
+    gtol = max(kkt_tol * margin_scale(p), gfloor)
     one_at_a_time = False
     for rnd in range(max_rounds):
         aa = np.zeros(nv)
@@ -258,7 +278,7 @@ def solve(K, pt, z, p, C, *, ridge: float, a0=None, eps: float = 1e-10, max_iter
     """
     a = feasible_start(z, C, a0)
     g = gradient(K, pt, z, p, a, 0.0, ridge)
-    scale = 1.0 + float(np.abs(p).max(initial=0.0))
-    iters, _ = smo(K, pt, z, p, C, a, g, float(ridge), eps * scale, int(max_iter))
-    a, b, st, G = polish(K, pt, z, p, C, a, ridge)
+    floor = rounding_floor(K, pt, C)
+    iters, _ = smo(K, pt, z, p, C, a, g, float(ridge), max(eps * margin_scale(p), floor), int(max_iter))
+    a, b, st, G = polish(K, pt, z, p, C, a, ridge, gfloor=floor)
     return a, b, st, G, int(iters)

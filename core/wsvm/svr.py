@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import WeightedSVMBase
+from .base import WeightedSVMBase, as_number
 
 
 class WeightedSVR(WeightedSVMBase):
@@ -31,7 +31,7 @@ class WeightedSVR(WeightedSVMBase):
     def __init__(self, C: float = 1.0, *, epsilon: float = 0.1, kernel: str = "rbf", gamma: float = 1.0,
                  ridge: float = 1e-8, refresh_every: int = 500):
         super().__init__(C, kernel=kernel, gamma=gamma, ridge=ridge, refresh_every=refresh_every)
-        epsilon = float(epsilon)
+        epsilon = as_number(epsilon, "epsilon")
         if not (np.isfinite(epsilon) and epsilon >= 0):
             raise ValueError(f"epsilon must be finite and >= 0; got {epsilon}")
         self.epsilon = epsilon
