@@ -16,6 +16,7 @@ the inputs must be fixed too, so standardise upstream with frozen statistics (a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
@@ -61,51 +62,107 @@ class _WindowedSVM:
         if not (math.isfinite(float(self.decay)) and float(self.decay) >= 0):
             raise ValueError(f"decay must be finite and >= 0; got {self.decay}")
 
-    def _vector(self, x: dict) -> np.ndarray:
+    def _values(self, x, features) -> np.ndarray:
         if not isinstance(x, dict):
             raise ValueError(f"x must be a dict of feature -> number; got {type(x).__name__}")
-        if self._features is None:
-            self._features = sorted(x.keys(), key=str)
         try:
-            vec = np.array([float(x.get(f, 0.0)) for f in self._features])
+            return np.array([float(x.get(f, 0.0)) for f in features], dtype=np.float64)
         except (TypeError, ValueError):
             raise ValueError("feature values must be numbers") from None
+
+    def _query(self, x) -> np.ndarray:
+        """``x`` over the learned features, for a prediction (records nothing)."""
+        return self._values(x, self._features)
+
+    def _vector(self, x) -> np.ndarray:
+        """``x`` over the learned features. The first sample fixes them only once it is found
+        valid: the keys of a refused one (``{}``, or a NaN value) would otherwise stay the input
+        space for good."""
+        if not isinstance(x, dict):
+            raise ValueError(f"x must be a dict of feature -> number; got {type(x).__name__}")
+        features = self._features if self._features is not None else sorted(x.keys(), key=str)
+        vec = self._values(x, features)
+        if not features:
+            raise ValueError("x has no features; the first sample fixes the input space and needs at least one")
         if not np.all(np.isfinite(vec)):
             raise ValueError("x contains NaN or infinite values; impute them before learning")
+        self._features = features
         return vec
 
     def _matrix(self, X) -> np.ndarray:
         if isinstance(X, np.ndarray) or (isinstance(X, (list, tuple)) and X and not isinstance(X[0], dict)):
-            X = np.asarray(X, dtype=np.float64)
+            try:
+                X = np.asarray(X, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError("X must be an (n, d) array of numbers or a list of dicts") from None
             if X.ndim != 2:
                 raise ValueError(f"X must be 2-d (n, d); got shape {X.shape}")
-            if self._features is None:
-                self._features = list(range(X.shape[1]))
-            elif X.shape[1] != len(self._features):
+            if X.shape[0] == 0 or X.shape[1] == 0:
+                raise ValueError(f"X has shape {X.shape}; pass at least one sample with at least one feature")
+            if self._features is not None and X.shape[1] != len(self._features):
                 raise ValueError(f"X has {X.shape[1]} columns but the model uses {len(self._features)} features")
             if not np.all(np.isfinite(X)):
                 raise ValueError("X contains NaN or infinite values; impute them before learning")
+            if self._features is None:
+                self._features = list(range(X.shape[1]))
             return X
+        if not isinstance(X, (list, tuple)):
+            X = list(X)
+        if not X:
+            raise ValueError("the batch is empty; pass at least one sample")
         return np.vstack([self._vector(x) for x in X])
 
+    def _bookkeeping(self) -> dict:
+        """The attributes a learn call may change besides the window (see :meth:`_all_or_nothing`)."""
+        return {"_features": self._features, "_model": self._model}
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self):
+        """A refused or interrupted learn call leaves the learner as it was (the window's model is
+        restored by :meth:`_slide` itself)."""
+        saved = self._bookkeeping()
+        try:
+            yield
+        except BaseException:
+            for name, value in saved.items():
+                setattr(self, name, value)
+            raise
+
     def _slide(self, X: np.ndarray, targets: np.ndarray) -> PathStats | None:
-        """Add the batch, shift the weights down, drop what left the window: one path update."""
-        if self._model is None:
-            self._model = self._make_model()
-        new_ids = self._model.add_points(X, targets, capacity=max(int(self.window), X.shape[0]) + 16)
-        self._ids.extend(new_ids.tolist())
-        w = int(self.window)
-        n_drop = max(0, len(self._ids) - w)
-        drop, keep = self._ids[:n_drop], self._ids[n_drop:]
-        sw = np.zeros(len(self._ids))
-        sw[n_drop:] = self._target_weights(keep)
-        stats = self._model.path(sw)
-        if drop:
-            self._model.remove_points(drop)
+        """Add the batch, shift the weights down, drop what left the window: one path update.
+
+        All or nothing: if the update fails, the batch is taken out again and the window is as it
+        was (the learner used to keep the batch's ids and grow past its window for good).
+        """
+        model = self._model if self._model is not None else self._make_model()
+        old_sw = model.sample_weight_ if model._pf is not None else np.zeros(0)
+        new_ids = model.add_points(X, targets, capacity=max(int(self.window), X.shape[0]) + 16)
+        ids = self._ids + new_ids.tolist()
+        n_drop = max(0, len(ids) - int(self.window))
+        drop, keep = ids[:n_drop], ids[n_drop:]
+        try:
+            sw = np.zeros(len(ids))
+            sw[n_drop:] = self._target_weights(keep)
+            stats = model.path(sw)  # a failed path leaves the weights as they were
+            if drop:
+                model.remove_points(drop)
+        except BaseException:
+            if model is self._model:
+                self._take_back(model, old_sw, new_ids)
+            raise
+        self._model = model
         self._ids = keep
         self.last_stats_ = stats
         self.n_updates_ += 1
         return stats
+
+    @staticmethod
+    def _take_back(model, old_sw: np.ndarray, new_ids: np.ndarray) -> None:
+        """Undo :meth:`_slide` on ``model``: old weights back (new points at 0), new points out."""
+        back = np.concatenate((old_sw, np.zeros(new_ids.shape[0])))
+        if len(model.ids_) == back.shape[0] and not np.array_equal(model.sample_weight_, back):
+            model.path(back)
+        model.remove_points(new_ids)
 
     def _target_weights(self, keep: list[int]) -> np.ndarray:
         prof = getattr(self, "_profile", None)
@@ -210,27 +267,34 @@ class OnlineWeightedSVR(_WindowedSVM, base.Regressor):
 
     def learn_one(self, x: dict, y: float) -> None:
         """Add one sample; the oldest leaves once the window is full (one path update)."""
-        y = float(y)
+        try:
+            y = float(y)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be a finite number; got {type(y).__name__}") from None
         if not math.isfinite(y):
             raise ValueError("y must be a finite number")
-        self._slide(self._vector(x)[None, :], np.array([y]))
+        with self._all_or_nothing():
+            self._slide(self._vector(x)[None, :], np.array([y]))
 
     def learn_batch(self, X, y) -> PathStats | None:
         """Add several samples (dicts or an (n, d) array) in one path update; returns its stats."""
-        X = self._matrix(X)
-        y = np.asarray(y, dtype=np.float64).ravel()
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"y has {y.shape[0]} targets for {X.shape[0]} samples")
-        if not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or infinite values")
-        return self._slide(X, y)
+        with self._all_or_nothing():
+            X = self._matrix(X)
+            try:
+                y = np.asarray(y, dtype=np.float64).ravel()
+            except (TypeError, ValueError):
+                raise ValueError("y must be numeric targets") from None
+            if y.shape[0] != X.shape[0]:
+                raise ValueError(f"y has {y.shape[0]} targets for {X.shape[0]} samples")
+            if not np.all(np.isfinite(y)):
+                raise ValueError("y contains NaN or infinite values")
+            return self._slide(X, y)
 
     def predict_one(self, x: dict) -> float:
         """Estimate at ``x`` (0.0 before any learning)."""
         if self._model is None:
             return 0.0
-        vec = np.array([float(x.get(f, 0.0)) for f in self._features])
-        return float(self._model.decision_function(vec[None, :])[0])
+        return float(self._model.decision_function(self._query(x)[None, :])[0])
 
     def predict_batch(self, X) -> np.ndarray:
         """Estimates at the rows of an (n, d) array."""
@@ -286,6 +350,9 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
     def _multiclass(self) -> bool:
         return False
 
+    def _bookkeeping(self) -> dict:
+        return {**super()._bookkeeping(), "_labels": list(self._labels), "_sign": dict(self._sign)}
+
     def _extra_state(self) -> dict:
         keys = sorted(self._sign)
         return {"labels": json.dumps(self._labels), "sign_ids": np.array(keys, dtype=np.int64),
@@ -331,22 +398,24 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
 
     def learn_batch(self, X, y) -> PathStats | None:
         """Add several labelled samples in one path update; returns its stats."""
-        X = self._matrix(X)
-        y = list(y)
-        if len(y) != X.shape[0]:
-            raise ValueError(f"y has {len(y)} labels for {X.shape[0]} samples")
-        for v in y:  # all of them before any label is recorded
-            self._check_label(v)
-        codes = np.array([self._code(v) for v in y])
-        if self._model is None:
-            self._model = self._make_model()
-        first = self._model._next_id if self._model._pf is not None else 0
-        for k, c in enumerate(codes):
-            self._sign[first + k] = c
-        stats = self._slide(X, codes)
-        live = set(self._ids)
-        self._sign = {k: v for k, v in self._sign.items() if k in live}
-        return stats
+        # all or nothing, labels included: a batch refused for its third label used to record
+        # the batch's second one, so that a later, legitimate second label was refused
+        with self._all_or_nothing():
+            X = self._matrix(X)
+            y = list(y)
+            if len(y) != X.shape[0]:
+                raise ValueError(f"y has {len(y)} labels for {X.shape[0]} samples")
+            for v in y:
+                self._check_label(v)
+            codes = np.array([self._code(v) for v in y])
+            model = self._model
+            first = model._next_id if model is not None and model._pf is not None else 0
+            for k, c in enumerate(codes):
+                self._sign[first + k] = c
+            stats = self._slide(X, codes)
+            live = set(self._ids)
+            self._sign = {k: v for k, v in self._sign.items() if k in live}
+            return stats
 
     def _margin(self, vec: np.ndarray) -> float | None:
         if self._model is None or self._model._pf is None or not np.any(self._model._pf.c > 0):
@@ -357,8 +426,7 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
         """Pseudo-probabilities of the two labels ({False: 0.5, True: 0.5} before any learning)."""
         if not self._labels:
             return {False: 0.5, True: 0.5}
-        vec = np.array([float(x.get(f, 0.0)) for f in self._features])
-        f = self._margin(vec)
+        f = self._margin(self._query(x))
         if f is None:  # single class so far: predict the window's majority
             votes = np.array([self._sign[i] for i in self._ids])
             pos = float(np.mean(votes > 0)) if votes.size else 0.0
@@ -372,8 +440,7 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
         """Signed margin ``f(x)`` (positive means the second label); 0.0 when there is no SVM yet."""
         if self._model is None:
             return 0.0
-        vec = np.array([float(x.get(f, 0.0)) for f in self._features])
-        f = self._margin(vec)
+        f = self._margin(self._query(x))
         return 0.0 if f is None else f
 
     @classmethod

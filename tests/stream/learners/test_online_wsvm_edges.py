@@ -1,0 +1,151 @@
+"""Online weighted SVMs at their edges: windows that lose a class, points that leave the window
+from the margin, updates that fail half-way, refused samples and batches, invalid queries."""
+
+import numpy as np
+import pytest
+
+from ratiowatch.stream.learners.wsvm import OnlineWeightedSVC, OnlineWeightedSVR
+
+
+def test_svc_window_turning_to_one_class_drives_every_weight_to_zero_and_predicts_it():
+    # Before: the update that left a single class in the window raised "no feasible bias", every
+    # later update raised too, and the window grew past its size (29 points in a window of 8).
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(40, 2))
+    model = OnlineWeightedSVC(window=8, C=1.0, gamma=1.0)
+    for t in range(40):
+        model.learn_one({"a": xs[t, 0], "b": xs[t, 1]}, t >= 12)
+        assert model.n_points == min(t + 1, 8)
+        assert model.kkt_violation() < 1e-8
+    assert np.all(model._model.sample_weight_ == 0.0)
+    assert model.predict_one({"a": 0.0, "b": 0.0}) is True
+    model.learn_one({"a": 0.0, "b": 0.0}, False)  # two classes again: an SVM again
+    assert np.any(model._model.sample_weight_ > 0.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_svc_stream_of_alternating_label_runs_longer_than_the_window(seed):
+    # before: every such stream raised within its first 20 samples
+    rng = np.random.default_rng(seed)
+    model = OnlineWeightedSVC(window=8, C=1.0, gamma=1.0)
+    label = True
+    for t in range(80):
+        if t % 12 == 0:
+            label = not label
+        model.learn_one({"a": float(rng.normal()), "b": float(rng.normal())}, label)
+        assert model.n_points == min(t + 1, 8)
+    assert model.kkt_violation() < 1e-8
+
+
+def test_svr_window_drops_points_whose_weight_reached_zero_inside_the_margin():
+    # Before: with equal weights (decay 0) the leaving point's variable could end the path in the
+    # margin set with weight 0, and removing the point raised at sample 44.
+    rng = np.random.default_rng(38)
+    for choices in ([3, 5, 10, 30], [0.0, 3.0], [1, 2, 7], [0.5, 5.0], [0.5, 5.0]):
+        rng.choice(choices)
+    X = rng.uniform(size=(300, 1))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.normal(size=300)
+    model = OnlineWeightedSVR(window=3, C=0.5, epsilon=0.05, gamma=0.5, decay=0.0)
+    for t in range(300):
+        model.learn_one({"x": float(X[t, 0])}, float(y[t]))
+        assert model.n_points == min(t + 1, 3)
+    assert model._model.ids_.tolist() == [297, 298, 299]
+    assert model.kkt_violation() < 1e-8
+
+
+def _stream(n, seed=3):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    return X, np.sin(4 * X[:, 0]) + X[:, 1]
+
+
+@pytest.mark.parametrize("where", ["path", "remove_points"])
+def test_an_update_that_fails_half_way_leaves_the_learner_as_it_was(where, monkeypatch):
+    # Before: the batch's ids were kept although the update failed, so the learner went on with
+    # more points than its window and its ids no longer matched the model's.
+    X, y = _stream(30)
+    model = OnlineWeightedSVR(window=10, C=2.0, epsilon=0.05, gamma=2.0)
+    twin = OnlineWeightedSVR(window=10, C=2.0, epsilon=0.05, gamma=2.0)
+    for t in range(20):
+        model.learn_one({"a": X[t, 0], "b": X[t, 1]}, y[t])
+        twin.learn_one({"a": X[t, 0], "b": X[t, 1]}, y[t])
+    svr = model._model
+    before = (list(model._ids), svr.ids_.tolist(), svr.sample_weight_.copy(), svr.dual_coef().copy(),
+              model.n_updates_)
+    real = getattr(svr, where)
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) > 1:  # only the update's own call fails
+            return real(*args, **kwargs)
+        if where == "path":  # interrupted at the first breakpoint of the update
+            def stop(_m, _theta):
+                raise KeyboardInterrupt
+            return real(*args, on_breakpoint=stop)
+        raise KeyboardInterrupt  # after the path step: the weights have moved already
+
+    monkeypatch.setattr(svr, where, failing)
+    with pytest.raises(KeyboardInterrupt):
+        model.learn_one({"a": X[20, 0], "b": X[20, 1]}, y[20])
+    monkeypatch.undo()
+    assert model._ids == before[0] and svr.ids_.tolist() == before[1]
+    np.testing.assert_allclose(svr.sample_weight_, before[2], atol=1e-12)
+    np.testing.assert_allclose(svr.dual_coef(), before[3], atol=1e-9)
+    assert model.n_updates_ == before[4] and model.n_points == 10
+    assert model.kkt_violation() < 1e-8
+    for t in range(20, 30):
+        model.learn_one({"a": X[t, 0], "b": X[t, 1]}, y[t])
+        twin.learn_one({"a": X[t, 0], "b": X[t, 1]}, y[t])
+    Xt = np.random.default_rng(4).uniform(size=(10, 2))
+    np.testing.assert_allclose(model.predict_batch(Xt), twin.predict_batch(Xt), atol=1e-8)
+
+
+def test_a_refused_first_sample_fixes_no_features():
+    # Before: the keys of a refused first sample became the feature set: {} refused every later
+    # sample, and {"a": nan} hid feature "b" of the first valid sample for good.
+    model = OnlineWeightedSVR(window=20, gamma=1.0)
+    with pytest.raises(ValueError, match="no features"):
+        model.learn_one({}, 1.0)
+    model.learn_one({"a": 1.0}, 1.0)
+    assert model._features == ["a"]
+
+    model = OnlineWeightedSVR(window=20, gamma=1.0)
+    with pytest.raises(ValueError, match="NaN"):
+        model.learn_one({"a": float("nan")}, 1.0)
+    with pytest.raises(ValueError, match="numbers"):
+        model.learn_batch([{"a": 1.0, "b": 2.0}, {"a": None}], [1.0, 2.0])
+    assert model._features is None and model._model is None and model.n_points == 0
+    model.learn_one({"a": 0.5, "b": 1.0}, 1.0)
+    assert model._features == ["a", "b"]
+
+
+def test_a_refused_batch_records_no_label():
+    # before: a batch refused for its third label recorded its second one, and that label's
+    # legitimate successor was then refused as a third label
+    model = OnlineWeightedSVC(window=10)
+    model.learn_one({"a": 0.0}, "x")
+    with pytest.raises(ValueError, match="third label"):
+        model.learn_batch([{"a": 1.0}, {"a": 2.0}], ["y", "z"])
+    assert model._labels == ["x"] and model.n_points == 1
+    model.learn_one({"a": 3.0}, "z")
+    assert model._labels == ["x", "z"] and model.n_points == 2
+
+
+def test_invalid_queries_and_batches_are_refused_with_value_errors():
+    # before: TypeError / AttributeError from a list comprehension, a numpy concatenate error
+    svr = OnlineWeightedSVR(window=5)
+    svr.learn_one({"a": 1.0}, 1.0)
+    svc = OnlineWeightedSVC(window=5)
+    svc.learn_one({"a": 1.0}, True)
+    svc.learn_one({"a": 0.0}, False)
+    for model in (svr, svc):
+        with pytest.raises(ValueError, match="feature values must be numbers"):
+            model.predict_one({"a": None})
+        with pytest.raises(ValueError, match="must be a dict"):
+            model.predict_one([1.0])
+    with pytest.raises(ValueError, match="empty"):
+        svr.learn_batch([], [])
+    with pytest.raises(ValueError, match="y must be a finite number"):
+        svr.learn_one({"a": 1.0}, None)
+    assert svr.n_points == 1 and svc.n_points == 2
