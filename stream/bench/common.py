@@ -57,3 +57,32 @@ def environment() -> dict:
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
         "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
+
+
+def option_problem(args, minimums: dict[str, int]) -> str | None:
+    """The first option of ``args`` below its minimum, as ``"--name must be >= m; got v"`` (None: all
+    fine). ``minimums`` maps an attribute (``"lof_points"``) to its least value; an option left at
+    None (its default is chosen later) is not checked.
+
+    Checked before any work, so a bad value does not end a run after minutes of timing, or give
+    NaN ratios from zero repetitions.
+
+    >>> import argparse
+    >>> option_problem(argparse.Namespace(steps=0, seed=1), {"seed": 0, "steps": 1})
+    '--steps must be >= 1; got 0'
+    """
+    for name, least in minimums.items():
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            return f"--{name.replace('_', '-')} must be >= {least}; got {value}"
+    return None
+
+
+def refuse_options(args, command: str, minimums: dict[str, int]) -> bool:
+    """Print :func:`option_problem`'s line for ``ratiowatch bench <command>`` on stderr; True if any."""
+    import sys
+
+    problem = option_problem(args, minimums)
+    if problem:
+        print(f"ratiowatch bench {command}: {problem}", file=sys.stderr)
+    return problem is not None

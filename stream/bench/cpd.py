@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import time
 
@@ -354,7 +353,9 @@ def run(args) -> int:
         out["ratio_detector_vs_claspy"] = round(out["detector"]["points_per_s"] / c, 1)
         out["ratio_split_profile_vs_claspy"] = round(out["split_profile_detector"]["points_per_s"] / c, 2)
     if args.json:
-        print(json.dumps(out, indent=2))
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+        print(strict_json(out, indent=2))
     else:
         for key in ("incremental_state", "detector", "detector_5_channels", "young_noise", "young_counts",
                     "split_profile_detector", "densratio_fixed"):

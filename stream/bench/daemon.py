@@ -42,6 +42,7 @@ import multiprocessing
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -324,9 +325,19 @@ def run(args: argparse.Namespace) -> int:
         from kafka.admin import KafkaAdminClient, NewTopic
 
         topic = f"bench-{uuid.uuid4().hex[:8]}"
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        admin.create_topics([NewTopic(topic, args.partitions, 1)])
-        admin.close()
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+            admin.create_topics([NewTopic(topic, args.partitions, 1)])
+            admin.close()
+        except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable
+            from ratiowatch.stream.engine.daemon import _broker_unreachable
+
+            if not _broker_unreachable(exc):
+                raise
+            where = "--bootstrap" if args.bootstrap is not None else "the broker started for the benchmark"
+            print(f"bench daemon: no broker answers at {bootstrap} ({where}; {type(exc).__name__}); "
+                  "is the broker running and the address right?", file=sys.stderr)
+            return 4  # as `ratiowatch run` when it cannot reach its broker
         warm = args.warmup_per_key * args.keys
         rows = _records(warm + args.records, args.keys, args.seed)
         t0 = time.perf_counter()
@@ -398,7 +409,9 @@ def run(args: argparse.Namespace) -> int:
                 proc.kill()
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        print(json.dumps(result, indent=2))
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+        print(strict_json(result, indent=2))
     else:
         for k, v in result.items():
             print(f"{k}: {v}")

@@ -15,7 +15,6 @@ Setup of the issue: windows of n = 50 subsequences of length k = 10 (d = 10), b 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
@@ -133,6 +132,10 @@ def bench_other_windows(rng, n: int, k: int, steps: int) -> dict:
 
 
 def run(args) -> int:
+    from .common import refuse_options
+
+    if refuse_options(args, "estimators", {"seed": 0}):
+        return 2
     rng = np.random.default_rng(args.seed)
     n, k = 50, 10
     repeat, steps = (5, 2_000) if args.quick else (30, 20_000)
@@ -155,7 +158,9 @@ def run(args) -> int:
         "environment": environment(),
     }
     if args.json:
-        print(json.dumps(result, indent=2))
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+        print(strict_json(result, indent=2))
     else:
         for name, row in batch.items():
             if "ratio" in row:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import time
 
 import numpy as np
@@ -167,11 +166,13 @@ def run_time_series(n: int, seed: int = 0) -> dict:
 
 
 def run(args) -> int:
-    n = args.points or (3000 if args.quick else 20000)
-    n_lof = args.lof_points or (500 if args.quick else 2000)
-    if n < 1000 or n_lof < 100:
-        print("ratiowatch bench novelty: --points must be >= 1000 and --lof-points >= 100")
+    from .common import refuse_options
+
+    # None is "the default"; a given 0 is checked like any other value
+    if refuse_options(args, "novelty", {"points": 1000, "lof_points": 100, "seed": 0}):
         return 2
+    n = args.points if args.points is not None else (3000 if args.quick else 20000)
+    n_lof = args.lof_points if args.lof_points is not None else (500 if args.quick else 2000)
     from ratiowatch.stream.commands.progress import stages
 
     with stages("bench novelty", 2) as phase:  # one run: ours, HalfSpaceTrees, LOF in turn
@@ -180,7 +181,9 @@ def run(args) -> int:
         phase(f"time series, {n} rows")
         obj["time_series"] = run_time_series(n, args.seed)
     if args.json:
-        print(json.dumps(obj, indent=2))
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+        print(strict_json(obj, indent=2))
     else:
         for k, v in obj["us_per_point"].items():
             print(f"{k:>22s}: {v:9.2f} us/point")

@@ -22,7 +22,6 @@ Ratios are baseline time / our time.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
@@ -180,6 +179,10 @@ def _warm_up() -> None:
 
 
 def run(args) -> int:
+    from .common import refuse_options
+
+    if refuse_options(args, "wsvm", {"seed": 0, "refits": 1, "window": 2, "steps": 1, "repeats": 1}):
+        return 2
     quick = bool(args.quick)
     sizes = [200, 400] if quick else [400, 800, 1200, 1600]
     window = min(args.window, 200) if quick else args.window
@@ -211,7 +214,9 @@ def run(args) -> int:
         "environment": environment(),
     }
     if args.json:
-        print(json.dumps(out, indent=2))
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+        print(strict_json(out, indent=2))
     else:
         for r in toy:
             print(f"toy n={r['n']}: {r['events']} events, |M|={r['mean_margin_size']:.2f}, path {r['path_s']:.3f}s, "

@@ -296,8 +296,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import json
-
     from ratiowatch.stream.evaluate.nab import parse_params
 
     lengths = seeds_and_lengths(args, "ratiowatch eval synthetic-anomaly")
@@ -325,5 +323,7 @@ def run(args) -> int:
         from ratiowatch.stream.evaluate.environment import environment
 
         out["environment"] = environment()
-    print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
+    from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+    print(strict_json(out, indent=2) if args.json else "\n".join(lines))
     return 0

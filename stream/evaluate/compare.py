@@ -99,12 +99,22 @@ def _flat(obj, prefix: str = "") -> dict[str, object]:
     return out
 
 
+def _blas_sorted(env: Mapping) -> Mapping:
+    """``env`` with its BLAS libraries sorted by file: the order they were loaded in (which import
+    came first) says nothing about the kernels that ran, so it is no change."""
+    blas = env.get("blas")
+    if not isinstance(blas, list):
+        return env
+    return {**env, "blas": sorted(blas, key=lambda lib: json.dumps(
+        [lib.get("file"), lib] if isinstance(lib, Mapping) else [None, lib], sort_keys=True, default=str))}
+
+
 def environment_changes(base: Mapping, new: Mapping) -> dict[str, list] | None:
     """``{path: [base, new]}`` of what differs in the two results' ``environment`` (versions, BLAS
     kernels, BLAS variables; :mod:`.environment`), or None where either result does not record it."""
     if not isinstance(base.get("environment"), Mapping) or not isinstance(new.get("environment"), Mapping):
         return None
-    a, b = _flat(base["environment"]), _flat(new["environment"])
+    a, b = _flat(_blas_sorted(base["environment"])), _flat(_blas_sorted(new["environment"]))
     return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
@@ -396,7 +406,9 @@ def run(args) -> int:
             else:
                 res = compare_numbers(base, new)
                 lines = format_number_comparison(res)
-            print(json.dumps(res, indent=2) if args.json else "\n".join(lines))
+            from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+            print(strict_json(res, indent=2) if args.json else "\n".join(lines))
             return 0
         res = compare_runs(base, new, methods=args.method)
     except ValueError as exc:
@@ -407,5 +419,7 @@ def run(args) -> int:
         print(f"ratiowatch eval compare: no series has results of {', '.join(absent)} in both runs",
               file=sys.stderr)
         return 2
-    print(json.dumps(res, indent=2) if args.json else "\n".join(format_comparison(res, args.top)))
+    from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+    print(strict_json(res, indent=2) if args.json else "\n".join(format_comparison(res, args.top)))
     return 0

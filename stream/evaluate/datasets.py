@@ -111,7 +111,6 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     ``series_names(root)`` lists the benchmark's series (the halves are split over all of them);
     ``evaluate(root, names=..., plot_dir=..., streaming=..., peers=..., progress=..., **params)``.
     """
-    import json
     import sys
 
     from ratiowatch.stream.evaluate.peers import ALL_PEERS
@@ -168,31 +167,40 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     if sys.stderr.isatty():  # a terminal shows the progress bar instead of a line per series
         progress = None  # noqa: F811
 
-    try:
-        names = select(series_names(Path(root)), args.half)
-        out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
-                       peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile,
-                       auto=auto, **window, **offline)
-    except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
-        print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
-        return 2
-    out["half"] = args.half
-    if isinstance(split_profile, dict):
-        out["split_profile_options"] = split_profile
-    if window:
-        out["window_options"] = window["window"]
-    if isinstance(auto, dict):
-        out["auto_options"] = auto
-    if args.seeds > 1:
-        runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
-                                 split_profile=split_profile, auto=auto, **window,
-                                 **offline)
-                        for s in range(1, args.seeds)]
-        out["seed_spread"] = seed_spread([r["mean"] for r in runs])
-        methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (
-            ["ours_streaming_profile"] if getattr(args, "split_profile", False) else []) + (
-            ["ours_streaming_auto"] if getattr(args, "auto", False) else [])
-        out["seed_spread"]["by_half"] = seed_spread_by_half([r["by_half"] for r in runs], methods)["by_half"]
+    from ratiowatch.stream.commands.interrupts import guarded
+
+    with guarded():  # a Ctrl-C while numba compiles stops the run too
+        try:
+            names = select(series_names(Path(root)), args.half)
+            if not names:  # an empty list would read as "every series" downstream
+                raise ValueError(f"no series in the {args.half} half of {root}; choose another --half")
+            out = evaluate(Path(root), plot_dir=args.plot, names=names, streaming=args.streaming,
+                           peers=ALL_PEERS if args.peers else (), progress=progress, split_profile=split_profile,
+                           auto=auto, **window, **offline)
+        except ValueError as exc:  # not laid out like the benchmark: one line, not a traceback
+            print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # a file that cannot be read: one line naming it
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"ratiowatch eval {name}: {where}{exc.strerror or exc}", file=sys.stderr)
+            return 2
+        out["half"] = args.half
+        if isinstance(split_profile, dict):
+            out["split_profile_options"] = split_profile
+        if window:
+            out["window_options"] = window["window"]
+        if isinstance(auto, dict):
+            out["auto_options"] = auto
+        if args.seeds > 1:
+            runs = [out] + [evaluate(Path(root), names=names, streaming=args.streaming, seed=s,
+                                     split_profile=split_profile, auto=auto, **window,
+                                     **offline)
+                            for s in range(1, args.seeds)]
+            out["seed_spread"] = seed_spread([r["mean"] for r in runs])
+            methods = ["ours"] + (["ours_streaming"] if args.streaming else []) + (
+                ["ours_streaming_profile"] if getattr(args, "split_profile", False) else []) + (
+                ["ours_streaming_auto"] if getattr(args, "auto", False) else [])
+            out["seed_spread"]["by_half"] = seed_spread_by_half([r["by_half"] for r in runs], methods)["by_half"]
     lines = summary(out)
     if "seed_spread" in out:
         lines += [f"over detector seeds 0..{args.seeds - 1}: " + ", ".join(
@@ -208,7 +216,11 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
         from ratiowatch.stream.evaluate.environment import environment
 
         out["environment"] = environment()
-    print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
+        for note in out.get("notes", []):  # what was left out is said where a reader looks, not only in the file
+            print(note, file=sys.stderr)
+    from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+    print(strict_json(out, indent=2) if args.json else "\n".join(lines))
     return 0
 
 

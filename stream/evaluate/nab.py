@@ -32,10 +32,14 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,15 +84,17 @@ def read_nab_csv(path: Path, name: str | None = None) -> NabFile:
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:2]] != ["timestamp", "value"]:
             raise ValueError(f"{path}: expected a header 'timestamp,value'; got {header}")
+        times = []
         for k, row in enumerate(reader, start=2):
             if not row:
                 continue
             try:
+                times.append(_parse_time(row[0]))
                 stamps.append(row[0])
                 values.append(float(row[1]))
             except (IndexError, ValueError) as exc:
                 raise ValueError(f"{path}:{k}: bad row {row!r} ({exc}); expected 'timestamp,value'") from None
-    ts = np.array([_parse_time(s) for s in stamps], dtype="datetime64[s]")
+    ts = np.array(times, dtype="datetime64[s]")
     vals = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(vals)):
         raise ValueError(f"{path}: non-finite values; NAB files must hold numbers only")
@@ -110,15 +116,56 @@ def load_windows(root: Path) -> dict[str, list[tuple[np.datetime64, np.datetime6
     path = Path(root) / "labels" / "combined_windows.json"
     if not path.is_file():
         raise ValueError(f"{path} is missing; NAB scoring needs labels/combined_windows.json")
-    raw = json.loads(path.read_text())
-    return {k: [(_parse_time(a), _parse_time(b)) for a, b in v] for k, v in raw.items()}
+    raw = _read_json(path)
+    if not isinstance(raw, dict):
+        raise ValueError(f'{path}: expected an object {{"<category>/<file>.csv": [[start, end], ...]}}')
+    out = {}
+    for k, v in raw.items():
+        try:
+            out[k] = [(_parse_time(a), _parse_time(b)) for a, b in v]
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: {k}: expected a list of [start, end] timestamps; got {v!r}"[:300]) from None
+    return out
+
+
+def check_labelled(corpus: list[NabFile], windows: dict, root: Path) -> None:
+    """ValueError naming the first data file without an entry in the labels: scoring it as
+    anomaly-free would count its flagged rows as false positives without a word."""
+    path = Path(root) / "labels" / "combined_windows.json"
+    for f in corpus:
+        if f.name not in windows:
+            raise ValueError(f"data/{f.name} has no entry in {path}; list an anomaly-free file with [] "
+                             "or remove the file from data/")
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not JSON (not UTF-8 text)") from None
 
 
 def load_profiles(root: Path) -> dict[str, dict[str, float]]:
     path = Path(root) / "config" / "profiles.json"
     if path.is_file():
-        raw = json.loads(path.read_text())
-        return {k: {w: float(x) for w, x in v["CostMatrix"].items()} for k, v in raw.items()}
+        raw = _read_json(path)
+        if not isinstance(raw, dict) or not raw:
+            raise ValueError(f'{path}: expected an object {{profile: {{"CostMatrix": {{...}}}}}}')
+        out = {}
+        for k, v in raw.items():
+            cost = v.get("CostMatrix") if isinstance(v, dict) else None
+            if not isinstance(cost, dict):
+                raise ValueError(f'{path}: profile {k} has no "CostMatrix" object (tpWeight, fnWeight, fpWeight)')
+            missing = [w for w in ("tpWeight", "fnWeight", "fpWeight") if w not in cost]
+            if missing:
+                raise ValueError(f"{path}: profile {k}: CostMatrix has no {', '.join(missing)}")
+            try:
+                out[k] = {w: float(x) for w, x in cost.items()}
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}: profile {k}: the CostMatrix weights must be numbers") from None
+        return out
     return {  # NAB v1.1 defaults
         "standard": {"tpWeight": 1.0, "fnWeight": 1.0, "fpWeight": 0.11},
         "reward_low_FP_rate": {"tpWeight": 1.0, "fnWeight": 1.0, "fpWeight": 0.22},
@@ -385,6 +432,7 @@ def stored_items(root: Path, detector: str) -> tuple[list[str], list[tuple[Scori
     """(names, items) of the stored results of ``detector`` against ``root``'s labels."""
     corpus = load_corpus(root)
     windows = load_windows(root)
+    check_labelled(corpus, windows, root)
     names, items = [], []
     for f in corpus:
         cat, base = f.name.split("/")
@@ -400,6 +448,7 @@ def score_results_dir(root: Path, results: Path, detector: str) -> dict[str, dic
     """Score stored NAB results ``results/<detector>/<category>/<detector>_<file>.csv`` against ``root``'s labels."""
     corpus = load_corpus(root)
     windows = load_windows(root)
+    check_labelled(corpus, windows, root)
     items = []
     for f in corpus:
         cat, base = f.name.split("/")
@@ -416,10 +465,68 @@ def read_result_scores(path: Path, n: int) -> np.ndarray:
         reader = csv.DictReader(fh)
         if reader.fieldnames is None or "anomaly_score" not in reader.fieldnames:
             raise ValueError(f"{path}: no anomaly_score column")
-        scores = np.array([float(r["anomaly_score"]) for r in reader], dtype=np.float64)
+        values = []
+        for r in reader:
+            try:
+                values.append(float(r["anomaly_score"]))
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}:{reader.line_num}: anomaly_score {r['anomaly_score']!r} is not a number") from None
+        scores = np.array(values, dtype=np.float64)
     if scores.shape[0] != n:
         raise ValueError(f"{path}: {scores.shape[0]} scores for a data file of {n} rows")
     return scores
+
+
+@contextlib.contextmanager
+def _results_folder(write_results: Path | None):
+    """A temporary folder beside ``<write_results>/ratiowatch`` to write the result files into; it
+    replaces ``ratiowatch`` only when the block ends without an error, so an interrupted or failed
+    run leaves no partial result set behind (and any earlier one as it was)."""
+    if write_results is None:
+        yield None
+        return
+    parent = Path(write_results)
+    created = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".ratiowatch.partial-", dir=parent))
+    try:
+        yield staging
+        target = parent / "ratiowatch"
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=".ratiowatch.old-", dir=parent))
+            target.rename(old / "ratiowatch")
+        staging.rename(target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only if nothing else was put there meanwhile
+        raise
+
+
+def output_folder_problem(path: Path, option: str) -> str | None:
+    """Why ``path`` cannot be used (or created) as the output folder of ``option``; None: it can.
+
+    Checked before any work, so that a run does not end in an error after the detector ran.
+    """
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            return f"{option} {path}: not a folder; give a folder to write into"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"{option} {path}: the folder is not writable; give a folder you can write to"
+        return None
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{option} {path}: cannot create the folder ({parent} is not a folder)"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{option} {path}: cannot create the folder ({parent} is not writable)"
+    return None
 
 
 def write_result(path: Path, f: NabFile, scores: np.ndarray) -> None:
@@ -457,23 +564,30 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
     """
     root = Path(root)
     corpus = load_corpus(root)
+    if leave_one_out:  # checked before the detector runs on every file
+        cats = sorted({f.name.split("/")[0] for f in corpus})
+        if len(cats) < 2:
+            raise ValueError(f"--leave-one-out needs at least two categories under data/; "
+                             f"found {len(cats)} ({', '.join(cats)})")
     windows = load_windows(root)
+    check_labelled(corpus, windows, root)
     profiles = load_profiles(root)
     items = []
     per_file_time = {}
     all_scores = {}
     from ratiowatch.stream.commands.progress import track
 
-    for f in track(corpus, desc="nab", unit="file"):
-        t0 = time.perf_counter()
-        scores = run_detector(f.values, factory, params)
-        per_file_time[f.name] = time.perf_counter() - t0
-        all_scores[f.name] = scores
-        items.append((rows_for_file(f, windows.get(f.name, [])), scores))
-        if write_results is not None:
-            cat, base = f.name.split("/")
-            write_result(Path(write_results) / "ratiowatch" / cat / f"ratiowatch_{base}", f, scores)
-    result = score_corpus(items, profiles)
+    with _results_folder(write_results) as staging:
+        for f in track(corpus, desc="nab", unit="file"):
+            t0 = time.perf_counter()
+            scores = run_detector(f.values, factory, params)
+            per_file_time[f.name] = time.perf_counter() - t0
+            all_scores[f.name] = scores
+            items.append((rows_for_file(f, windows.get(f.name, [])), scores))
+            if staging is not None:
+                cat, base = f.name.split("/")
+                write_result(staging / cat / f"ratiowatch_{base}", f, scores)
+        result = score_corpus(items, profiles)
     if plot_dir is not None:
         _plot(corpus, windows, all_scores, result, Path(plot_dir))
     order = [p for p in PROFILE_NAMES if p in result] + [p for p in result if p not in PROFILE_NAMES]
@@ -486,6 +600,9 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
         "detail": {p: {k: v for k, v in result[p].items() if k not in ("score", "threshold")} for p in order},
         "seconds": round(sum(per_file_time.values()), 2),
     }
+    notes = threshold_notes(obj["thresholds"])
+    if notes:
+        obj["notes"] = notes
     if leave_one_out:
         loo = {"ratiowatch": leave_one_category_out([f.name for f in corpus], items, profiles)}
         for det in stored_detectors(root):
@@ -503,6 +620,16 @@ def evaluate(root: Path, write_results: Path | None = None, plot_dir: Path | Non
                 names, [(rows, alert_flags(sc, alerts, debounce, mode == "events")) for rows, sc in items],
                 profiles) for mode in ("rows", "events")}})
     return obj
+
+
+def threshold_notes(thresholds: dict[str, float]) -> list[str]:
+    """A note for the profiles whose best threshold is to flag nothing (an infinite threshold,
+    written ``null`` in JSON), e.g. on a corpus without any window."""
+    none = [p for p, t in thresholds.items() if t is None or math.isinf(t)]
+    if not none:
+        return []
+    return [f"{', '.join(none)}: no threshold scores better than flagging no row at all; "
+            "threshold null (nothing flagged)"]
 
 
 def _default_debounce() -> int:
@@ -548,6 +675,8 @@ def _plot(corpus, windows, all_scores, result, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ratiowatch.stream.evaluate.runner import plot_file_name
+
     out.mkdir(parents=True, exist_ok=True)
     thr = result.get("standard", next(iter(result.values())))["threshold"]
     for f in corpus:
@@ -566,7 +695,7 @@ def _plot(corpus, windows, all_scores, result, out: Path) -> None:
         a1.plot(flag, f.values[flag], "rv", ms=5)
         a1.set_title(f.name)
         fig.tight_layout()
-        fig.savefig(out / (f.name.replace("/", "__").replace(".csv", ".png")), dpi=90)
+        fig.savefig(out / plot_file_name(f.name.removesuffix(".csv")), dpi=90)
         plt.close(fig)
 
 
@@ -578,7 +707,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="NAB-style folder (data/, labels/, config/); default ../shared/bench/nab")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--write-results", type=Path, default=None, metavar="OUT",
-                        help="write NAB-format result files under OUT/ratiowatch/<category>/")
+                        help="write NAB-format result files under OUT/ratiowatch/<category>/ (OUT/ratiowatch is "
+                             "replaced as a whole once the run succeeds; a failed run leaves it as it was)")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per file")
     parser.add_argument("--score-stored", default=None, metavar="DETECTOR",
                         help="only score DIR/results/DETECTOR (checks the scorer against stored results)")
@@ -600,28 +730,53 @@ def run(args) -> int:
     if problem:
         print(f"ratiowatch eval nab: {problem}", file=sys.stderr)
         return 2
-    try:
-        if args.score_stored:
-            res = score_results_dir(root, Path(root) / "results", args.score_stored)
-            obj = {"benchmark": "nab", "detector": args.score_stored,
-                   "scores": {p: round(v["score"], 3) for p, v in res.items()},
-                   "thresholds": {p: v["threshold"] for p, v in res.items()}}
-        else:
-            params = parse_params(args.params)
-            if args.alerts is not None and not 0.0 < args.alerts <= 1.0:
-                raise ValueError(f"--alerts is a score threshold in (0, 1], e.g. 0.5; got {args.alerts}")
-            obj = evaluate(root, args.write_results, args.plot, params=params, leave_one_out=args.leave_one_out,
-                           alerts=args.alerts)
-    except (ValueError, TypeError) as exc:
-        print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
-        return 2
+    for option, path in (("--write-results", args.write_results), ("--plot", args.plot)):
+        problem = output_folder_problem(path, option) if path is not None else None
+        if problem:
+            print(f"ratiowatch eval nab: {problem}", file=sys.stderr)
+            return 2
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as exc:
+            print(f"ratiowatch eval nab: --plot needs matplotlib ({exc}); install it with: pip install matplotlib",
+                  file=sys.stderr)
+            return 2
+    from ratiowatch.stream.commands.interrupts import guarded
+
+    with guarded():  # a Ctrl-C while numba compiles stops the run too
+        try:
+            if args.score_stored:
+                res = score_results_dir(root, Path(root) / "results", args.score_stored)
+                obj = {"benchmark": "nab", "detector": args.score_stored,
+                       "scores": {p: round(v["score"], 3) for p, v in res.items()},
+                       "thresholds": {p: v["threshold"] for p, v in res.items()}}
+                if threshold_notes(obj["thresholds"]):
+                    obj["notes"] = threshold_notes(obj["thresholds"])
+            else:
+                params = parse_params(args.params)
+                if args.alerts is not None and not 0.0 < args.alerts <= 1.0:
+                    raise ValueError(f"--alerts is a score threshold in (0, 1], e.g. 0.5; got {args.alerts}")
+                obj = evaluate(root, args.write_results, args.plot, params=params, leave_one_out=args.leave_one_out,
+                               alerts=args.alerts)
+        except (ValueError, TypeError) as exc:
+            print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # a file that cannot be read or written: one line naming it
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"ratiowatch eval nab: {where}{exc.strerror or exc}", file=sys.stderr)
+            return 2
     if args.json:
         from ratiowatch.stream.evaluate.environment import environment
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
 
-        print(json.dumps({**obj, "environment": environment()}, indent=2))
+        print(strict_json({**obj, "environment": environment()}, indent=2))
+        for note in obj.get("notes", []):  # said on stderr too, where a reader of the terminal looks
+            print(note, file=sys.stderr)
     else:
         for p, s in obj["scores"].items():
-            print(f"{p:>20s}: {s:7.2f}  (threshold {obj['thresholds'][p]})")
+            thr = obj["thresholds"][p]
+            print(f"{p:>20s}: {s:7.2f}  (threshold {'none: no row flagged' if math.isinf(thr) else thr})")
         if "leave_one_out" in obj:
             print_leave_one_out(obj["leave_one_out"])
         if "alerts" in obj:
@@ -633,6 +788,8 @@ def run(args) -> int:
                     cats = ", ".join(f"{c} {v['score'] if v['score'] is not None else '-'} ({v['false_positive_rows']} fp)"
                                      for c, v in r["categories"].items())
                     print(f"  {mode:>6s} {pname:>20s}: {r['mean']} / {r['pooled']}   {cats}")
+        for note in obj.get("notes", []):
+            print(note)
     return 0
 
 

@@ -28,7 +28,6 @@ True
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -107,10 +106,8 @@ def leave_one_set_out(candidates: dict[str, dict[str, float]], best_baseline: di
     }
 
 
-def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES, params: dict | None = None) -> dict:
-    """Mean ROC-AUC over ``seeds`` of our detector and of each baseline, on identical splits."""
-    from sklearn.metrics import roc_auc_score
-
+def check_xy(X, y) -> tuple[np.ndarray, np.ndarray]:
+    """``(X as float64 (n, d), y as int (n,))``; ValueError unless they are a usable data set."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y).astype(int).ravel()
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
@@ -119,6 +116,40 @@ def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES, params: dict | 
         raise ValueError("X holds NaN or infinite values")
     if set(np.unique(y).tolist()) != {0, 1}:
         raise ValueError("y must hold both labels 0 (inlier) and 1 (outlier)")
+    return X, y
+
+
+def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` of one ``<name>.npz``; every problem is a ValueError naming the file."""
+    import zipfile
+
+    path = Path(path)
+    if not zipfile.is_zipfile(path):
+        what = "an empty file" if path.stat().st_size == 0 else "not a zip archive"
+        raise ValueError(f"{path}: not a .npz archive ({what}); write one with numpy.savez(path, X=X, y=y)")
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            if "X" not in d or "y" not in d:
+                raise ValueError(f"{path} must hold arrays X and y")
+            X, y = d["X"].astype(np.float64), d["y"]
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: cannot read the archive ({exc})") from None
+    except (TypeError, ValueError) as exc:
+        if str(path) in str(exc):
+            raise
+        raise ValueError(f"{path}: {exc}") from None
+    try:
+        check_xy(X, y)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return X, y
+
+
+def evaluate_dataset(X, y, seeds=range(10), baselines=BASELINES, params: dict | None = None) -> dict:
+    """Mean ROC-AUC over ``seeds`` of our detector and of each baseline, on identical splits."""
+    from sklearn.metrics import roc_auc_score
+
+    X, y = check_xy(X, y)
     ours, base = [], {b: [] for b in baselines}
     t_ours, t_base = 0.0, {b: 0.0 for b in baselines}
     for s in seeds:
@@ -155,14 +186,14 @@ def evaluate(root: Path, seeds=range(10), names=None, baselines=BASELINES, leave
             raise ValueError(f"no {sorted(missing)} in {root}")
     if not files:
         raise ValueError(f"{root} holds no <name>.npz files (X, y with 1 = outlier)")
+    if leave_one_out and (not baselines or len(files) < 2):  # before any fitting
+        raise ValueError("--leave-one-out needs the baselines and at least two data sets")
     from ratiowatch.stream.commands.progress import track
 
+    loaded = {f: load_npz(f) for f in files}  # every file checked before the first fit
     datasets = {}
     for f in track(files, desc="odds", unit="data set"):
-        with np.load(f) as d:
-            if "X" not in d or "y" not in d:
-                raise ValueError(f"{f} must hold arrays X and y")
-            X, y = d["X"].astype(np.float64), d["y"]
+        X, y = loaded[f]
         datasets[f.stem] = {k: (round(v, 4) if isinstance(v, float) else v)
                             for k, v in evaluate_dataset(X, y, seeds, baselines).items()}
         datasets[f.stem]["baselines"] = {b: round(v, 4) for b, v in datasets[f.stem]["baselines"].items()}
@@ -224,16 +255,24 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
         loo = [next(iter(CANDIDATES))] + [c for c in loo if c != next(iter(CANDIDATES))]
-    try:
-        obj = evaluate(root, range(args.seeds), args.only.split(",") if args.only else None,
-                       () if args.no_baselines else BASELINES, leave_one_out=loo)
-    except ValueError as exc:
-        print(f"ratiowatch eval odds: {exc}", file=sys.stderr)
-        return 2
+    from ratiowatch.stream.commands.interrupts import guarded
+
+    with guarded():  # a Ctrl-C while numba compiles stops the run too
+        try:
+            obj = evaluate(root, range(args.seeds), args.only.split(",") if args.only else None,
+                           () if args.no_baselines else BASELINES, leave_one_out=loo)
+        except ValueError as exc:
+            print(f"ratiowatch eval odds: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # a file that cannot be read: one line naming it
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"ratiowatch eval odds: {where}{exc.strerror or exc}", file=sys.stderr)
+            return 2
     if args.json:
         from ratiowatch.stream.evaluate.environment import environment
+        from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
 
-        print(json.dumps({**obj, "environment": environment()}, indent=2))
+        print(strict_json({**obj, "environment": environment()}, indent=2))
     else:
         for name, d in obj["datasets"].items():
             base = "  ".join(f"{b} {v:.3f}" for b, v in d["baselines"].items())

@@ -76,6 +76,25 @@ def missing_venv_message() -> str:
             f".venv-peers with claspy=={CLASPY_VERSION}, or point ${VENV_ENV} at one)")
 
 
+def claspy_problem(python: Path) -> str | None:
+    """Why the peers environment of ``python`` cannot run claspy (None: it can), as the note of the
+    skipped peers. Checked once, before any series: otherwise every series would come back as a
+    failed run, scored 0 and averaged in as if claspy had run."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    try:
+        proc = subprocess.run([str(python), "-c", "import numpy, claspy"], capture_output=True, text=True,
+                              env=env, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        reason = str(exc)
+    else:
+        if proc.returncode == 0:
+            return None
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        reason = lines[-1] if lines else f"exit code {proc.returncode}"
+    return (f"claspy peers skipped: claspy is not importable by {python} ({reason}); build the peers "
+            f"environment with `make peers` (claspy=={CLASPY_VERSION}) or point ${VENV_ENV} at one")
+
+
 def fill_missing_peers(x: np.ndarray) -> np.ndarray:
     """Carry the last seen value forward (then the first one backward) in each channel."""
     x = np.array(x, dtype=np.float64)
@@ -243,8 +262,9 @@ def run_peers(series: Mapping[str, np.ndarray], peers: Iterable[str] = ALL_PEERS
     claspy_peers = [p for p in peers if p in CLASPY_PEERS]
     if claspy_peers:
         python = peers_python()
-        if python is None:
-            notes.append(missing_venv_message())
+        problem = missing_venv_message() if python is None else claspy_problem(python)
+        if problem:
+            notes.append(problem)
         else:
             for p in claspy_peers:
                 try:

@@ -27,12 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ratiowatch.stream.commands.interrupts import failure_reason
+from ratiowatch.stream.commands.interrupts import check_interrupt, failure_reason
 
 
 def _zero(score: Callable, name: str, t_len: int) -> dict:
     """The benchmark's score of a failed run: every metric 0."""
     return {k: 0.0 for k in score(name, [], t_len)}
+
+
+def plot_file_name(name: str, suffix: str = ".png") -> str:
+    """The file name of a series' plot: its name with every path separator made ``__``, so that a
+    name such as ``grp/step`` or ``../x`` stays one file inside the plot folder.
+
+    >>> plot_file_name("realTraffic/speed_7578"), plot_file_name("../escaped")
+    ('realTraffic__speed_7578.png', '..__escaped.png')
+    """
+    return name.replace("/", "__").replace("\\", "__").replace("\0", "") + suffix
 
 
 def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[int], int], dict],
@@ -78,10 +88,17 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
                 rep = replay(x, **params)
                 cps = rep.change_points
             res = {**score(name, cps, t_len), "change_points": cps}
-            if plot is not None and rep is not None:
-                plot(name, x, rep)
         except Exception as exc:  # a failed run scores 0 (benchmark rule), but says why
             res = {**_zero(score, name, t_len), "error": failure_reason(exc)}
+            rep = None
+        # outside the try above: a plot that cannot be written says so, and the scores do not
+        # depend on --plot
+        if plot is not None and rep is not None:
+            try:
+                plot(name, x, rep)
+            except Exception as exc:
+                if notes is not None:
+                    notes.append(f"plot of {name} not written: {failure_reason(exc)}")
         res["seconds"] = round(time.perf_counter() - t0, 3)
         res["half"] = halves.get(name)
         for key, factory, wanted in (("streaming", window_factory, streaming),
@@ -98,6 +115,7 @@ def evaluate_series(data: Mapping[str, np.ndarray], score: Callable[[str, list[i
             s["seconds"] = round(time.perf_counter() - t0, 3)
             res[key] = s
         rows[name] = res
+        check_interrupt()  # a Ctrl-C swallowed while numba compiled stops here, not at the end
         if progress is not None:
             progress(f"{name}: {res.get('change_points', res.get('error'))}")
     if peers:
@@ -147,14 +165,15 @@ def throughput(rows: Mapping[str, dict], lengths: Mapping[str, int]) -> dict[str
 
 
 def plotter(plot_dir: Path | None, truth: Callable[[str], list[int]], title: str):
-    """A ``plot(name, x, replay)`` callback writing ``<plot_dir>/<name>.png`` (None without a folder)."""
+    """A ``plot(name, x, replay)`` callback writing ``<plot_dir>/<name>.png`` (None without a folder;
+    the name made a file name by :func:`plot_file_name`)."""
     if plot_dir is None:
         return None
 
     def plot(name, x, rep):
         from ratiowatch.stream.commands.plot import plot_detection
 
-        plot_detection(Path(plot_dir) / f"{name}.png", x, rep.scores, rep.thresholds, rep.change_points,
+        plot_detection(Path(plot_dir) / plot_file_name(name), x, rep.scores, rep.thresholds, rep.change_points,
                        truth(name), title=f"{title} {name}")
 
     return plot

@@ -749,7 +749,6 @@ def seeds_and_lengths(args, prog: str) -> list[int] | None:
 
 
 def run(args) -> int:
-    import json
     import sys
 
     lengths = seeds_and_lengths(args, "ratiowatch eval synthetic")
@@ -811,5 +810,7 @@ def run(args) -> int:
         from ratiowatch.stream.evaluate.environment import environment
 
         out["environment"] = environment()
-    print(json.dumps(out, indent=2) if args.json else "\n".join(lines))
+    from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
+
+    print(strict_json(out, indent=2) if args.json else "\n".join(lines))
     return 0

@@ -23,28 +23,100 @@ EXCLUDED_PREFIX = ("quality_control_",)
 EXCLUDED = ("uk_coal_employ",)
 
 
+def _read_json(path: Path):
+    """The parsed JSON of ``path``; ValueError naming the file when it is not JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not JSON (not UTF-8 text)") from None
+
+
 def load_series(path: Path) -> tuple[str, np.ndarray]:
-    """(name, T x d float array with NaN for missing) of one TCPD json file."""
-    d = json.loads(Path(path).read_text())
-    cols = [[np.nan if v is None else float(v) for v in s["raw"]] for s in d["series"]]
+    """(name, T x d float array with NaN for missing) of one TCPD json file.
+
+    Every problem of the file is a ValueError naming it: a dataset holds ``series``, a list of
+    ``{"raw": [number or null, ...]}`` of one length.
+    """
+    d = _read_json(path)
+    if not isinstance(d, dict) or not isinstance(d.get("series"), list):
+        raise ValueError(f'{path}: no "series" list; a TCPD dataset holds "series": [{{"raw": [...]}}, ...]')
+    cols = []
+    for i, s in enumerate(d["series"]):
+        raw = s.get("raw") if isinstance(s, dict) else None
+        if not isinstance(raw, list):
+            raise ValueError(f'{path}: series[{i}] has no "raw" list of values')
+        try:
+            cols.append([np.nan if v is None else float(v) for v in raw])
+        except (TypeError, ValueError):
+            bad = next(j for j, v in enumerate(raw) if not _is_number(v))
+            raise ValueError(f"{path}: series[{i}].raw[{bad}] is {raw[bad]!r}, not a number or null") from None
     if not cols:
         raise ValueError(f"{path}: no series")
-    return d.get("name", Path(path).stem), np.array(cols, dtype=np.float64).T
+    lengths = sorted({len(c) for c in cols})
+    if len(lengths) > 1:
+        raise ValueError(f"{path}: the series have different lengths {lengths}; every raw list needs the same length")
+    if lengths[0] == 0:
+        raise ValueError(f"{path}: the series are empty")
+    name = d.get("name", Path(path).stem)
+    if not isinstance(name, str):
+        raise ValueError(f'{path}: "name" is {name!r}, not a string')
+    return name, np.array(cols, dtype=np.float64).T
+
+
+def _is_number(v) -> bool:
+    if v is None:
+        return True
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def load_dir(root: Path) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+    """``({name: T x d array}, annotations)``; ValueError naming the file (and series) on bad data.
+
+    Every dataset needs its annotations (``{annotator: [index, ...]}``, indices inside the series),
+    and two files must not name the same series.
+    """
     root = Path(root)
     ann_path = root / "annotations.json"
     if not ann_path.is_file():
         raise ValueError(f"{root} is not a TCPD folder: {ann_path} missing")
-    ann = json.loads(ann_path.read_text())
-    data = {}
+    ann = _read_json(ann_path)
+    if not isinstance(ann, dict):
+        raise ValueError(f"{ann_path}: expected an object {{series name: {{annotator: [index, ...]}}}}")
+    data, files = {}, {}
     for f in sorted((root / "datasets").glob("*.json")):
         name, x = load_series(f)
+        if name in files:
+            raise ValueError(f"{files[name]} and {f} both name the series {name}; series names must be unique")
+        files[name] = f
         data[name] = x
     if not data:
         raise ValueError(f"no datasets/*.json under {root}")
+    for name, x in data.items():
+        _check_annotations(ann_path, ann, name, files[name], x.shape[0])
     return data, ann
+
+
+def _check_annotations(ann_path: Path, ann: dict, name: str, f: Path, t_len: int) -> None:
+    """ValueError naming annotations.json and the series unless its annotations are usable."""
+    if name not in ann:
+        raise ValueError(f"{ann_path}: no annotations for the series {name} ({f}); "
+                         "add it (an annotator with no change is listed with [])")
+    per = ann[name]
+    if not isinstance(per, dict) or not all(isinstance(v, list) for v in per.values()):
+        raise ValueError(f"{ann_path}: {name}: expected {{annotator: [index, ...]}}; got {per!r}"[:300])
+    for annotator, cps in per.items():
+        for c in cps:
+            if not isinstance(c, int) or isinstance(c, bool):
+                raise ValueError(f"{ann_path}: {name}: annotator {annotator}: change point {c!r} is not an integer index")
+            if not 0 <= c < t_len:
+                raise ValueError(f"{ann_path}: {name}: annotator {annotator}: change point {c} outside the series "
+                                 f"({t_len} values, indices 0..{t_len - 1})")
 
 
 def is_univariate_default(name: str, x: np.ndarray) -> bool:
@@ -78,7 +150,7 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
 
     data, ann = load_dir(root)
     halves = split_halves(data)
-    if names:
+    if names is not None:  # an empty selection is empty, not "all"
         data = {n: x for n, x in data.items() if n in set(names)}
 
     def score(name, cps, t_len):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +27,43 @@ from ratiowatch.stream.evaluate.datasets import add_eval_arguments, run_eval
 
 
 def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
+    """``[(name, values, change points)]`` in desc.txt's order; ValueError naming desc.txt (with its
+    line) or the data file on bad data: a name listed twice, a change point that is not an index
+    inside the series, a data file that is missing, empty or not one number per line."""
     root = Path(root)
     desc = root / "desc.txt"
     if not desc.is_file():
         raise ValueError(f"{root} is not a TSSB folder: {desc} missing")
     out = []
-    for line in desc.read_text().splitlines():
+    lines: dict[str, int] = {}
+    for k, line in enumerate(desc.read_text().splitlines(), start=1):
         parts = [p.strip() for p in line.split(",") if p.strip()]
         if not parts:
             continue
-        name, cps = parts[0], [int(c) for c in parts[2:]]
-        x = np.loadtxt(root / "datasets" / f"{name}.txt", dtype=np.float64, ndmin=1)
+        name = parts[0]
+        if name in lines:
+            raise ValueError(f"{desc} lists {name} twice (lines {lines[name]} and {k}); series names must be unique")
+        lines[name] = k
+        try:
+            cps = [int(c) for c in parts[2:]]
+        except ValueError:
+            raise ValueError(f"{desc} line {k}: {name}: change points must be integers; got {', '.join(parts[2:])}") from None
+        path = root / "datasets" / f"{name}.txt"
+        if not path.is_file():
+            raise ValueError(f"{path} not found (listed in {desc} line {k})")
+        try:
+            with warnings.catch_warnings():  # an empty file is reported below, in one line
+                warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
+                x = np.loadtxt(path, dtype=np.float64, ndmin=1)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not one number per line ({exc})") from None
+        if x.ndim != 1 or x.size == 0:
+            raise ValueError(f"{path}: expected one number per line; got "
+                             f"{'no values' if x.size == 0 else 'several columns'}")
+        outside = [c for c in cps if not 0 <= c < x.size]
+        if outside:
+            raise ValueError(f"{desc} line {k}: {name}: change point {outside[0]} outside the series "
+                             f"({x.size} values)")
         out.append((name, x, cps))
     if not out:
         raise ValueError(f"no series listed in {desc}")
@@ -58,9 +85,15 @@ def series_names(root: Path) -> list[str]:
     return sorted({line.split(",")[0].strip() for line in desc.read_text().splitlines() if line.strip()})
 
 
+STORED_COLUMNS = ("dataset", "found_cps", "alarm_index", "f1_margin_1pct", "covering")
+
+
 def load_stored(root: Path, names=None) -> dict[str, dict[str, dict]]:
     """``{method: {name: {"cover", "f1", "change_points", "alarm_index", "delay_mean"}}}`` from
-    ``root/streaming_results/*.csv`` (empty when the folder is absent); the stored scores as published."""
+    ``root/streaming_results/*.csv`` (empty when the folder is absent); the stored scores as published.
+
+    ValueError naming the file (and its line) on a missing column or a cell that does not parse.
+    """
     out: dict[str, dict[str, dict]] = {}
     folder = Path(root) / "streaming_results"
     if not folder.is_dir():
@@ -68,18 +101,50 @@ def load_stored(root: Path, names=None) -> dict[str, dict[str, dict]]:
     for f in sorted(folder.glob("*.csv")):
         per: dict[str, dict] = {}
         with f.open(newline="") as fh:
-            for rec in csv.DictReader(fh):
+            reader = csv.DictReader(fh)
+            missing = [c for c in STORED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{f}: missing column(s) {', '.join(missing)}; stored results have the columns "
+                                 "dataset,true_cps,found_cps,alarm_index,f1_margin_1pct,covering")
+            for rec in reader:
+                line = reader.line_num
+                if rec.get(None):
+                    raise ValueError(f"{f} line {line}: more fields than the header (is a list of change "
+                                     "points not quoted?)")
                 name = rec["dataset"]
                 if names is not None and name not in names:
                     continue
-                found = [int(c) for c in json.loads(rec["found_cps"] or "[]")]
-                alarm = [int(c) for c in json.loads(rec["alarm_index"] or "[]")]
+                try:
+                    found = _indices(rec["found_cps"])
+                    alarm = _indices(rec["alarm_index"])
+                except ValueError:
+                    raise ValueError(f"{f} line {line}: found_cps / alarm_index must be JSON lists of indices; "
+                                     f"got {rec['found_cps']!r} / {rec['alarm_index']!r}") from None
+                try:
+                    cover, f1 = float(rec["covering"]), float(rec["f1_margin_1pct"])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{f} line {line}: covering / f1_margin_1pct must be numbers; "
+                                     f"got {rec['covering']!r} / {rec['f1_margin_1pct']!r}") from None
                 delay = [a - c for a, c in zip(alarm, found)]
-                per[name] = {"cover": float(rec["covering"]), "f1": float(rec["f1_margin_1pct"]),
+                per[name] = {"cover": cover, "f1": f1,
                              "change_points": found, "alarm_index": alarm,
                              "delay_mean": round(float(np.mean(delay)), 2) if delay else None}
         out[f.stem] = per
     return out
+
+
+def _indices(cell: str | None) -> list[int]:
+    """The list of indices in a JSON cell (empty: none); ValueError if it is not one."""
+    try:
+        values = json.loads(cell or "[]")
+    except json.JSONDecodeError:
+        raise ValueError(cell) from None
+    if not isinstance(values, list):
+        raise ValueError(cell)
+    try:
+        return [int(c) for c in values]
+    except (TypeError, ValueError):
+        raise ValueError(cell) from None
 
 
 def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None = None, streaming: bool = False,
@@ -93,17 +158,18 @@ def evaluate(root: Path, plot_dir: Path | None = None, names: list[str] | None =
     series = load_dir(root)
     halves = split_halves(s[0] for s in series)
     truth = {name: cps for name, _, cps in series}
-    data = {name: x for name, x, _ in series if not names or name in set(names)}
+    data = {name: x for name, x, _ in series if names is None or name in set(names)}
 
     def score(name, cps, t_len):
         return {"cover": covering([truth[name]], cps, t_len), "f1": tssb_f1(truth[name], cps, t_len)}
 
+    stored = load_stored(root, set(data))  # before the series run: a malformed file ends the run at once
     notes: list[str] = []
     results = evaluate_series(data, score, halves, streaming=streaming, split_profile=split_profile, auto=auto,
                               peers=peers,
                               desc=Path(root).name, plot=plotter(plot_dir, lambda n: truth[n], root.name.upper()), progress=progress,
                               notes=notes, **params)
-    for method, per in load_stored(root, set(data)).items():
+    for method, per in stored.items():
         for name, r in per.items():
             results[name].setdefault("stored", {})[method] = r
     mean = {"cover": float(np.mean([r["cover"] for r in results.values()])),
