@@ -105,6 +105,12 @@ def eval_dir_problem(given, root, name: str) -> str | None:
     return None
 
 
+def os_error_line(exc: OSError) -> str:
+    """``"<file>: <reason>"`` for a file that could not be read or written."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
+
+
 def run_eval(args, name: str, evaluate, summary, series_names) -> int:
     """Locate the data, select the half, run ``evaluate``, print JSON or ``summary(result)`` lines.
 
@@ -181,8 +187,7 @@ def run_eval(args, name: str, evaluate, summary, series_names) -> int:
             print(f"ratiowatch eval {name}: {exc}", file=sys.stderr)
             return 2
         except OSError as exc:  # a file that cannot be read: one line naming it
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"ratiowatch eval {name}: {where}{exc.strerror or exc}", file=sys.stderr)
+            print(f"ratiowatch eval {name}: {os_error_line(exc)}", file=sys.stderr)
             return 2
         out["half"] = args.half
         if isinstance(split_profile, dict):

@@ -1,4 +1,5 @@
-"""Strict JSON for the ``--json`` output of ``ratiowatch eval ...`` and ``ratiowatch bench ...``.
+"""Strict JSON for the ``--json`` output of ``ratiowatch eval ...`` and ``ratiowatch bench ...``,
+and the benchmarks' JSON files read with errors that name the file.
 
 Python's ``json`` writes a non-finite float as ``NaN`` / ``Infinity``, which is not JSON (RFC 8259):
 strict parsers (``jq``, browsers, most other languages) reject the whole document. A result's
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 
 def finite(obj):
@@ -31,3 +33,13 @@ def finite(obj):
 def dumps(obj, **kwargs) -> str:
     """``json.dumps`` of :func:`finite` ``(obj)``, refusing anything non-finite left over."""
     return json.dumps(finite(obj), allow_nan=False, **kwargs)
+
+
+def read_json(path) -> object:
+    """The parsed JSON of ``path``; ValueError naming the file when it is not JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not JSON (not UTF-8 text)") from None

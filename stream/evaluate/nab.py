@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ratiowatch.stream.evaluate.jsonout import read_json
+
 PROBATION_PERCENT = 0.15
 PROFILE_NAMES = ("standard", "reward_low_FP_rate", "reward_low_FN_rate")
 
@@ -116,7 +118,7 @@ def load_windows(root: Path) -> dict[str, list[tuple[np.datetime64, np.datetime6
     path = Path(root) / "labels" / "combined_windows.json"
     if not path.is_file():
         raise ValueError(f"{path} is missing; NAB scoring needs labels/combined_windows.json")
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise ValueError(f'{path}: expected an object {{"<category>/<file>.csv": [[start, end], ...]}}')
     out = {}
@@ -138,19 +140,10 @@ def check_labelled(corpus: list[NabFile], windows: dict, root: Path) -> None:
                              "or remove the file from data/")
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not JSON (not UTF-8 text)") from None
-
-
 def load_profiles(root: Path) -> dict[str, dict[str, float]]:
     path = Path(root) / "config" / "profiles.json"
     if path.is_file():
-        raw = _read_json(path)
+        raw = read_json(path)
         if not isinstance(raw, dict) or not raw:
             raise ValueError(f'{path}: expected an object {{profile: {{"CostMatrix": {{...}}}}}}')
         out = {}
@@ -763,8 +756,9 @@ def run(args) -> int:
             print(f"ratiowatch eval nab: {exc}", file=sys.stderr)
             return 2
         except OSError as exc:  # a file that cannot be read or written: one line naming it
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"ratiowatch eval nab: {where}{exc.strerror or exc}", file=sys.stderr)
+            from ratiowatch.stream.evaluate.datasets import os_error_line
+
+            print(f"ratiowatch eval nab: {os_error_line(exc)}", file=sys.stderr)
             return 2
     if args.json:
         from ratiowatch.stream.evaluate.environment import environment

@@ -236,7 +236,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ratiowatch.stream.evaluate.datasets import bench_dir, eval_dir_problem
+    from ratiowatch.stream.evaluate.datasets import bench_dir, eval_dir_problem, os_error_line
 
     root = args.dir if args.dir is not None else bench_dir("odds")
     problem = eval_dir_problem(args.dir, root, "odds")
@@ -265,8 +265,7 @@ def run(args) -> int:
             print(f"ratiowatch eval odds: {exc}", file=sys.stderr)
             return 2
         except OSError as exc:  # a file that cannot be read: one line naming it
-            where = f"{exc.filename}: " if exc.filename else ""
-            print(f"ratiowatch eval odds: {where}{exc.strerror or exc}", file=sys.stderr)
+            print(f"ratiowatch eval odds: {os_error_line(exc)}", file=sys.stderr)
             return 2
     if args.json:
         from ratiowatch.stream.evaluate.environment import environment

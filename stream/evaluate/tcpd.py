@@ -12,25 +12,15 @@ Every report is split by the protocol's halves (``--half``; see ``docs/evaluatio
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ratiowatch.stream.evaluate.datasets import add_eval_arguments, run_eval
+from ratiowatch.stream.evaluate.jsonout import read_json
 
 EXCLUDED_PREFIX = ("quality_control_",)
 EXCLUDED = ("uk_coal_employ",)
-
-
-def _read_json(path: Path):
-    """The parsed JSON of ``path``; ValueError naming the file when it is not JSON."""
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not JSON (not UTF-8 text)") from None
 
 
 def load_series(path: Path) -> tuple[str, np.ndarray]:
@@ -39,7 +29,7 @@ def load_series(path: Path) -> tuple[str, np.ndarray]:
     Every problem of the file is a ValueError naming it: a dataset holds ``series``, a list of
     ``{"raw": [number or null, ...]}`` of one length.
     """
-    d = _read_json(path)
+    d = read_json(path)
     if not isinstance(d, dict) or not isinstance(d.get("series"), list):
         raise ValueError(f'{path}: no "series" list; a TCPD dataset holds "series": [{{"raw": [...]}}, ...]')
     cols = []
@@ -85,7 +75,7 @@ def load_dir(root: Path) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
     ann_path = root / "annotations.json"
     if not ann_path.is_file():
         raise ValueError(f"{root} is not a TCPD folder: {ann_path} missing")
-    ann = _read_json(ann_path)
+    ann = read_json(ann_path)
     if not isinstance(ann, dict):
         raise ValueError(f"{ann_path}: expected an object {{series name: {{annotator: [index, ...]}}}}")
     data, files = {}, {}
