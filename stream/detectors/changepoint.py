@@ -261,7 +261,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     calibrate_every : int
         Steps between calibrations of the null; 0 means every ``n_eff``.
     difference : {"auto", True, False}
-        Work on first differences; ``"auto"`` when the lag-1 autocorrelation exceeds 0.8.
+        Work on first differences; ``"auto"`` when the lag-1 autocorrelation of the levels
+        before the windows exceeds 0.8 (decided whenever the windows grow).
     n_min, window_frac : int, float
         Adaptive window size: the largest rung of ``n_min * sqrt(2)^j`` not above ``window_frac``
         times the samples seen; ``window_frac=0`` fixes it at ``n``.
@@ -670,7 +671,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     def _build(self, n: int) -> None:
         """(Re)build the windows of size ``n`` from the history: scale, embed, select, calibrate."""
         if self.difference == "auto" and n != self._n_eff:
-            self._diff_on = _lag1_autocorr(self._recent()) > AUTO_DIFF_ACF
+            self._diff_on = _lag1_autocorr(self._reference_levels(n)) > AUTO_DIFF_ACF
         values = self._recent()
         if self._diff_on:
             values = np.diff(values, axis=0)
@@ -705,6 +706,19 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
     def _recent(self) -> np.ndarray:
         """The newest 2n + k held levels: what the scale and the difference decision look at."""
         return self._hist.last(min(len(self._hist), self._span))
+
+    def _reference_levels(self, n: int) -> np.ndarray:
+        """What ``difference="auto"`` decides on for windows of size ``n``: the newest ``2 n_max + k``
+        held levels before the ``2n + k`` the windows will hold, never the windows' own (the data
+        under test must not choose its representation: a 10 sd step inside them lifted the lag-1
+        autocorrelation above :data:`AUTO_DIFF_ACF`, the windows were differenced, and the step
+        became one spike; a 10 sd step 10 samples before a window growth was found 5 times in 20).
+        The newest levels, windows included, while fewer than ``2n + k`` precede them (the first
+        build)."""
+        w = 2 * n + self.k
+        vals = self._hist.last(min(len(self._hist), self._span + w))
+        before = vals[: vals.shape[0] - w]
+        return before[-self._span:] if before.shape[0] >= w else self._recent()
 
     def _reselect(self) -> None:
         """Re-choose sigma/lambda: in place for univariate streams, by a rebuild otherwise.
