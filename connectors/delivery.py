@@ -129,7 +129,7 @@ class SinkWorker:
             raise ValueError(f"sink {self.name} gives up on items and needs a dead-letter worker")
         self.breaker = breaker if breaker is not None else (CircuitBreaker() if self.dead_letter_on_failure else None)
         self.on_dead_letter = on_dead_letter
-        self._q: queue.Queue[tuple[int, list[Any]] | None] = queue.Queue(maxsize=maxsize)
+        self._q: queue.Queue[tuple[int, list[Any], Callable[[], None] | None] | None] = queue.Queue(maxsize=maxsize)
         self._lock = threading.Lock()
         self._cond = threading.Condition()
         self._issued = 0
@@ -146,9 +146,12 @@ class SinkWorker:
         """The last ticket handed out."""
         return self._issued
 
-    def put(self, items: list[Any], should_stop: Callable[[], bool] | None = None) -> int:
+    def put(self, items: list[Any], should_stop: Callable[[], bool] | None = None,
+            on_ack: Callable[[], None] | None = None) -> int:
         """Queue ``items`` for delivery; returns their ticket. Blocks while the queue is full.
 
+        ``on_ack`` is called once, on the worker's thread, right after the ticket is acknowledged
+        (the daemon's batch latency is observed there); never if the worker fails first.
         Raises RuntimeError if the worker has failed, or if ``should_stop()`` turns True while
         waiting for room (the caller then stops without committing).
         """
@@ -158,7 +161,7 @@ class SinkWorker:
             ticket = self._issued
             while True:
                 try:
-                    self._q.put((ticket, items), timeout=0.2)
+                    self._q.put((ticket, items, on_ack), timeout=0.2)
                     return ticket
                 except queue.Full:
                     stop = should_stop is not None and should_stop()
@@ -208,8 +211,9 @@ class SinkWorker:
                 entry = self._q.get()
                 if entry is None:
                     return
-                last, items = entry
+                last, items, on_ack = entry
                 batch = list(items)
+                acks = [on_ack] if on_ack is not None else []
                 while len(batch) < 5000:  # what queued up meanwhile goes out with one flush
                     try:
                         nxt = self._q.get_nowait()
@@ -220,10 +224,17 @@ class SinkWorker:
                         break
                     last = nxt[0]
                     batch.extend(nxt[1])
+                    if nxt[2] is not None:
+                        acks.append(nxt[2])
                 self._handle(batch)
                 with self._cond:
                     self.acked = last
                     self._cond.notify_all()
+                for fn in acks:
+                    try:
+                        fn()
+                    except Exception:  # noqa: BLE001 - a caller's bookkeeping must not stop the deliveries
+                        log.exception("acknowledgement callback failed", extra={"sink": self.name})
         except BaseException as exc:  # noqa: BLE001 - handed to the loop by put / wait
             self.error = exc
             with self._cond:

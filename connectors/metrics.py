@@ -32,7 +32,8 @@ class Metrics:
         self.bad_records = Counter("ratiowatch_bad_records", "Records sent to the dead-letter sink",
                                    ["reason"], registry=r)
         self.latency = Histogram("ratiowatch_batch_latency_seconds",
-                                 "Time from a poll returning a batch to its alerts being delivered",
+                                 "Time from a poll returning a batch to its alerts being acknowledged by every "
+                                 "sink (to its hand-over to the sinks, for a batch without alerts)",
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
                                  registry=r)
         self.active_keys = Gauge("ratiowatch_active_keys", "Keys with a detector in memory", registry=r)

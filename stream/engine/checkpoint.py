@@ -7,7 +7,8 @@ member, so a file is self-contained and is replaced in one ``os.replace``. Loadi
 ``allow_pickle=False``; object arrays are refused on save.
 
 Write protocol: temp file in the same directory -> flush -> fsync -> rename over the old file ->
-fsync the directory. A crash at any point leaves either the old or the new file, never a torn one.
+fsync the directory. A crash at any point leaves either the old or the new file, never a torn one,
+plus perhaps the temp file, which the next daemon to lock the directory removes.
 
 A daemon holds an advisory lock on its directory (:meth:`CheckpointStore.lock`, ``flock`` of
 ``ratiowatch.lock`` in it) for its whole life: exclusive for a file or stdin source, shared for the
@@ -28,9 +29,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,14 @@ except ImportError:  # pragma: no cover - not on POSIX: no lock
 
 _SEQ_CACHE_MAX = 200_000
 LOCK_NAME = "ratiowatch.lock"
+#: the names of this module's temp files (``tempfile.mkstemp(prefix=".tmp-", suffix=".part")``); a
+#: process killed between writing one and renaming it leaves it behind
+_TMP_NAME = re.compile(r"\.tmp-[A-Za-z0-9_]+\.part")
+_TMP_PREFIX, _TMP_SUFFIX = ".tmp-", ".part"
+#: under a shared lock another live process of the group may be writing its temp files right now; a
+#: write renames its temp file within seconds (a checkpoint that took minutes would have set off the
+#: checkpoint-age alert long before), so one untouched for this long belongs to a dead writer
+SHARED_TMP_MIN_AGE_S = 600.0
 
 
 class UnusableFileError(ValueError):
@@ -134,8 +145,6 @@ class CheckpointStore:
                 "consumer group may share a directory)") from None
         except OSError as exc:  # a filesystem without locks (some network mounts): run unlocked, say so
             os.close(fd)
-            import logging
-
             logging.getLogger("ratiowatch.checkpoint").warning(
                 "cannot lock the checkpoint directory; another daemon using it would not be noticed",
                 extra={"path": str(path), "error": exc.strerror or str(exc)})
@@ -149,6 +158,39 @@ class CheckpointStore:
         except OSError:
             pass
         self._lock_fd = fd
+        self._remove_leftover_temp_files(exclusive)
+
+    def _remove_leftover_temp_files(self, exclusive: bool) -> int:
+        """Remove the temp files of writes that a killed process never renamed (only the lock holder
+        may: an unlocked store might share the directory with a live writer). Under an exclusive lock
+        no other process writes here, so all of them go; under a shared one (a Kafka consumer group)
+        only those older than :data:`SHARED_TMP_MIN_AGE_S`, which no live writer still holds.
+        Nothing but this module's temp file names is touched. Returns the number removed."""
+        cutoff = None if exclusive else time.time() - SHARED_TMP_MIN_AGE_S
+        removed = size = 0
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return 0
+        for e in entries:
+            if not _TMP_NAME.fullmatch(e.name):
+                continue
+            try:
+                if not e.is_file(follow_symlinks=False):
+                    continue
+                st = e.stat(follow_symlinks=False)
+                if cutoff is not None and st.st_mtime > cutoff:
+                    continue
+                os.unlink(e.path)
+            except OSError:  # gone meanwhile, or not ours to remove: it is only a leftover
+                continue
+            removed += 1
+            size += st.st_size
+        if removed:
+            logging.getLogger("ratiowatch.checkpoint").info(
+                "removed temp files left by interrupted checkpoint writes",
+                extra={"path": str(self.directory), "files": removed, "bytes": size})
+        return removed
 
     def close(self) -> None:
         """Release the directory's lock (if this store holds it)."""
@@ -200,7 +242,7 @@ class CheckpointStore:
         tmps: list[tuple[str, Path]] = []
         try:
             for key, payload, _ in payloads:
-                fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.directory)
+                fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=self.directory)
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(payload)
                 tmps.append((tmp, self.path(key)))
@@ -390,7 +432,7 @@ def _lock_holders(fd: int) -> list[int]:
 def atomic_write_bytes(target: Path, payload: bytes) -> None:
     """temp file in the same directory -> fsync -> rename -> fsync directory."""
     target = Path(target)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)

@@ -130,8 +130,9 @@ _PIPELINE = [
     Opt("idle_evict_s", "float", 600.0, "keys idle this long (wall clock) are checkpointed and evicted",
         minimum=0.0),
     Opt("max_keys", "int", 0, "at most this many keys in memory (0: no bound). Beyond it the least recently "
-        "seen keys are checkpointed and evicted between two batches (skipped while a checkpoint is being written or "
-        "a sink holds alerts), and come back from "
+        "seen keys are checkpointed and evicted between two batches (a key whose alerts a sink has not acknowledged "
+        "yet, or that the checkpoint being written holds, stays until then; while a sink holds the alerts of more "
+        "keys the bound is exceeded, logged once), and come back from "
         "their checkpoint on their next record. A key holds about its checkpoint's size (deploy/README.md, "
         "sizing); a bound below the keys of one poll batch evicts and restores keys at every batch", minimum=0),
     Opt("check_timestamps", "bool", True, "send records whose timestamp goes backwards (per key) to the dead "

@@ -9,7 +9,11 @@ and the source positions, and on a writer thread wait until every sink acknowled
 handed over so far (or dead-lettered them), then write the checkpoints (files, or records of a
 Kafka changelog topic); only then does the loop commit that snapshot's positions. So a crash at
 any point replays from the last commit: alerts may repeat (same idempotency key), none is lost, and
-restored keys skip the records already in their state. Metrics are updated once per batch.
+restored keys skip the records already in their state. Keys leave memory when idle
+(``pipeline.idle_evict_s``) or beyond ``pipeline.max_keys`` by a checkpoint of their own, written
+once the sinks acknowledged the items handed over for those keys (whatever else they still hold)
+and never while the periodic checkpoint in flight holds them. Metrics are updated once per batch;
+the batch latency is observed when every sink acknowledged the batch's alerts.
 
 SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, waits for the sinks, checkpoints,
 commits and ``run()`` returns 0. A sink that has not acknowledged what it holds within
@@ -35,6 +39,7 @@ from __future__ import annotations
 import logging
 import math
 import signal
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -48,6 +53,28 @@ log = logging.getLogger("ratiowatch.daemon")
 
 #: seconds between reads of the consumer lag for its metric
 LAG_EVERY_S = 5.0
+#: seconds over ``pipeline.max_keys`` (keys whose alerts a sink still holds cannot be evicted yet)
+#: before the daemon says so, once until it is back within the bound
+OVER_MAX_KEYS_WARN_S = 10.0
+
+
+class _Countdown:
+    """Calls ``fn`` at the ``n``-th call, whichever of the sinks' threads makes it (each sink
+    acknowledges a batch's alerts on its own thread; the batch is delivered once all did)."""
+
+    __slots__ = ("_left", "_lock", "_fn")
+
+    def __init__(self, n: int, fn):
+        self._left = n
+        self._lock = threading.Lock()
+        self._fn = fn
+
+    def __call__(self) -> None:
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._fn()
 
 
 class StartupError(RuntimeError):
@@ -172,6 +199,19 @@ class Daemon:
         # per worker, (ticket, items) handed over and not yet known acknowledged: what a sink still
         # holds when the stop gives up on it
         self._held: dict[Any, deque[tuple[int, int]]] = {}
+        # Evicting a key writes its checkpoint, which must not be ahead of that key's deliveries; it
+        # need not wait for anything else (other keys' alerts, the dead letters of bad input). So
+        # the batches that handed items over are numbered, each kept with its (worker, ticket)s
+        # until all are acknowledged, and each key remembers the last batch that handed over items
+        # of it (alerts, and its records rejected by the pipeline, which a restored key's replay
+        # gate would skip instead of dead-lettering them again).
+        self._batches = 0
+        self._unacked: deque[tuple[int, list[tuple[Any, int]]]] = deque()
+        self._key_batch: dict[str, int] = {}
+        self._key_batch_prune_at = 4096
+        self._idle_waiting: list[str] = []   # idle keys found and not evicted yet
+        self._over_since: float | None = None  # since when more keys than max_keys are in memory
+        self._over_warned = False
 
     # --- signals ------------------------------------------------------------------------------
     def stop(self, *_args) -> None:
@@ -374,8 +414,73 @@ class Daemon:
         """Checkpoint and forget ``keys``; their checkpoints are counted like the periodic ones."""
         assert self.pipeline is not None
         n = self.pipeline.evict(keys)
+        kb = self._key_batch
+        for k in keys:
+            kb.pop(k, None)
         if self.metrics is not None:
             self.metrics.checkpoints.inc(n)
+
+    def _acked_batch(self) -> int:
+        """The number of the last batch up to which everything handed over was acknowledged."""
+        q = self._unacked
+        while q and all(w.acked >= ticket for w, ticket in q[0][1]):
+            q.popleft()
+        return q[0][0] - 1 if q else self._batches
+
+    def _evictable(self, keys: list[str]) -> list[str]:
+        """Those of ``keys`` whose checkpoint may be written now: every sink acknowledged the items
+        handed over for them, and the checkpoint in flight does not hold them (one writer of a
+        key's checkpoint at a time)."""
+        done = self._acked_batch()
+        kb = self._key_batch
+        writing = self._inflight[1].keys if self._inflight is not None else ()
+        return [k for k in keys if kb.get(k, 0) <= done and k not in writing]
+
+    def _hold_max_keys(self, max_keys: int, now: float) -> None:
+        """Evict the least recently seen keys beyond ``max_keys``, passing over those that cannot be
+        evicted yet (:meth:`_evictable`) for the next least recently seen. Never waits: while the
+        sinks hold the alerts of too many keys the bound is exceeded, which is logged once."""
+        pipe = self.pipeline
+        assert pipe is not None
+        over = len(pipe.keys) - max_keys
+        if over > 0:
+            by_age = pipe.keys_by_age()
+            ready = self._evictable(by_age[:over])
+            if len(ready) < over:
+                ready = self._evictable(by_age)[:over]
+            if ready:
+                self._evict(ready)
+                self.stats["evicted_over_max_keys"] += len(ready)
+            over = len(pipe.keys) - max_keys
+        if over <= 0:
+            if self._over_warned:
+                log.info("back within pipeline.max_keys", extra={"keys": len(pipe.keys), "max_keys": max_keys})
+            self._over_since, self._over_warned = None, False
+            return
+        if self._over_since is None:
+            self._over_since = now
+        elif not self._over_warned and now - self._over_since >= OVER_MAX_KEYS_WARN_S:
+            self._over_warned = True
+            log.warning("more keys in memory than pipeline.max_keys: the sinks have not acknowledged their alerts "
+                        "yet (or their checkpoint is being written); they are evicted once that is done",
+                        extra={"keys": len(pipe.keys), "max_keys": max_keys,
+                               "seconds": round(now - self._over_since, 1)})
+
+    def _evict_idle(self, idle_s: float, now: float) -> None:
+        """Evict the idle keys found by the last look that are still idle and may be evicted now;
+        the others are tried again at the next batch (not a whole look later: with the periodic
+        checkpoint due as often as the look, every look found it in flight)."""
+        keys = self.pipeline.keys
+        still = [k for k in self._idle_waiting if k in keys and now - keys[k].last_seen >= idle_s]
+        ready = self._evictable(still)
+        if ready:
+            self._evict(ready)
+            log.info("evicted idle keys", extra={"keys": len(ready)})
+        if len(ready) == len(still):
+            self._idle_waiting = []
+        else:
+            gone = set(ready)
+            self._idle_waiting = [k for k in still if k not in gone]
 
     def _on_assign(self, partitions: set[str]) -> None:
         # The new partitions' keys are restored now, so their first records do not pay for it
@@ -390,7 +495,12 @@ class Daemon:
         fetch = getattr(self.store, "restore", None)
         if fetch is not None:  # a changelog: read those partitions to their end first
             fetch(set(partitions))
-        n = self.pipeline.restore_partitions(set(partitions))
+        # never more than pipeline.max_keys in memory: the most recently checkpointed keys fill what
+        # room is left, the others come back on their next record (restoring all of them loaded
+        # every key ever checkpointed, only for the first batches to evict most of them again)
+        max_keys = self.config.pipeline["max_keys"]
+        limit = 10000 if max_keys <= 0 else min(10000, max_keys - len(self.pipeline.keys))
+        n = self.pipeline.restore_partitions(set(partitions), limit=limit)
         if n:
             log.info("restored keys from checkpoints", extra={"keys": n, "partitions": sorted(partitions),
                                                               "seconds": round(time.perf_counter() - t0, 3)})
@@ -429,12 +539,13 @@ class Daemon:
                                        f"within {self.shutdown_timeout_s:g} s of the stop")
         return True
 
-    def _hand_over(self, w: Any, items: list[Any]) -> None:
-        ticket = w.put(items, self._should_stop)  # blocks only while that sink's queue is full
+    def _hand_over(self, w: Any, items: list[Any], on_ack=None) -> int:
+        ticket = w.put(items, self._should_stop, on_ack)  # blocks only while that sink's queue is full
         held = self._held.setdefault(w, deque())
         held.append((ticket, len(items)))
         while held and held[0][0] <= w.acked:  # bounded: forget what was acknowledged
             held.popleft()
+        return ticket
 
     def _still_held(self, w: Any) -> int:
         return sum(n for ticket, n in self._held.get(w, ()) if ticket > w.acked)
@@ -598,14 +709,30 @@ class Daemon:
         n_rec = len(items) - len(bad) - (pipe.skipped_replays - skipped)  # folded into detectors
         self.stats["records"] += n_rec
         self.stats["batches"] += 1
+        m = self.metrics
+        handed: list[tuple[Any, int]] = []
         if bad:
             self._count_bad(bad)
-            self._hand_over(self.dead_letter_worker, bad)
+            handed.append((self.dead_letter_worker, self._hand_over(self.dead_letter_worker, bad)))
+        # the batch latency runs from the poll to the delivery of the batch's alerts: observed when
+        # the last sink acknowledged them (on its thread), or here for a batch without alerts
+        delivered_later = bool(alerts) and m is not None and bool(self.workers)
         if alerts:
             self.stats["alerts"] += len(alerts)
+            on_ack = _Countdown(len(self.workers), lambda: m.latency.observe(time.perf_counter() - t0)) \
+                if delivered_later else None
             for w in self.workers:
-                self._hand_over(w, alerts)
-        m = self.metrics
+                handed.append((w, self._hand_over(w, alerts, on_ack)))
+        if handed:
+            self._batches += 1
+            seq = self._batches
+            self._unacked.append((seq, handed))
+            kb = self._key_batch
+            for a in alerts:
+                kb[a.key] = seq
+            for b in bad:
+                if b.key is not None:
+                    kb[b.key] = seq
         if m is not None:
             if n_rec:
                 m.records.inc(n_rec)
@@ -619,7 +746,8 @@ class Daemon:
                 s = pipe.latest_score(key)
                 if s is not None:
                     m.score.labels(key=key).set(s)
-            m.latency.observe(time.perf_counter() - t0)
+            if not delivered_later:
+                m.latency.observe(time.perf_counter() - t0)
         return len(items)
 
     def run(self, max_records: int | None = None) -> int:
@@ -682,24 +810,26 @@ class Daemon:
         while not self.stopping:
             self.step()
             self._finish_checkpoint(wait=False)
-            excess = pipe.excess_keys(max_keys)
-            # as for idle keys: one writer of a key's checkpoint at a time, and a checkpoint never ahead
-            # of the deliveries; never waiting here, so that a slow sink stalls nothing
-            if excess and self._inflight is None and self._caught_up():
-                self._evict(excess)
-                self.stats["evicted_over_max_keys"] += len(excess)
             now = time.monotonic()
+            # Evictions write the evicted keys' checkpoints, so a key goes only once the sinks
+            # acknowledged its alerts and no other write of it is in flight (:meth:`_evictable`);
+            # never waiting here, so that a slow sink stalls nothing. They come before a periodic
+            # checkpoint is started: the keys it snapshots wait until it is written.
+            if max_keys > 0:
+                self._hold_max_keys(max_keys, now)
+            if idle_s > 0:
+                if now - last_idle_check >= min(idle_s, 10.0):
+                    last_idle_check = now
+                    self._idle_waiting = pipe.idle_keys(idle_s, now)
+                if self._idle_waiting:
+                    self._evict_idle(idle_s, now)
+            if len(self._key_batch) > self._key_batch_prune_at:  # keys gone otherwise (revoked, fenced)
+                done = self._acked_batch()
+                self._key_batch = {k: b for k, b in self._key_batch.items() if b > done}
+                self._key_batch_prune_at = max(4096, 2 * len(self._key_batch))
             if self._inflight is None and (pipe.items_since_checkpoint >= every_n or (
                     pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s)):
                 self._checkpoint_async()
-            if idle_s > 0 and now - last_idle_check >= min(idle_s, 10.0):
-                last_idle_check = now
-                idle = pipe.idle_keys(idle_s, now)
-                # evicting writes the idle keys' checkpoints: only once the sinks hold none of their
-                # alerts (else next time), so a checkpoint is never ahead of the deliveries
-                if idle and self._inflight is None and self._caught_up():
-                    self._evict(idle)
-                    log.info("evicted idle keys", extra={"keys": len(idle)})
 
             if self.metrics is not None:
                 self.metrics.active_keys.set(len(pipe.keys))

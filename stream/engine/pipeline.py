@@ -187,7 +187,7 @@ class Pipeline:
         still restored lazily on first sight). Keys already in memory are left alone. Returns the
         number restored; a checkpoint that cannot be read is skipped here and reported when its
         key is seen."""
-        if self.store is None or not partitions:
+        if self.store is None or not partitions or limit <= 0:
             return 0
         n = 0
         for key, meta, path in self.store.scan():
@@ -382,7 +382,8 @@ class Pipeline:
     def checkpoint_begin(self, keys: list[str] | None = None) -> "CheckpointJob":
         """Snapshot the changed keys now (their states encoded on this thread); ``job.run()`` writes
         the files and may run on another thread while this pipeline goes on processing;
-        :meth:`checkpoint_end` (back on this thread) applies the outcome. One job at a time.
+        :meth:`checkpoint_end` (back on this thread) applies the outcome. Jobs in flight together
+        must hold disjoint keys (the daemon evicts no key of the job being written).
 
         Only a checkpoint of every key (``keys`` None, the one a commit follows) restarts the
         counts that schedule the next: a checkpoint of some keys (evicted or revoked ones) commits
@@ -432,8 +433,12 @@ class Pipeline:
         """The least recently seen keys beyond the first ``max_keys`` (none when ``max_keys`` is 0)."""
         if max_keys <= 0 or len(self.keys) <= max_keys:
             return []
-        by_age = sorted(self.keys, key=lambda k: self.keys[k].last_seen)
-        return by_age[: len(self.keys) - max_keys]
+        return self.keys_by_age()[: len(self.keys) - max_keys]
+
+    def keys_by_age(self) -> list[str]:
+        """The keys in memory, least recently seen first."""
+        keys = self.keys
+        return sorted(keys, key=lambda k: keys[k].last_seen)
 
     def idle_keys(self, idle_s: float, now: float | None = None) -> list[str]:
         now = time.monotonic() if now is None else now
@@ -458,6 +463,7 @@ class CheckpointJob:
     def __init__(self, store: CheckpointStore | None, items: list[tuple[str, KeyState, int, bytes]]):
         self.store = store
         self.items = items
+        self.keys = frozenset(key for key, *_ in items)  # the keys it writes (no other writer of them meanwhile)
         self.fenced: list[tuple[str, KeyState]] = []
         self.written = 0
         self.error: BaseException | None = None

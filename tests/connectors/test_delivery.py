@@ -77,3 +77,24 @@ def test_a_failed_probe_keeps_the_circuit_open():
     assert cb.state == "open" and not cb.allow()
     t[0] = 10.0
     assert cb.allow()
+
+
+def test_on_ack_is_called_once_per_put_after_its_items_are_acknowledged():
+    gate = threading.Event()
+    sink = ListSink(gate=gate)
+    w = SinkWorker(sink)
+    calls = []
+    tickets = [w.put([alert(i)], on_ack=lambda i=i: calls.append((i, w.acked, list(sink.items)))) for i in range(3)]
+    w.put([alert(3)])  # no callback
+    time.sleep(0.2)
+    assert calls == []  # held at the gate: nothing acknowledged yet
+    gate.set()
+    assert w.wait(4, timeout_s=10)
+    deadline = time.monotonic() + 10
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [i for i, _, _ in calls] == [0, 1, 2]
+    for i, acked, delivered in calls:  # each after its ticket was acknowledged, so after its delivery
+        assert acked >= tickets[i] and alert(i) in delivered
+    w.close()
+    assert len(calls) == 3

@@ -258,6 +258,52 @@ def test_daemon_restores_keys_when_partitions_are_assigned_and_at_start(tmp_path
     d2.close()
 
 
+def keys_checkpointed_one_after_another(tmp_path, keys):
+    """Each key checkpointed after 30 records of partition p0, the later ones written later."""
+    import os
+
+    store = CheckpointStore(tmp_path / "state")
+    p = Pipeline(MeanShiftFactory(), store=store)
+    for i, k in enumerate(keys):
+        p.process([Record(k, float(t), np.array([v]), ("p0", 100 * i + t)) for t, v in enumerate(step_series(30, 100))])
+        p.checkpoint()
+        os.utime(store.path(k), ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+    return store
+
+
+def test_a_start_restores_no_more_keys_than_max_keys_the_most_recently_checkpointed_first(tmp_path):
+    # every checkpointed key was loaded at start whatever max_keys said (359 keys and 600 MB more
+    # with max_keys = 20), only for the first batches to evict most of them again
+    keys = ["k0", "k1", "k2", "k3", "k4"]
+    keys_checkpointed_one_after_another(tmp_path, keys)
+    src = ListSource([Record("k0", 30.0, np.array([0.0]), ("p0", 500))])
+    src.static_partitions = {"p0"}
+    cfg = parse_config({"source": {"type": "stdin", "max_poll_records": 10},
+                        "pipeline": {"max_keys": 2},
+                        "checkpoint": {"dir": str(tmp_path / "state")}, "metrics": {"enabled": False}})
+    factory = MeanShiftFactory()
+    d = Daemon(cfg, factory=factory, source=src, sinks=[ListSink("null")], dead_letter=ListSink("null"))
+    d._setup()
+    assert sorted(d.pipeline.keys) == ["k3", "k4"] and factory.restored == 2
+    d.step()  # a key left on disk comes back on its first record, its state intact
+    assert d.pipeline.keys["k0"].count == 31 and factory.created == 0
+    d.close()
+
+
+def test_an_assignment_restores_only_into_the_room_max_keys_leaves(tmp_path):
+    keys_checkpointed_one_after_another(tmp_path, ["k0", "k1", "k2"])
+    src = ListSource([])
+    src.on_revoke = src.on_assign = None
+    cfg = parse_config({"source": {"type": "stdin"}, "pipeline": {"max_keys": 3},
+                        "checkpoint": {"dir": str(tmp_path / "state")}, "metrics": {"enabled": False}})
+    d = Daemon(cfg, factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")], dead_letter=ListSink("null"))
+    d._setup()
+    d.pipeline.process([Record(k, 0.0, np.array([0.0]), ("p9", i)) for i, k in enumerate(["x", "y"])])
+    src.on_assign({"p0"})
+    assert sorted(d.pipeline.keys) == ["k2", "x", "y"]
+    d.close()
+
+
 class LaggingSource(ListSource):
     """Three batches, then idle polls: the lag it reports is what is left of its records."""
 
