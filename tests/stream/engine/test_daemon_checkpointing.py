@@ -15,33 +15,8 @@ from ratiowatch.stream.engine.daemon import Daemon
 from ratiowatch.stream.engine.pipeline import ChangePointAdapter, Pipeline
 from ratiowatch.connectors.records import Record
 from fake_sinks import ListSink
+from fake_sources import ListSource
 from toy_detector import MeanShiftFactory, step_series
-
-
-class ListSource:
-    """A finite in-memory source that records its commits."""
-
-    def __init__(self, records, batch=10):
-        self.records = records
-        self.batch = batch
-        self.i = 0
-        self.exhausted = False
-        self.commits: list[dict[str, int]] = []
-        self.on_poll = None
-
-    def poll(self, max_records, timeout_s):
-        if self.on_poll is not None:
-            self.on_poll(self.i)
-        out = self.records[self.i:self.i + min(self.batch, max_records)]
-        self.i += len(out)
-        self.exhausted = self.i >= len(self.records)
-        return out
-
-    def commit(self, positions):
-        self.commits.append(dict(positions))
-
-    def close(self):
-        pass
 
 
 def records(n, keys=("a", "b")):

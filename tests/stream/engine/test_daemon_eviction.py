@@ -17,32 +17,8 @@ from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.stream.engine.config import parse_config
 from ratiowatch.stream.engine.daemon import Daemon
 from fake_sinks import ListSink
+from fake_sources import BatchSource
 from toy_detector import MeanShiftFactory, step_series
-
-
-class BatchSource:
-    """Hands out the given batches one per poll; ``on_poll(i)`` runs before batch ``i`` is handed out."""
-
-    def __init__(self, batches):
-        self.batches = batches
-        self.i = 0
-        self.exhausted = False
-        self.commits: list[dict[str, int]] = []
-        self.on_poll = None
-
-    def poll(self, max_records, timeout_s):
-        if self.on_poll is not None:
-            self.on_poll(self.i)
-        out = self.batches[self.i] if self.i < len(self.batches) else []
-        self.i += 1
-        self.exhausted = self.i >= len(self.batches)
-        return out
-
-    def commit(self, positions):
-        self.commits.append(dict(positions))
-
-    def close(self):
-        pass
 
 
 def config(tmp_path, **pipeline):
