@@ -23,9 +23,15 @@ from ratiowatch.stream.commands.cli import main
     (["novelty", "--lof-points", "0"], "ratiowatch bench novelty: --lof-points must be >= 100; got 0"),
 ])
 def test_a_bad_bench_option_is_refused_up_front_on_stderr(capsys, monkeypatch, argv, message):
-    import ratiowatch.stream.bench.common as common
+    import importlib
 
-    monkeypatch.setattr(common, "environment", lambda: pytest.fail("the benchmark started"))
+    # each command's own name for it too: a module first imported while only common's was patched
+    # kept the patch for good (`from .common import environment`), and a later test's run failed
+    modules = [importlib.import_module(f"ratiowatch.stream.bench.{name}")  # all imported before any patch
+               for name in ("common", "cpd", "daemon", "estimators", "novelty", "wsvm")]
+    for module in modules:
+        if hasattr(module, "environment"):
+            monkeypatch.setattr(module, "environment", lambda: pytest.fail("the benchmark started"))
     assert main(["bench", *argv, "--quick", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.strip() == message

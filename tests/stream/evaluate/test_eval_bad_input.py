@@ -413,7 +413,12 @@ def test_a_ctrl_c_swallowed_by_a_ctypes_callback_still_stops_the_run(tmp_path, c
 
     monkeypatch.setattr(offline, "replay", replay)
     root = write_tssb(tmp_path / "d", "a,10,50\nb,10,50\n", {n: [0.0] * 50 + [5.0] * 50 for n in "ab"})
-    assert main(["eval", "tssb", str(root), "--json"]) == 130
+    # as in a fresh process: a test that ran `ratiowatch run` in this one left the daemon's handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(["eval", "tssb", str(root), "--json"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip().splitlines()[-1] == "ratiowatch: interrupted"
