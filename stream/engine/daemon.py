@@ -200,15 +200,15 @@ class Daemon:
         # holds when the stop gives up on it
         self._held: dict[Any, deque[tuple[int, int]]] = {}
         # Evicting a key writes its checkpoint, which must not be ahead of that key's deliveries; it
-        # need not wait for anything else (other keys' alerts, the dead letters of bad input). So
-        # the batches that handed items over are numbered, each kept with its (worker, ticket)s
-        # until all are acknowledged, and each key remembers the last batch that handed over items
-        # of it (alerts, and its records rejected by the pipeline, which a restored key's replay
-        # gate would skip instead of dead-lettering them again).
-        self._batches = 0
-        self._unacked: deque[tuple[int, list[tuple[Any, int]]]] = deque()
-        self._key_batch: dict[str, int] = {}
-        self._key_batch_prune_at = 4096
+        # need not wait for anything else (other keys' alerts, the dead letters of other keys). So
+        # each key remembers, per sink, the ticket of the last items handed over for it (its
+        # alerts, and its records rejected by the pipeline, which a restored key's replay gate
+        # would skip instead of dead-lettering them again); a sink acknowledges its tickets in
+        # order, so the key's items are delivered once each sink's count has reached its ticket.
+        # (Numbering batches and waiting for every earlier one held a key whose own items were
+        # delivered behind another key's alert that a slow sink still held.)
+        self._key_tickets: dict[str, dict[Any, int]] = {}
+        self._key_tickets_prune_at = 4096
         self._idle_waiting: list[str] = []   # idle keys found and not evicted yet
         self._over_since: float | None = None  # since when more keys than max_keys are in memory
         self._over_warned = False
@@ -414,27 +414,24 @@ class Daemon:
         """Checkpoint and forget ``keys``; their checkpoints are counted like the periodic ones."""
         assert self.pipeline is not None
         n = self.pipeline.evict(keys)
-        kb = self._key_batch
+        kt = self._key_tickets
         for k in keys:
-            kb.pop(k, None)
+            kt.pop(k, None)
         if self.metrics is not None:
             self.metrics.checkpoints.inc(n)
 
-    def _acked_batch(self) -> int:
-        """The number of the last batch up to which everything handed over was acknowledged."""
-        q = self._unacked
-        while q and all(w.acked >= ticket for w, ticket in q[0][1]):
-            q.popleft()
-        return q[0][0] - 1 if q else self._batches
+    @staticmethod
+    def _delivered(tickets: dict[Any, int] | None) -> bool:
+        """Every sink acknowledged the items these tickets (sink -> last ticket) were handed over with."""
+        return tickets is None or all(w.acked >= t for w, t in tickets.items())
 
     def _evictable(self, keys: list[str]) -> list[str]:
         """Those of ``keys`` whose checkpoint may be written now: every sink acknowledged the items
         handed over for them, and the checkpoint in flight does not hold them (one writer of a
         key's checkpoint at a time)."""
-        done = self._acked_batch()
-        kb = self._key_batch
+        kt = self._key_tickets
         writing = self._inflight[1].keys if self._inflight is not None else ()
-        return [k for k in keys if kb.get(k, 0) <= done and k not in writing]
+        return [k for k in keys if k not in writing and self._delivered(kt.get(k))]
 
     def _hold_max_keys(self, max_keys: int, now: float) -> None:
         """Evict the least recently seen keys beyond ``max_keys``, passing over those that cannot be
@@ -724,15 +721,20 @@ class Daemon:
             for w in self.workers:
                 handed.append((w, self._hand_over(w, alerts, on_ack)))
         if handed:
-            self._batches += 1
-            seq = self._batches
-            self._unacked.append((seq, handed))
-            kb = self._key_batch
-            for a in alerts:
-                kb[a.key] = seq
-            for b in bad:
-                if b.key is not None:
-                    kb[b.key] = seq
+            kt = self._key_tickets
+            if alerts:
+                to_sinks = handed[-len(self.workers):] if self.workers else []
+                for a in alerts:
+                    tickets = kt.get(a.key)
+                    if tickets is None:
+                        kt[a.key] = dict(to_sinks)
+                    else:
+                        tickets.update(to_sinks)
+            if bad:
+                w, ticket = handed[0]  # the dead-letter sink's
+                for b in bad:
+                    if b.key is not None:
+                        kt.setdefault(b.key, {})[w] = ticket
         if m is not None:
             if n_rec:
                 m.records.inc(n_rec)
@@ -823,10 +825,9 @@ class Daemon:
                     self._idle_waiting = pipe.idle_keys(idle_s, now)
                 if self._idle_waiting:
                     self._evict_idle(idle_s, now)
-            if len(self._key_batch) > self._key_batch_prune_at:  # keys gone otherwise (revoked, fenced)
-                done = self._acked_batch()
-                self._key_batch = {k: b for k, b in self._key_batch.items() if b > done}
-                self._key_batch_prune_at = max(4096, 2 * len(self._key_batch))
+            if len(self._key_tickets) > self._key_tickets_prune_at:  # bounded: forget what was delivered
+                self._key_tickets = {k: t for k, t in self._key_tickets.items() if not self._delivered(t)}
+                self._key_tickets_prune_at = max(4096, 2 * len(self._key_tickets))
             if self._inflight is None and (pipe.items_since_checkpoint >= every_n or (
                     pipe.items_since_checkpoint and now - pipe.last_checkpoint >= every_s)):
                 self._checkpoint_async()

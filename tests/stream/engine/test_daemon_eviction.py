@@ -109,6 +109,31 @@ def test_a_key_whose_alerts_a_sink_still_holds_stays_in_memory_and_the_excess_is
     d.close()
 
 
+def test_keys_whose_own_items_were_delivered_leave_while_a_sink_holds_another_keys_alert(tmp_path):
+    # eviction waited for every earlier batch to be delivered: behind one alert that a slow sink
+    # held, keys whose own dead letters were delivered long ago stayed (41 keys with max_keys = 5)
+    batches = [changing("hot", 0)]
+    for i in range(8):  # each key's last record goes back in time: a dead letter of that key
+        off = 100 + 10 * i
+        batches.append(quiet(f"b{i}", off, t0=10) + [Record(f"b{i}", 0.0, np.array([0.0]), ("p0", off + 3))])
+    gate = threading.Event()
+    alerts, dead = ListSink("slow", gate=gate), ListSink("dead")
+    d = Daemon(config(tmp_path, max_keys=2), factory=MeanShiftFactory(), source=BatchSource(batches),
+               sinks=[alerts], dead_letter=dead)
+    d._setup()
+    seen = watch_keys(d)
+    for _ in batches:
+        d.run_for(1)
+        assert d.dead_letter_worker.wait(d.dead_letter_worker.issued, 10)  # its dead letters are delivered
+    assert d.stats["alerts"] == 1 and not alerts.items and len(dead.items) == 8
+    assert "hot" in d.pipeline.keys and len(d.pipeline.keys) <= 3, sorted(d.pipeline.keys)
+    assert max(len(keys) for keys in seen) <= 3, seen
+    store = CheckpointStore(tmp_path / "state")
+    assert store.load("hot") is None and store.load("b0")[1]["count"] == 3
+    gate.set()
+    d.close()
+
+
 class SteppedClock:
     """``monotonic()`` for the daemon and the pipeline: each poll is 10 s after the previous one."""
 
