@@ -417,10 +417,10 @@ def test_a_ctrl_c_swallowed_by_a_ctypes_callback_still_stops_the_run(tmp_path, c
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         assert main(["eval", "tssb", str(root), "--json"]) == 130
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
     finally:
         signal.signal(signal.SIGINT, previous)
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip().splitlines()[-1] == "ratiowatch: interrupted"
     assert "Exception ignored" not in captured.err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
