@@ -117,3 +117,53 @@ def slide_gram(ring, gram, vec_p, vec_q, head, n, y, sigma, d2_row):
     vec_p[slot] = sp
     vec_q[slot] = sq
     return new_head
+
+
+#: unit of the rounding bound of the maintained sums (machine epsilon, twice the unit roundoff)
+_EPS = 2.220446049250313e-16
+
+
+def sum_tolerance(n: int, pushes: int) -> float:
+    """Bound on the rounding error of a kernel sum maintained by :func:`slide_gram` over ``pushes``
+    slides since it was last summed afresh (:func:`window_sums`), for windows of ``n``.
+
+    Why this bound: every kernel value lies in [0, 1], so every partial result of a sum lies in
+    [-1, n + 1]; each rounding then errs by at most ``u (n + 1)`` (``u = eps / 2``). The fresh sum
+    makes ``n`` roundings, and a slide changes ``p`` and ``q`` by at most three more (a difference,
+    an addition, a subtraction). ``eps (n + 1) (n + 3 pushes + 2)`` is twice that count times the
+    per-rounding error, so a sum whose exact value (over the stored Gram entries) is 0 is stored
+    within it. Values below it are not told apart from 0 by the stored number; :func:`resum_small`
+    sums them afresh.
+    """
+    return _EPS * (n + 1.0) * (n + 3.0 * pushes + 2.0)
+
+
+@njit(cache=True)
+def resum_small(gram, vec_p, vec_q, head, n, tol):
+    """Re-sum from the Gram matrix every kernel sum whose stored magnitude is at most ``tol``
+    (:func:`sum_tolerance`); oldest slot ``head``. Returns the number of sums recomputed.
+
+    Add/subtract updates leave rounding residues (~1e-14, of either sign) in a sum whose terms are
+    all 0 (two windows out of kernel reach of each other), where a rebuild gives exactly 0, and a
+    sum of a few tiny terms can be swamped by residues of large terms that left it. Those sums are
+    the ones within ``tol`` of 0; each is recomputed in :func:`window_sums`' order, so it equals the
+    rebuild's value bit for bit (0 exactly when every term is 0: a sum of non-negative numbers).
+    Sums above ``tol`` keep their updated value (relative error at most the rounding bound over
+    their size). O(size) to scan plus O(n) per recomputed sum.
+    """
+    size = 2 * n
+    count = 0
+    for a in range(size):
+        if abs(vec_p[a]) <= tol:
+            s = 0.0
+            for t in range(n):
+                s += gram[(head + t) % size, a]
+            vec_p[a] = s
+            count += 1
+        if abs(vec_q[a]) <= tol:
+            s = 0.0
+            for t in range(n):
+                s += gram[(head + n + t) % size, a]
+            vec_q[a] = s
+            count += 1
+    return count

@@ -16,6 +16,18 @@ windows fill (and every solve after :meth:`set_params`, or every solve with ``wa
 cold start with the batch settings, so it reproduces :func:`ratiowatch.core.kliep.fit_kliep` on the same windows.
 Each score is ``mean log r`` over the numerator window (floored logs).
 
+Windows out of kernel reach of each other (every kernel value between them underflows to 0) leave
+``b = 0``: no ratio meets ``mean_de r = 1``, and KL(p || q) is infinite where q has no mass at p's
+samples. That is the largest change the windows can show, not an error, and both scores are then
+:data:`KL_NO_OVERLAP`, a finite ceiling (so thresholds, ``exceeds`` and score histories take it like
+any other score). Only a sigma below every pairwise distance (no kernel mass between any two samples,
+within a window or between them) is refused, with a ``ValueError``.
+
+The kernel sums are updated by additions and subtractions, which leave residues of ~1e-14 of either
+sign where every term is 0; a rebuild gives exact zeros. Every push re-sums the sums within the
+rounding bound of 0 (:func:`ratiowatch.core.gram_ring.resum_small`), so the "no overlap" decision and
+tiny sums are the rebuild's, bit for bit, whatever the number of pushes since the last refresh.
+
 The ascent stops short of the optimum (accept-if-improving steps on a fixed step schedule, as in the
 reference code), so warm and cold solves differ by that optimisation error, not by rounding. Measured
 on N(0, I) streams with a 0.7 mean shift, sigma = median distance, scores every step: warm minus cold
@@ -29,18 +41,31 @@ import numpy as np
 
 from numba import njit
 
-from .gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
+from .gram_ring import fill_gram, pair_sq_dists, resum_small, slide_gram, sum_tolerance, window_sums
 from .kliep import EPS_SCHEDULE, LOG_FLOOR_VALUE, MAX_ITER, kliep_ascent
 from .window_base import SlidingWindowPair
 
 _STATE_VERSION = 1
+
+#: both scores of windows with no kernel mass between them: ``-log(LOG_FLOOR_VALUE)`` (~690.8), the
+#: mirror of the log floor (a numerator point out of reach of every centre scores ``log(1e-300)``;
+#: here every numerator point is out of reach of every denominator point, a ratio of "1e300").
+#: Finite, so that ``exceeds``, ``_ratio``, the score history (median / MAD) and the threshold
+#: pools of the detector take it (+inf fails ``exceeds``, so a maximal change would never alarm; NaN
+#: would be dropped). Far above what windows that still overlap score: at most ~10 in the step
+#: before the windows separate on a stream of N(0, I) with a shift (n = 50, d = 3, a 40-sd shift at sigma 1.5;
+#: tests/core/test_kliep_window.py), and any nonzero kernel value is at least exp(-230) (the flush
+#: level of :mod:`ratiowatch.core.kernels`).
+KL_NO_OVERLAP = float(-np.log(LOG_FLOOR_VALUE))
 
 
 @njit(cache=True)
 def _solve_direction(gram, vec_den, idx, alpha_slots, fresh, n, eps_schedule, max_iter, floor):
     """KLIEP with numerator/centre slots ``idx``; updates ``alpha_slots`` there. Returns the score.
 
-    Returns NaN when every denominator kernel value underflows (sigma far too small).
+    Returns +inf when every denominator kernel sum is exactly 0 (no kernel mass between the windows;
+    the caller decides what that means); the coefficients there are then reset to the cold start's 1
+    and marked fresh.
     """
     a = np.empty((n, n))
     bvec = np.empty(n)
@@ -57,8 +82,11 @@ def _solve_direction(gram, vec_den, idx, alpha_slots, fresh, n, eps_schedule, ma
         if not fresh[ir]:
             total += alpha_slots[ir]
             kept += 1
-    if not (bb > 0.0):
-        return np.nan
+    if not (bb > 0.0):  # exact: the sums are re-summed near 0 (resum_small), so 0 means no term
+        for r in range(n):
+            alpha_slots[idx[r]] = 1.0
+            fresh[idx[r]] = True
+        return np.inf
     start = total / kept if kept > 0 else 1.0
     for r in range(n):
         ir = idx[r]
@@ -150,8 +178,14 @@ class TwoWindowKLIEP(SlidingWindowPair):
         slot, mid = self._head, (self._head + self.n) % size
         self._fresh_p[mid] = True   # joins the past problem
         self._fresh_c[slot] = True  # the new sample joins the current problem
-        return slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, self._head, self.n, y, self.sigma,
-                          self._d2_row)
+        head = slide_gram(self._ring, self._gram, self._vec_p, self._vec_q, self._head, self.n, y, self.sigma,
+                           self._d2_row)
+        self._resum_small(head, self._since_refresh + 1)
+        return head
+
+    def _resum_small(self, head: int, pushes: int) -> None:
+        """Sums within rounding of 0 re-summed exactly (see the module docstring)."""
+        resum_small(self._gram, self._vec_p, self._vec_q, head, self.n, sum_tolerance(self.n, pushes))
 
     def _refresh_sums(self) -> None:
         window_sums(self._gram, self._vec_p, self._vec_q, self._head, self.n)
@@ -173,7 +207,13 @@ class TwoWindowKLIEP(SlidingWindowPair):
 
 
     def scores(self) -> tuple[float, float]:
-        """``(KL(past || current), KL(current || past))``: ``mean log r`` over the numerator window."""
+        """``(KL(past || current), KL(current || past))``: ``mean log r`` over the numerator window.
+
+        Windows with no kernel mass between them score :data:`KL_NO_OVERLAP` in both directions (a
+        maximal change; the incremental state and a rebuild agree on it exactly). Raises
+        ``ValueError`` only when sigma is below every pairwise distance of the samples (every kernel
+        value off the diagonal underflows, within the windows too).
+        """
         self._require_ready()
         past, cur = self._slots()
         if self._cold or not self.warm_start:
@@ -186,9 +226,15 @@ class TwoWindowKLIEP(SlidingWindowPair):
                                self.eps_schedule, iters, LOG_FLOOR_VALUE)
         kl2 = _solve_direction(self._gram, self._vec_p, cur, self._alpha_c, self._fresh_c, self.n,
                                self.eps_schedule, iters, LOG_FLOOR_VALUE)
-        if not (np.isfinite(kl1) and np.isfinite(kl2)):
-            raise ValueError(f"sigma={self.sigma:g} is too small for these windows: every kernel value between "
-                             "the windows underflows to 0; use a larger sigma")
+        if kl1 == np.inf or kl2 == np.inf:  # no kernel mass between the windows (exact, see _slide)
+            if np.count_nonzero(self._gram) == 2 * self.n:  # only the unit diagonal survives
+                raise ValueError(f"sigma={self.sigma:g} is too small for these windows: every kernel value "
+                                 "between any two samples underflows to 0; use a larger sigma")
+            self._cold = True  # no coefficients to warm-start from
+            return (KL_NO_OVERLAP if kl1 == np.inf else float(kl1),
+                    KL_NO_OVERLAP if kl2 == np.inf else float(kl2))
+        if not (np.isfinite(kl1) and np.isfinite(kl2)):  # not expected: the ascent rejects NaN steps
+            raise ValueError(f"the KLIEP solve gave a non-finite score ({kl1}, {kl2})")
         self._cold = False
         return float(kl1), float(kl2)
 
@@ -247,4 +293,6 @@ class TwoWindowKLIEP(SlidingWindowPair):
             if arr.shape != (size,):
                 raise ValueError(f"state field {name!r} has shape {arr.shape}, expected {(size,)}")
             setattr(obj, "_" + name, arr.astype(np.bool_))
+        if obj.ready:  # a checkpoint from before the re-summing may hold residues; idempotent otherwise
+            obj._resum_small(obj._head, obj._since_refresh)
         return obj

@@ -34,6 +34,45 @@ def rulsif_window_score(gram: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: f
 
 
 
+def kliep_direction(x_nu, x_de, sigma, eps_schedule=10.0 ** np.arange(3, -4, -1), max_iter=100, floor=1e-300):
+    """KLIEP ``mean log r`` over ``x_nu`` with centres = ``x_nu`` (as core.kliep_window), by the
+    projected gradient ascent of Sugiyama et al. (accept-if-improving steps on a fixed schedule), in
+    plain numpy. Kernel values at exponents <= -230 are 0 (the package's flush convention). Returns
+    +inf when every denominator kernel mean is 0 (no kernel mass between the samples: KL unbounded).
+    """
+    x_nu, x_de = np.asarray(x_nu, dtype=np.float64), np.asarray(x_de, dtype=np.float64)
+
+    def kern(x, c):
+        e = -((x[:, None, :] - c[None, :, :]) ** 2).sum(-1) / (2 * sigma * sigma)
+        return np.where(e > -230.0, np.exp(e), 0.0)
+
+    a_mat, b = kern(x_nu, x_nu), kern(x_de, x_nu).mean(axis=0)
+    if not b @ b > 0:
+        return math.inf
+    c = b / (b @ b)
+
+    def project(al):
+        al = np.maximum(al + (1.0 - b @ al) * c, 0.0)
+        s = b @ al
+        return al / s if s > 0 and np.isfinite(s) else None
+
+    def objective(al):
+        return float(np.mean(np.log(np.maximum(a_mat @ al, floor))))
+
+    alpha = project(np.ones(len(x_nu)))
+    score = objective(alpha)
+    for eps in eps_schedule:
+        for _ in range(max_iter):
+            cand = project(alpha + eps * a_mat.T @ (1.0 / np.maximum(a_mat @ alpha, floor)))
+            if cand is None:
+                break
+            new = objective(cand)
+            if not new > score:
+                break
+            alpha, score = cand, new
+    return score
+
+
 def split_profile(x, splits, width, stride, n_centres=32, sigma_factor=0.5, alpha=0.1, lam=1e-3, max_dims=16,
                   order=None):
     """Scaled symmetric RuLSIF PE at each split, every split fitted from scratch (core.split_profile).

@@ -11,9 +11,10 @@ import json
 import numpy as np
 import pytest
 
+from naive import kliep_direction
 from ratiowatch.core.kernels import gauss_kernel
-from ratiowatch.core.kliep import fit_kliep
-from ratiowatch.core.kliep_window import TwoWindowKLIEP
+from ratiowatch.core.kliep import LOG_FLOOR_VALUE, fit_kliep
+from ratiowatch.core.kliep_window import KL_NO_OVERLAP, TwoWindowKLIEP
 
 
 def _stream(rng, steps, dim):
@@ -148,3 +149,86 @@ def test_bad_input_is_rejected():
         st.push([v])
     with pytest.raises(ValueError, match="too small"):
         st.scores()  # no kernel value between the windows survives
+
+
+def _separated_stream(seed, n, dim):
+    """A separating stream: 300 draws of N(0, I), n shifted by +40, n of N(0, I) again. At sigma
+    1.5 the shifted block has no kernel mass with the others (exponents below -350)."""
+    rng = np.random.default_rng(seed)
+    return np.r_[rng.normal(size=(300, dim)), rng.normal(size=(n, dim)) + 40.0, rng.normal(size=(n, dim))]
+
+
+def _rebuilt(st):
+    out = TwoWindowKLIEP.from_state(st.to_state())
+    out.refresh()
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_incremental_state_and_a_rebuild_agree_across_a_separation(seed):
+    # the add/subtract updates left +-1e-14 in sums that are exactly 0, which counted as overlap:
+    # the incremental state scored (35.7, 35.9) where a rebuild of the same windows raised
+    n, dim, sigma = 50, 3, 1.5
+    st = TwoWindowKLIEP(dim, n, sigma)
+    inc, reb = [], []
+    for t, y in enumerate(_separated_stream(seed, n, dim)):
+        st.push(y)
+        if st.ready and (t % 7 == 0 or t >= 340):  # every step from 340: windows separate at 349 and 399
+            inc.append(st.scores())
+            reb.append(_rebuilt(st).scores())
+    inc, reb = np.array(inc), np.array(reb)
+    assert np.array_equal(inc == KL_NO_OVERLAP, reb == KL_NO_OVERLAP)
+    assert (inc == KL_NO_OVERLAP).all(axis=1).sum() == 2  # steps 349 and 399
+    np.testing.assert_allclose(inc, reb, rtol=1e-10, atol=1e-10)
+    # the final windows (shifted block vs N(0, I)) share no kernel mass: exact zeros, both ways
+    past, cur = st._slots()
+    assert st._since_refresh > 0
+    assert np.all(st._vec_q[past] == 0.0) and np.all(st._vec_p[cur] == 0.0)
+    assert st.scores() == (KL_NO_OVERLAP, KL_NO_OVERLAP)
+
+
+def test_windows_without_overlap_score_the_finite_ceiling_and_keep_a_valid_state():
+    n, dim, sigma = 50, 3, 1.5
+    for warm in (False, True):
+        st = TwoWindowKLIEP(dim, n, sigma, warm_start=warm)
+        for y in _separated_stream(0, n, dim):
+            st.push(y)
+        kl = st.scores()
+        assert kl == (KL_NO_OVERLAP, KL_NO_OVERLAP)
+        assert KL_NO_OVERLAP == pytest.approx(-np.log(LOG_FLOOR_VALUE)) and np.isfinite(KL_NO_OVERLAP)
+        a_past, a_cur = st.coefficients()
+        assert np.all(np.isfinite(a_past)) and np.all(np.isfinite(a_cur))
+        restored = TwoWindowKLIEP.from_state(st.to_state())  # finite arrays: the checkpoint loads
+        assert restored.scores() == kl
+        # far above what overlapping windows score; the windows overlap again a push later
+        rng = np.random.default_rng(9)
+        for y in rng.normal(size=(n, dim)):
+            st.push(y)
+            assert max(st.scores()) < 50.0
+
+
+def test_a_sigma_below_every_distance_still_raises_but_a_separation_does_not():
+    st = TwoWindowKLIEP(1, 3, 1e-3)  # within-window distances of 1 underflow too
+    for v in [0.0, 1.0, 2.0, 100.0, 200.0, 300.0]:
+        st.push([v])
+    with pytest.raises(ValueError, match="too small"):
+        st.scores()
+    st = TwoWindowKLIEP(1, 3, 0.5)  # the same windows at a sigma that reaches within each window
+    for v in [0.0, 0.5, 1.0, 100.0, 100.5, 101.0]:
+        st.push([v])
+    assert st.scores() == (KL_NO_OVERLAP, KL_NO_OVERLAP)
+
+
+def test_scores_equal_a_plain_numpy_kliep_through_a_separation():
+    n, dim, sigma = 50, 3, 1.5
+    st = TwoWindowKLIEP(dim, n, sigma)
+    checked = 0
+    for t, y in enumerate(_separated_stream(1, n, dim)):
+        st.push(y)
+        if st.ready and (t % 25 == 0 or t >= 390):
+            p, c = st.past(), st.current()
+            ref = [kliep_direction(p, c, sigma), kliep_direction(c, p, sigma)]
+            ref = [KL_NO_OVERLAP if r == np.inf else r for r in ref]
+            np.testing.assert_allclose(st.scores(), ref, rtol=1e-9, atol=1e-9)
+            checked += 1
+    assert checked > 10 and ref == [KL_NO_OVERLAP, KL_NO_OVERLAP]
