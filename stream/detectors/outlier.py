@@ -14,7 +14,8 @@ Two detectors share this idea:
   where the batch has points the reference lacks; with the reference in the denominator the fit is
   defined even for a batch of one point), and returns the ratio at the rows of ``X``: higher = more
   normal. ``decision_function`` subtracts the threshold learned at fit time (the ``contamination``
-  quantile of cross-validated reference scores), ``predict`` returns +1 (inlier) / -1 (outlier).
+  quantile of held-out reference scores, each fold of the reference scored as a new batch against
+  the rest), ``predict`` returns +1 (inlier) / -1 (outlier).
 * :class:`~ratiowatch.stream.detectors.outlier_stream.StreamingOutlierDetector` (its own module): the
   streaming counterpart, a river anomaly detector over a bounded, self-cleaning reference buffer.
 
@@ -191,8 +192,9 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     n_select : int
         Subsample size per side for ``sigma="cv"``.
     contamination : float in (0, 0.5]
-        Fraction of the training samples that ``predict`` flags: :attr:`offset_` is that quantile
-        of the training samples' cross-fitted scores (:attr:`train_scores_`).
+        Fraction of new inliers (and of the training samples) that ``predict`` flags:
+        :attr:`offset_` is that quantile of the training samples' held-out scores
+        (:attr:`train_scores_`), which are on the scale of new samples' scores.
     seed : int
         Drives the centre subset and the subsamples.
 
@@ -203,8 +205,10 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     sigma_ : float or None
         Kernel width fixed at fit time (None with ``sigma="cv"``: chosen per ratio fit).
     train_scores_ : ndarray of shape (n_samples,)
-        Cross-fitted ratios of the training samples: each half scored by a ratio fitted on the
-        other half (a fit scoring its own centres would be biased high).
+        Held-out ratios of the training samples, ``N_FOLDS``-fold: the rows of fold ``k`` are
+        scored as a new batch is, by the ratio with the other folds as numerator and the other
+        folds + fold ``k`` as denominator (see Notes). ``score_samples`` returns them for training
+        rows.
     offset_ : float
         Ratio below which a sample is an outlier: the ``contamination`` quantile of ``train_scores_``.
     n_features_in_ : int
@@ -215,9 +219,31 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     makes the ratio dip where ``X`` has points the reference lacks, and with the reference in the
     denominator the fit is defined even for a batch of one point. A point's score therefore depends
     (weakly) on the batch it is scored with (the transductive protocol of Hido et al. 2011): score a
-    whole batch at once. A batch made only of training rows (any order, any subset) gets their
-    cross-fitted scores :attr:`train_scores_`, so ``fit_predict(X)`` flags the ``contamination``
-    share of ``X``.
+    whole batch at once.
+
+    Threshold. A new batch ``X`` is scored by ``r = fit(num = R, den = R + X)`` at ``X``, with
+    ``R`` the reference. :attr:`offset_` must be a quantile of scores made *the same way*, or it
+    sits on another scale (with a narrow kernel the ratio of a row that is itself a centre is far
+    above a new inlier's; a half split scored by a fit on the other half gave reference scores of
+    2-3 where new 1-D inliers score about 1, and every new inlier was flagged). So the reference is
+    cut into ``N_FOLDS`` random folds ``F_k`` and
+
+    ``train_scores_[F_k] = fit(num = R \\ F_k, den = (R \\ F_k) + F_k)`` at ``F_k``,
+
+    each fold a small batch (a tenth) that is not part of the fit, against a reference of 90 % of
+    ``R``: the score of a new inlier with the reference one fold smaller.
+    ``offset_ = quantile(train_scores_, contamination)``, so about ``contamination`` of new
+    inliers are flagged, in any dimension and for a batch of 1 row as of 1000.
+
+    Training rows. A batch made only of training rows (``-0.0`` and ``0.0`` alike; any order or
+    subset) gets their held-out scores :attr:`train_scores_`: their ratio in a fit of which they
+    are centres would be biased high, and ``fit_predict(X)`` would flag almost nothing; with the
+    held-out scores it flags the ``contamination`` share of ``X`` and equals
+    ``fit(X).predict(X)``. A batch that mixes training rows with new ones is scored as a whole,
+    transductively, like any other batch. As held-out and new scores are made the same way, a
+    training row and a point next to it score alike, except where the row itself is the
+    reference's only support (a lone row in the tails), which a held-out score rightly calls
+    unusual.
 
     Examples
     --------
@@ -251,6 +277,8 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
 
     #: fewest training samples (the local scale looks at up to 10 neighbours)
     MIN_SAMPLES = 10
+    #: folds of the held-out training scores (:attr:`train_scores_`): each a tenth of the reference
+    N_FOLDS = 10
 
     # --- helpers -------------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -329,24 +357,28 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         ref = self._validate(X, reset=True)
         self.reference_ = ref
         self.sigma_ = self._width(ref)
-        self._rows = {row.tobytes(): i for i, row in enumerate(ref)}
-        self.train_scores_ = self._cross_fitted(ref)
+        self._rows = {key: i for i, key in enumerate(_row_keys(ref))}
+        self.train_scores_ = self._held_out(ref)
         self.offset_ = float(np.quantile(self.train_scores_, float(self.contamination)))
         return self
 
-    def _cross_fitted(self, ref: np.ndarray) -> np.ndarray:
-        """Held-out ratios of the reference rows: each half scored by a ratio fitted on the other.
+    def _held_out(self, ref: np.ndarray) -> np.ndarray:
+        """Held-out ratios of the reference rows, each fold scored as a new batch against the rest.
 
-        A fit scoring its own numerator rows sees each of them at a centre, so their ratio is
-        biased high (with a narrow kernel, far above any new inlier's); held-out scores are not.
+        ``out[F_k] = fit(num = R \\ F_k, den = (R \\ F_k) + F_k).ratio(F_k)``: :meth:`_ratio`'s
+        protocol with ``R \\ F_k`` as reference and the fold as the batch (class Notes). A fit
+        scoring its own numerator rows sees each of them at a centre, so their ratio is biased high
+        (with a narrow kernel, far above any new inlier's); held-out scores are not.
         """
-        perm = make_rng(int(self.seed)).permutation(ref.shape[0])
-        half = ref.shape[0] // 2
-        ia, ib = np.sort(perm[:half]), np.sort(perm[half:])
-        a, b = ref[ia], ref[ib]
-        out = np.empty(ref.shape[0])
-        out[ib] = self._fit_ratio(a, np.vstack([a, b]), self.sigma_, int(self.seed)).ratio(b)
-        out[ia] = self._fit_ratio(b, np.vstack([b, a]), self.sigma_, int(self.seed) + 1).ratio(a)
+        n = ref.shape[0]
+        folds = np.array_split(make_rng(int(self.seed)).permutation(n), min(int(self.N_FOLDS), n))
+        out = np.empty(n)
+        for fold in folds:  # N_FOLDS ratio fits, not a loop over samples
+            fold = np.sort(fold)
+            rest = np.ones(n, dtype=bool)
+            rest[fold] = False
+            a, b = ref[rest], ref[fold]
+            out[fold] = self._fit_ratio(a, np.vstack([a, b]), self.sigma_, int(self.seed)).ratio(b)
         if not np.all(np.isfinite(out)):
             raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
         return out
@@ -360,12 +392,15 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
         """Density ratio at the rows of ``X`` (higher = more normal, about 1 for typical inliers).
 
         Denominator = reference + ``X``: the batch is scored transductively, as in the papers.
+        A batch made only of training rows (``-0.0`` and ``0.0`` alike) gets their held-out
+        scores :attr:`train_scores_` (class Notes); any other batch is scored as a whole, the rows
+        it shares with the reference included.
         """
         self._check_fitted()
         x = self._validate(X, reset=False)
-        idx = [self._rows.get(row.tobytes()) for row in x]
-        if all(i is not None for i in idx):  # rows of the reference itself: their held-out scores
-            return self.train_scores_[np.array(idx, dtype=np.int64)]
+        idx = np.array([self._rows.get(key, -1) for key in _row_keys(x)], dtype=np.int64)
+        if (idx >= 0).all():  # training rows only: no fit needed
+            return self.train_scores_[idx]
         return self._ratio(x)
 
     def decision_function(self, X) -> np.ndarray:
@@ -375,6 +410,12 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """+1 for inliers, -1 for outliers (scikit-learn's convention)."""
         return np.where(self.decision_function(X) < 0.0, -1, 1)
+
+
+def _row_keys(x: np.ndarray) -> list:
+    """Hashable keys of the rows of ``x``, equal for equal rows (``x + 0.0`` maps -0.0 to 0.0)."""
+    rows = np.ascontiguousarray(x + 0.0)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
 
 
 def _plain_validate(est, X, reset: bool) -> np.ndarray:  # pragma: no cover - without scikit-learn

@@ -14,6 +14,7 @@ The class docstring has a runnable example.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import warnings
@@ -278,6 +279,30 @@ def _check_spread(ref: np.ndarray) -> None:
                          "(multiply them by a constant, or standardise them)")
 
 
+#: dict keys a :class:`StreamingOutlierDetector` takes as feature names: they are kept in its
+#: checkpoints (JSON) and come back as keys that match the same dicts
+KEY_TYPES = "str, int (numpy integers included) or tuples of these"
+
+
+def _feature_key(k):
+    """A dict key as the detector keeps it: numpy integers become ``int`` (equal, same hash, so the
+    same dicts match), tuples are checked element by element; any other type is refused, as a
+    checkpoint could not give it back."""
+    if isinstance(k, str):
+        return str(k)
+    if isinstance(k, (int, np.integer)):
+        return int(k)
+    if isinstance(k, tuple):
+        return tuple(_feature_key(e) for e in k)
+    raise ValueError(f"x has the key {k!r} of type {type(k).__name__}; feature names must be {KEY_TYPES} "
+                     "(a checkpoint could not restore other keys): rename the features, e.g. with str(key)")
+
+
+def _decode_key(k):
+    """A feature name read back from a checkpoint's JSON: lists (JSON's tuples) become tuples again."""
+    return tuple(_decode_key(e) for e in k) if isinstance(k, list) else k
+
+
 class FeatureSetWarning(UserWarning):
     """A dict sample's keys differ from the features the detector learned (see the input policy)."""
 
@@ -337,7 +362,13 @@ class StreamingOutlierDetector(AnomalyDetector):
     follows a documented policy, with a :class:`FeatureSetWarning`: a new key is left out (the
     fitted model has no dimension for it); a missing key is never filled in: ``score_one`` scores
     the sample on the features it has and ``learn_one`` skips it. ``process`` takes an (n, d)
-    array whose columns follow the learned order (sorted keys, or positions).
+    array whose columns follow the learned order (sorted keys, or positions). Dict keys must be
+    str, int (numpy integers included) or tuples of these, so that a checkpoint gives back keys
+    that match the same dicts; other keys are refused at the first sample with a ``ValueError``.
+
+    Updates are all or nothing: when a refit refuses the reference (a ``ValueError``: e.g. points
+    that differ by less than float64 can resolve), the call learns nothing and leaves the detector
+    as it was, so it learns again once the data can be fitted.
 
     Examples
     --------
@@ -461,7 +492,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         if isinstance(x, dict):
             if not x:
                 raise ValueError("x is an empty dict; a sample needs at least one feature")
-            self._features = sorted(x.keys(), key=str)
+            self._features = sorted((_feature_key(k) for k in x.keys()), key=str)
             self._keyed = True
         else:
             v = self._array(x)
@@ -592,14 +623,57 @@ class StreamingOutlierDetector(AnomalyDetector):
         """Score every row of ``X`` in order (each before it is learned); learn it when ``learn``.
 
         Equivalent to ``score_one`` then ``learn_one`` per row, without the per-row dict cost.
+        All or nothing: when a refit refuses the reference (a ``ValueError``, e.g. a spread too
+        small for float64), no row of ``X`` is learned and the detector is left exactly as it was
+        before the call, so it learns again as soon as it is given data it can fit.
         """
-        if self._dim == 0:
+        fresh = self._dim == 0
+        if fresh:
             x0 = _check_magnitude(as_samples(X, "X", min_samples=1))  # before the features are fixed
+            features, keyed = self._features, self._keyed
             self._allocate(x0.shape[1])
             if self._features is None:
                 self._features = list(range(x0.shape[1]))
                 self._keyed = False
-        xs = _check_magnitude(as_samples(X, "X", min_samples=1, dim=self._dim))
+        try:
+            xs = _check_magnitude(as_samples(X, "X", min_samples=1, dim=self._dim))
+            # only a refit can refuse rows: keep a copy of the state when one may run in this call
+            if not learn:
+                snap = None
+            elif self._fitted:
+                snap = self._snapshot() if self._since_refit + xs.shape[0] >= int(self.refit_every) else None
+            else:
+                snap = self._snapshot() if int(self._ref_state[0]) + xs.shape[0] >= int(self.warmup) else None
+        except BaseException:
+            if fresh:
+                self._dim, self._features, self._keyed = 0, features, keyed
+            raise
+        try:
+            return self._process(xs, learn)
+        except BaseException:
+            if snap is not None:
+                self._restore(snap)
+            if fresh:  # the features this call fixed are unfixed again
+                self._dim, self._features, self._keyed = 0, features, keyed
+            raise
+
+    #: the mutable state of a detector with fixed features (arrays, then scalars); see _snapshot
+    _STATE_SCALARS = ("_fitted", "_sigma", "_lam", "_n_learned", "_since_refit")
+
+    def _snapshot(self) -> tuple:
+        """Copies of everything :meth:`_process` may change, for :meth:`_restore`."""
+        arrays = {k: getattr(self, k).copy() for k in self._ARRAYS + self._REBUILT}
+        scalars = {k: getattr(self, k, 0) for k in self._STATE_SCALARS}
+        return arrays, scalars, copy.deepcopy(self._rng.bit_generator.state)
+
+    def _restore(self, snap: tuple) -> None:
+        arrays, scalars, rng_state = snap
+        for k, v in {**arrays, **scalars}.items():
+            setattr(self, k, v)
+        self._rng.bit_generator.state = rng_state
+
+    def _process(self, xs: np.ndarray, learn: bool) -> np.ndarray:
+        """:meth:`process` on validated rows (no rollback)."""
         out = np.zeros(xs.shape[0])
         t = 0
         while t < xs.shape[0]:
@@ -728,7 +802,8 @@ class StreamingOutlierDetector(AnomalyDetector):
         state, meta = open_checkpoint(state, cls.__name__)
         state_version(meta, cls.__name__, readable=(STATE_VERSION,), unversioned=1)
         det = cls(**checkpoint_params(meta, cls))
-        det._features = meta["features"]
+        # JSON writes a tuple key as a list, which cannot be a key: every list was a tuple
+        det._features = None if meta["features"] is None else [_decode_key(f) for f in meta["features"]]
         det._keyed = bool(meta.get("keyed", True))
         if meta["dim"]:
             det._allocate(int(meta["dim"]))

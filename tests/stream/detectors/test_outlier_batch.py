@@ -241,3 +241,52 @@ def test_lcv_is_the_default_width_and_the_others_remain():
         det = DensityRatioOutlierDetector(sigma=sigma, n_centres=100, seed=0).fit(ref)
         assert roc_auc_score(y, -det.score_samples(ev)) > 0.75
     assert DensityRatioOutlierDetector().sigma == "lcv"
+
+
+# --- the threshold is on the scale of new samples' scores ----------------------------------------
+@pytest.mark.parametrize("d, n, seed", [(1, 100, 1), (1, 300, 2), (1, 1000, 0), (2, 300, 0), (3, 300, 1)])
+def test_fresh_inliers_are_flagged_at_about_the_contamination_rate_in_any_batch(d, n, seed):
+    # once offset_ (from half-split scores of 2-3) sat above every 1-D inlier's score (about 1):
+    # 58-100 % of fresh inliers flagged one at a time, and predict([[0], [8]]) gave [-1, -1]
+    rng = np.random.default_rng(seed)
+    det = DensityRatioOutlierDetector(contamination=0.05, seed=0).fit(rng.normal(size=(n, d)))
+    one_at_a_time = np.array([det.predict(rng.normal(size=(1, d)))[0] for _ in range(20)])
+    assert np.mean(one_at_a_time == -1) <= 0.2
+    tens = det.predict(rng.normal(size=(10, d)))
+    assert np.mean(tens == -1) <= 0.3
+    thousand = det.predict(rng.normal(size=(1000, d)))
+    assert 0.003 <= np.mean(thousand == -1) <= 0.15
+    far = np.zeros((2, d))
+    far[1, 0] = 8.0
+    assert det.predict(far).tolist() == [1, -1]
+
+
+def test_held_out_training_scores_are_folds_scored_as_new_batches():
+    from ratiowatch.core.validation import make_rng
+
+    rng = np.random.default_rng(3)
+    ref = rng.normal(size=(120, 2))
+    det = DensityRatioOutlierDetector(n_centres=60, seed=4).fit(ref)
+    folds = np.array_split(make_rng(4).permutation(120), det.N_FOLDS)
+    for fold in folds:
+        fold = np.sort(fold)
+        rest = np.setdiff1d(np.arange(120), fold)
+        # a detector whose reference is the other folds scores the fold as a new batch
+        other = DensityRatioOutlierDetector(n_centres=60, seed=4).fit(ref[rest])
+        other.sigma_ = det.sigma_
+        np.testing.assert_allclose(det.train_scores_[fold], other.score_samples(ref[fold]), rtol=1e-12)
+    assert det.offset_ == np.quantile(det.train_scores_, det.contamination)
+
+
+def test_a_training_row_scores_the_same_whatever_its_bytes():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 2))
+    X[0] = [0.0, 0.5]
+    det = DensityRatioOutlierDetector(seed=0).fit(X)
+    own = det.score_samples([[0.0, 0.5]])[0]
+    assert det.score_samples([[-0.0, 0.5]])[0] == own  # -0.0 is the same point
+    moved = det.score_samples([[1e-12, 0.5]])[0]  # a new point next to it: scored as new, same scale
+    assert 0.75 < moved / own < 1.33  # once 3.30 vs 1.08
+    # a batch mixing training rows with a new row is scored as a whole, like any batch
+    batch = np.vstack([X[:5], [[0.1, 0.1]]])
+    np.testing.assert_array_equal(det.score_samples(batch), det._ratio(batch))

@@ -480,3 +480,70 @@ def test_a_constant_stream_is_no_tiny_spread():
     det = StreamingOutlierDetector(**SMALL)
     scores = det.process(np.full((200, 2), 1e-300))
     assert np.all(np.isfinite(scores))
+
+
+def _same_state(a, b):
+    sa, sb = a.to_state(), b.to_state()
+    assert sa.keys() == sb.keys()
+    assert json.loads(sa["meta"]) == json.loads(sb["meta"])
+    for k in sa:
+        if k != "meta":
+            np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
+def test_a_refused_refit_changes_nothing_and_the_detector_learns_again_on_good_data():
+    # once the refit raised after _since_refit was counted: every later learn_one re-ran the
+    # failing refit and learned nothing (2000 of 2000 failed), and rows before it were learned
+    rng = np.random.default_rng(0)
+    det = StreamingOutlierDetector(**{**SMALL, "max_reject_rate": 0.01})
+    det.process(rng.normal(size=(150, 2)))
+    tiny = 1e-155 * rng.normal(size=(400, 2))
+    refused = 0
+    for row in tiny:
+        before = copy.deepcopy(det)
+        try:
+            det.learn_one(list(row))
+        except ValueError as exc:
+            assert "rescale the values" in str(exc)
+            refused += 1
+            _same_state(det, before)  # all or nothing
+    assert refused > 0
+    # a block whose last rows make the refit fail: none of its rows is learned
+    before = copy.deepcopy(det)
+    with pytest.raises(ValueError, match="underflow"):
+        det.process(np.vstack([rng.normal(size=(1, 2)) * 1e-155, tiny[:80]]))
+    _same_state(det, before)
+    # good data again: every sample is learned, refits included
+    n = det._n_learned
+    good = rng.normal(size=(300, 2))
+    for row in good:
+        det.learn_one(list(row))
+    assert det._n_learned == n + 300 and det._since_refit < SMALL["refit_every"]
+    assert det.score_one([8.0, 8.0]) > det.score_one([0.0, 0.0])
+
+
+def test_numpy_integer_and_tuple_keys_survive_a_checkpoint(tmp_path):
+    x, _ = stream(200, d=2)
+    probe = [8.0, 0.5]
+    for make in (lambda j: np.int64(j), lambda j: ("cpu", j), lambda j: ("a", (np.int32(j), "b"))):
+        det = StreamingOutlierDetector(**SMALL)
+        for row in x:
+            det.learn_one({make(j): v for j, v in enumerate(row)})
+        sample = {make(j): v for j, v in enumerate(probe)}
+        det.save(tmp_path / "ckpt")  # np.int64 keys once raised TypeError (not JSON serializable)
+        for twin in (StreamingOutlierDetector.load(tmp_path / "ckpt"),
+                     StreamingOutlierDetector.from_state(det.to_state())):
+            # tuple keys once came back as lists: the restored detector refused the same dicts
+            assert twin.score_one(sample) == det.score_one(sample)
+            twin.learn_one(sample)
+            det2 = copy.deepcopy(det)
+            det2.learn_one(sample)
+            _same_state(twin, det2)
+
+
+@pytest.mark.parametrize("key", [1.5, frozenset({1}), None, ("a", 2.5)])
+def test_dict_keys_a_checkpoint_cannot_restore_are_refused_at_the_first_sample(key):
+    det = StreamingOutlierDetector(**SMALL)
+    with pytest.raises(ValueError, match=r"feature names must be str, int .* or tuples of these"):
+        det.learn_one({key: 1.0, "b": 2.0})
+    assert det._features is None  # nothing was fixed: the detector still takes a first sample
