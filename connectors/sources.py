@@ -76,8 +76,10 @@ class _LineParser:
         row = next(csv.reader(io.StringIO(decode_text(text))))
         if len(row) != len(self.header):
             raise RecordError("malformed_json", f"CSV row has {len(row)} fields, header has {len(self.header)}")
+        # arrival order counts data records as JSON lines count theirs: the header line is not one
+        # (the ref keeps the line's offset, which commits and restarts go by)
         return record_from_mapping(dict(zip(self.header, row)), self.spec, ref=ref,
-                                   fallback_timestamp=float(ref[1]), raw=text)
+                                   fallback_timestamp=float(ref[1] - 1), raw=text)
 
 
 def _format_of(path: Path, fmt: str) -> str:
@@ -117,8 +119,12 @@ class FileSource:
     def __init__(self, path: str | Path, spec: FieldSpec, *, fmt: str = "auto", follow: bool = False,
                  poll_interval_s: float = 0.2, max_bytes: int = 65536, offsets: Any = None):
         self.path = Path(path)
-        if not self.path.exists() and not follow:
-            raise ValueError(f"source file {str(self.path)!r} does not exist; check source.path")
+        if self.path.is_dir():
+            raise ValueError(f"source file {str(self.path)!r} is a directory; set source.path to a CSV or "
+                             "JSONL file in it")
+        if not self.path.is_file() and (self.path.exists() or not follow):
+            what = "is not a regular file" if self.path.exists() else "does not exist"
+            raise ValueError(f"source file {str(self.path)!r} {what}; check source.path")
         self.partition = f"file:{self.path.name}"
         self.static_partitions = {self.partition}
         self.follow = follow

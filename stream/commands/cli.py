@@ -66,6 +66,16 @@ GROUPS = {
 #: commands that run numba kernels: the first compile in a process is announced on stderr
 COMPILING = {"demo", "detect", "eval", "bench", "warmup"}
 
+#: exit code when standard output cannot be written (a full disk, ``> /dev/full``): sysexits' EX_IOERR
+EXIT_STDOUT_UNWRITABLE = 74
+#: exit code when the reader of standard output went away (``| head``): the shell's code for SIGPIPE
+EXIT_STDOUT_CLOSED = 141
+
+EXIT_CODES = (f"exit codes: 0 done; 1 or 2 an error the message explains (ratiowatch run: also 3, stopped "
+              f"without committing, and 4, cannot start); 130 interrupted (Ctrl-C); {EXIT_STDOUT_CLOSED} standard "
+              f"output closed by its reader (| head); {EXIT_STDOUT_UNWRITABLE} standard output could not be "
+              "written (disk full, > /dev/full)")
+
 
 def _version() -> str:
     from ratiowatch import __version__
@@ -77,20 +87,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ratiowatch",
         description="Streaming change-point and outlier detection by direct density-ratio estimation.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
     for path, module, help_text in COMMANDS:
         if len(path) == 1:
-            sub = top.add_parser(path[0], help=help_text, description=help_text)
+            sub = top.add_parser(path[0], help=help_text, description=help_text, epilog=EXIT_CODES)
         else:
             if path[0] not in groups:
                 text = GROUPS.get(path[0], f"{path[0]} commands")
                 group_parser = top.add_parser(path[0], help=text, description=text)
                 group_parser.set_defaults(_group_parser=group_parser)
                 groups[path[0]] = group_parser.add_subparsers(dest="subcommand", metavar="WHAT")
-            sub = groups[path[0]].add_parser(path[1], help=help_text, description=help_text)
+            sub = groups[path[0]].add_parser(path[1], help=help_text, description=help_text, epilog=EXIT_CODES)
         sub.set_defaults(_module=module)
         try:
             mod = importlib.import_module(module)
@@ -121,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
 
         early_signal_handlers()
     single_threaded_blas()
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # what is still buffered fails here, not as an ignored error at exit
+        return code
     except KeyboardInterrupt:  # Ctrl-C: a clean stop, the shell's code for SIGINT
         print("ratiowatch: interrupted", file=sys.stderr)
         return 130
@@ -134,9 +149,56 @@ def main(argv: list[str] | None = None) -> int:
         print("ratiowatch: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (``| head``): nothing left to say
+        _discard_stdout()
+        return EXIT_STDOUT_CLOSED
+    except StdoutError as exc:  # a full disk, ``> /dev/full``: the output is incomplete
+        _discard_stdout()
+        print(f"ratiowatch: cannot write to standard output ({exc.strerror or exc}); free space on its device "
+              f"or redirect it elsewhere (exit code {EXIT_STDOUT_UNWRITABLE})", file=sys.stderr)
+        return EXIT_STDOUT_UNWRITABLE
+    finally:
+        sys.stdout = stdout
+
+
+class StdoutError(OSError):
+    """Standard output could not be written (other than its reader going away: ``BrokenPipeError``)."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while a command runs: its write errors are told apart from any other ``OSError``
+    (a file the command reads or writes), so that only they end as :class:`StdoutError`."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.errno, exc.strerror) from exc
+
+    def write(self, text):
+        return self._guarded(self._stream.write, text)
+
+    def writelines(self, lines):
+        return self._guarded(self._stream.writelines, lines)
+
+    def flush(self):
+        return self._guarded(self._stream.flush)
+
+    def __getattr__(self, name):  # everything else is the stream's own
+        return getattr(self._stream, name)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so that the flush at exit cannot fail again."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 141
+    except (OSError, ValueError, AttributeError):  # no descriptor beneath (a test's StringIO)
+        pass
 
 
 def _main(argv: list[str] | None) -> int:

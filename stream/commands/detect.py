@@ -194,6 +194,8 @@ def run(args) -> int:
                            delimiter=args.delimiter, bad_cells=args.bad_cells,
                            header={"auto": None, "yes": True, "no": False}[getattr(args, "header", "auto")])
     except TableError as exc:
+        for note in exc.notes:  # what was noted before the error may explain it
+            print(f"ratiowatch detect: {note}", file=sys.stderr)
         return _fail(str(exc))
     for note in table.notes:
         print(f"ratiowatch detect: {note}", file=sys.stderr)
@@ -281,7 +283,8 @@ def _plot(args, table, scores, thresholds, cps, title_extra: str = "", score_lab
 
 def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: float | None = None,
                      progress=None, level_view: bool = False, with_history: bool = False,
-                     robust_line: bool = False, method: str | None = None) -> tuple[list, np.ndarray]:
+                     robust_line: bool = False, method: str | None = None,
+                     refused: list | None = None) -> tuple[list, np.ndarray]:
     """(alarms, score / threshold at every row) of a streaming detector fed ``x`` (T, m) row by row;
     the ratio is NaN at rows where the detector had no threshold yet (too few rows for a test).
 
@@ -295,6 +298,10 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
     is left out, as the daemon leaves out a record with a missing or non-finite value (its
     dead-letter sink): the detector never sees it, the alarms' rows are rows of ``x``, and the
     ratio is NaN there. Carried forward, a gap of 100 rows in N(0, 1) raised an alarm at each end.
+    A row the detector refuses (a value beyond
+    :data:`~ratiowatch.stream.detectors.changepoint.MAX_MAGNITUDE`, an error code rather than a
+    reading: the detector takes nothing of it) is left out too, as the daemon dead-letters such a
+    record; its index is appended to ``refused`` when a list is given.
     ``progress(done, total)`` is called now and then.
 
     Examples
@@ -322,21 +329,31 @@ def replay_streaming(x: np.ndarray, kind: str = DEFAULT_KIND, false_alarm_rate: 
         if kind != "auto":
             raise ValueError(f"with_history is an option of the routed detector (kind auto); got {kind!r}")
         params["with_history"] = True
+    from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE
+
     det = getattr(importlib.import_module(module), cls)(**params)
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
     read = ~np.isnan(x).any(axis=1)  # the rows the daemon would read
-    rows = np.flatnonzero(read)
+    rows: list[int] = []  # the rows the detector took, in order
 
     def at(i: int) -> int:  # the detector counts the rows it saw: back to a row of x
-        return int(rows[min(max(i, 0), rows.size - 1)])
+        return rows[min(max(i, 0), len(rows) - 1)]
 
     ratio = np.full(x.shape[0], np.nan)
     alarms = []
     every = max(1, x.shape[0] // 200)
     for t, row in enumerate(x):
         if read[t]:
-            alarm = det.step(row[0] if row.size == 1 else row)
+            try:
+                alarm = det.step(row[0] if row.size == 1 else row)
+            except ValueError:
+                if np.all(np.abs(row) <= MAX_MAGNITUDE):
+                    raise  # not a value it refuses: the detector's own error
+                if refused is not None:
+                    refused.append(t)  # not taken, the detector unchanged: as the daemon dead-letters it
+                continue
+            rows.append(t)
             if alarm is not None:
                 alarms.append(replace(alarm, change_index=at(alarm.change_index), alarm_index=at(alarm.alarm_index)))
             if math.isfinite(det.threshold):
@@ -481,12 +498,14 @@ def periodic_columns(x: np.ndarray, names: list[str]) -> dict[str, int]:
 
 def _run_streaming(args, table) -> int:
     from ratiowatch.stream.commands.progress import progress_bar
+    from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE
 
     x, names = table.values, table.names
     kind = args.detector or DEFAULT_KIND
     if kind == "anomaly":
         return _run_anomalies(args, table)
     show = not args.no_progress and len(x) >= PROGRESS_MIN_SAMPLES
+    refused: list[int] = []
     try:
         with progress_bar(total=len(x), desc=f"detect --streaming ({kind})", unit="sample", enabled=show) as bar:
             alarms, ratio = replay_streaming(x, kind, args.false_alarm_rate,
@@ -494,7 +513,8 @@ def _run_streaming(args, table) -> int:
                                              level_view=getattr(args, "level_view", False),
                                              robust_line=getattr(args, "robust_line", False),
                                              method=getattr(args, "method", None),
-                                             with_history=getattr(args, "with_history", False))
+                                             with_history=getattr(args, "with_history", False),
+                                             refused=refused)
     except ValueError as exc:
         return _fail(f"{table.source}: {exc}")
     cps = [a.change_index for a in alarms]
@@ -505,10 +525,15 @@ def _run_streaming(args, table) -> int:
             + ": the window detector does not see a change of shape or frequency inside a cycle; "
             "--detector auto (the default, the daemon's kind = \"auto\") or split_profile does") if periods else None
     gone = left_out(x, names)
-    read = len(x) - (gone["rows"] if gone else 0)
+    read = len(x) - (gone["rows"] if gone else 0) - len(refused)
     short_msg = None if tested or alarms else (
         f"no row was tested: the {kind} detector calibrates its threshold on the first few dozen rows "
-        f"and had none yet after {read}" + (f" (of {len(x)}; the others had a missing value)" if gone else ""))
+        f"and had none yet after {read}" + (f" (of {len(x)}; the others were left out)" if read < len(x) else ""))
+    shown = ", ".join(str(table.lines[i]) for i in refused[:5]) + (", ..." if len(refused) > 5 else "")
+    refused_note = (f"{table.source}: {len(refused)} row(s) left out (line {shown}): a value beyond "
+                    f"{MAX_MAGNITUDE:.0e} in magnitude is an error code rather than a reading, and the {kind} "
+                    "detector does not take it (the daemon sends such a record to its dead-letter sink); "
+                    "fix or blank the cell to read the row") if refused else None
 
     def where(i: int) -> dict:
         c = min(max(i, 0), len(x) - 1)
@@ -526,6 +551,8 @@ def _run_streaming(args, table) -> int:
                "index": INDEX_CONVENTION, "score_units": STREAMING_SCORE_UNITS,
                "rows_tested": tested, **({"too_short": short_msg} if short_msg else {}),
                **({"rows_left_out": gone} if gone else {}),
+               **({"rows_refused": {"rows": len(refused), "lines": [table.lines[i] for i in refused]}}
+                  if refused else {}),
                **({"periods": periods} if kind == "window" else {})}
         print(json.dumps(out, indent=2))
     else:
@@ -540,7 +567,7 @@ def _run_streaming(args, table) -> int:
             at = (f", {table.time_name} {c['time']}" if "time" in c else "")
             print(f"alarm at row {a.alarm_index} (line {r['line']}): change at row {a.change_index} "
                   f"(line {c['line']}{at}), delay {a.delay}")
-    for note in (short_msg, left_out_note(gone, len(x)), hint):
+    for note in (short_msg, left_out_note(gone, len(x)), refused_note, hint):
         if note:
             print(f"ratiowatch detect: {note}", file=sys.stderr)
     return _plot(args, table, ratio, np.ones(len(x)), cps, f" (streaming, {kind})", "score / threshold")

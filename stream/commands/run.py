@@ -40,8 +40,20 @@ def early_signal_handlers() -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="TOML config file (see `ratiowatch validate --reference`)")
-    parser.add_argument("--metrics-port", type=int, default=None, help="override metrics.port (0: any free port)")
+    parser.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                        help="override metrics.port (0 to 65535; 0: any free port)")
     parser.add_argument("--no-metrics", action="store_true", help="do not start the metrics server")
+
+
+def _port(text: str) -> int:
+    """``--metrics-port``'s value: a port number, 0 to 65535 (argparse reports anything else)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535; got {port}")
+    return port
 
 
 def run(args: argparse.Namespace) -> int:

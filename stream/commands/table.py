@@ -71,18 +71,33 @@ DELIMITERS = ",;\t|"
 #: how a tab may be typed on a command line, where a literal tab is awkward
 TAB_NAMES = frozenset({"\\t", "tab", "\t"})
 
-#: dates and times as loggers write them: 2024-01-01, 2024-01-01T00:00:00Z, 01/02/2024 10:00, 10:00:05
+#: month names and their abbreviations, as dates spell them (02-Jan-2024, Jan 2, 2024, 2 January 2024)
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?"
+          r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_CLOCK = r"[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?(?:\s*[ap]\.?m\.?)?"
+#: dates and times as loggers write them: 2024-01-01, 2024-01-01T00:00:00Z, 01/02/2024 10:00,
+#: 1/2/2024 09:00:00 AM, 02-Jan-2024, Jan 2, 2024 9:00 PM, 10:00:05
 _DATE_TIME = re.compile(
-    r"(\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{4}/\d{1,2}/\d{1,2})"
-    r"([ T]\d{1,2}:\d{2}(:\d{2}([.,]\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2}|UTC)?"
-    r"|\d{1,2}:\d{2}(:\d{2}([.,]\d+)?)?", re.IGNORECASE)
+    r"(?:[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}|[0-9]{1,2}[./][0-9]{1,2}[./][0-9]{2,4}|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}"
+    rf"|[0-9]{{1,2}}[-/ ]{_MONTH}[-/ ][0-9]{{2,4}}|{_MONTH} [0-9]{{1,2}},? [0-9]{{2,4}}|[0-9]{{4}}-{_MONTH}-[0-9]{{1,2}})"
+    rf"(?:(?:,?\s+|T){_CLOCK})?\s*(?:Z|[+-][0-9]{{2}}:?[0-9]{{2}}|UTC)?"
+    rf"|{_CLOCK}", re.IGNORECASE | re.ASCII)
+#: a number as the table reads it: ASCII digits, decimal or scientific (not 1_5, not other scripts' digits)
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 #: a number whose comma is a decimal comma (10,19) or a thousands separator (1,234.5)
-_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
-_THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
+_DECIMAL_COMMA = re.compile(r"[-+]?[0-9]+,[0-9]+")
+_THOUSANDS = re.compile(r"[-+]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?")
 
 
 class TableError(ValueError):
-    """The input cannot be read as a table of numbers; the message names the place and the fix."""
+    """The input cannot be read as a table of numbers; the message names the place and the fix.
+
+    ``notes`` are the notes gathered up to the error (they may explain it: a column taken for the
+    time axis, a first row taken for data)."""
+
+    def __init__(self, message: str, notes: list[str] | None = None):
+        super().__init__(message)
+        self.notes = list(notes or [])
 
 
 @dataclass
@@ -103,11 +118,10 @@ def _number(cell: str) -> float | None:
     c = cell.strip()
     if c.lower() in MISSING:
         return math.nan
-    try:
-        v = float(c)
-    except ValueError:
+    if not _NUMBER.fullmatch(c):  # float() would also take 1_5, "inf" and digits of other scripts
         return None
-    return v if math.isfinite(v) else None  # "inf" is not a measurement
+    v = float(c)
+    return v if math.isfinite(v) else None  # 1e400 is not a measurement
 
 
 def _kind(cell: str) -> str | None:
@@ -175,6 +189,12 @@ def _equal_steps(v: np.ndarray) -> bool:
     return bool(d.min() > 0 and (d.max() - d.min()) <= 1e-9 * max(abs(d.max()), 1.0))
 
 
+def _monotonic(v: np.ndarray) -> bool:
+    """Whether the present values of a column never go down, or never go up."""
+    d = np.diff(v[~np.isnan(v)])
+    return bool(np.all(d >= 0) or np.all(d <= 0))
+
+
 def _increasing(v: np.ndarray) -> bool:
     return bool(v.size >= 3 and np.all(np.isfinite(v)) and np.all(np.diff(v) > 0))
 
@@ -194,13 +214,16 @@ def _read_source(path) -> tuple[str, str]:
     p = Path(path)
     if p.is_dir():
         raise TableError(f"{p} is a directory; give a CSV or JSON-lines file")
-    if not p.is_file():
+    if not p.exists():  # a pipe (<(cmd), /dev/stdin) is read as a file is
         raise TableError(f"{p}: no such file")
     try:
         return str(p), p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TableError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
                          "give a CSV or JSON-lines file") from None
+    except OSError as exc:
+        raise TableError(f"{p} cannot be read ({exc.strerror or exc}); give a readable CSV or JSON-lines "
+                         "file") from None
 
 
 def read_table(path, columns: list[str] | None = None, time_column: str | None = None,
@@ -233,7 +256,12 @@ def read_table_text(text: str, name: str = "<text>", columns: list[str] | None =
         names, rows, lines, notes = _jsonl_rows(text, name)
     else:
         names, rows, lines, notes = _delimited_rows(text, name, delimiter, header)
-    return _columns(name, names, rows, lines, notes, columns, time_column, bad_cells)
+    try:
+        return _columns(name, names, rows, lines, notes, columns, time_column, bad_cells)
+    except TableError as exc:
+        if not exc.notes:
+            exc.notes = list(notes)  # what was noted up to the error may explain it
+        raise
 
 
 def _delimiter(delimiter: str | None) -> str | None:
@@ -258,25 +286,56 @@ def _json_array(text: str, name: str) -> bool:
         return False
 
 
-def _is_data_row(first: list[str], below: list[list[str]]) -> bool:
-    """Whether the first row of a delimited file is data rather than a header (module docstring)."""
+def _integer(cell: str) -> bool:
+    return bool(re.fullmatch(r"[-+]?[0-9]+", cell.strip()))
+
+
+def _index_header(first: list[str], below: list[list[str]]) -> bool | None:
+    """For a first row whose first cell is empty and whose other cells are numbers: True when it is the
+    header pandas writes above an unnamed index (``,0,1`` above rows ``0,...``, ``1,...``), False when it
+    is a row of data missing its first value, None when those numbers are not of the columns' kind
+    (integers above decimals: column labels, most likely)."""
+    labels = [c.strip() for c in first[1:]]
+    index = [r[0].strip() for r in below if r and r[0].strip()]
+    if labels == [str(j) for j in range(len(labels))] and index and all(_integer(c) for c in index) \
+            and [int(c) for c in index] == list(range(int(index[0]), int(index[0]) + len(index))):
+        return True  # labels 0, 1, ... above an integer index that counts up: what pandas writes
+    for j, c in enumerate(first[1:], start=1):
+        seen = [_integer(r[j]) for r in below if j < len(r) and _kind(r[j]) == "number"]
+        usual = max(set(seen), key=seen.count) if seen else None
+        if usual is not None and _integer(c) != usual:
+            return None
+    return False
+
+
+def _is_data_row(first: list[str], below: list[list[str]]) -> tuple[bool, str]:
+    """Whether the first row of a delimited file is data rather than a header (module docstring), and
+    what to say when that is a guess."""
     kinds = [_kind(c) for c in first]
     if all(k == "number" for k in kinds):
-        return True
+        return True, ""
     if len(first) > 1 and not first[0].strip() and all(k == "number" for k in kinds[1:]):
-        return False  # the header pandas writes above an unnamed index: ",0,1"
+        pandas = _index_header(first, below)
+        if pandas is False:
+            return True, ("its first cell is empty and its other cells are numbers like the rows below: if it is a "
+                          "header above an unnamed index, pass --header yes")
+        if pandas is None:
+            return False, ("its first cell is empty and its numbers are not of their columns' kind (integers "
+                           "above decimals, or the reverse): read as the header above an unnamed index; if it is "
+                           "data, pass --header no")
+        return False, ""  # the header pandas writes above an unnamed index: ",0,1"
     if not below or not any(k in ("number", "date") for k in kinds):
-        return False
+        return False, ""
     if "text" in kinds:  # "region,2022,2023" names yearly columns above "north,1.5,1.7": a header
-        return False
+        return False, ""
     for j, k in enumerate(kinds):
         seen = [_kind(r[j]) for r in below if j < len(r)]
         seen = [s for s in seen if s is not None]
         # a column's usual kind, so that one bad cell below does not make a header name fit
         usual = max(set(seen), key=seen.count) if seen else None
         if k is not None and usual is not None and k != usual:
-            return False
-    return True
+            return False, ""
+    return True, ""
 
 
 def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: bool | None = None):
@@ -311,7 +370,14 @@ def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: boo
     if not records:
         raise TableError(f"{name} is empty; expected a header row and data rows")
     first_line, first = records[0]
-    no_header = not has_header if has_header is not None else _is_data_row(first, [r for _, r in records[1:51]])
+    guess = ""
+    if has_header is not None:
+        no_header = not has_header
+    else:
+        no_header, guess = _is_data_row(first, [r for _, r in records[1:51]])
+    if guess and not no_header:
+        shown = ", ".join(c.strip() for c in first[:5]) + (", ..." if len(first) > 5 else "")
+        notes.append(f"{name}: line {first_line} ({shown}) read as the header: {guess}")
     if no_header:
         header = [f"col{j + 1}" for j in range(len(first))]
         shown = ", ".join(c.strip() for c in first[:5]) + (", ..." if len(first) > 5 else "")
@@ -321,7 +387,8 @@ def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: boo
                      f"{', '.join(header[:3])}{', ...' if len(header) > 3 else ''}"
                      # the one case the reader cannot tell apart: say how to make the names count
                      + ("; if that line is a header of numbers (sensor IDs), pass --header yes or give "
-                        "its names a letter (s101)" if numbers else ""))
+                        "its names a letter (s101)" if numbers else "")
+                     + (f"; a guess: {guess}" if guess else ""))
         data = records
     else:
         header = [h.strip() for h in first]
@@ -352,7 +419,12 @@ def _jsonl_rows(text: str, name: str):
     header: list[str] = []
     seen: dict[str, int] = {}
     objs, lines, blank = [], [], 0
-    for i, raw in enumerate(text.splitlines(), start=1):
+    # lines end at \n (or \r\n) only: U+2028 and the like are characters a JSON string may hold
+    rows = text.split("\n")
+    if rows and rows[-1] == "":
+        rows.pop()
+    for i, raw in enumerate(rows, start=1):
+        raw = raw.removesuffix("\r")
         if not raw.strip():
             blank += 1
             continue
@@ -427,6 +499,13 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
         time_name = time_column
     elif time_column is None:
         named = [h for h in header if is_time_name(h) and h not in selected]
+        # a name alone does not make a time axis: its numbers must also be in order (either way: a
+        # newest-first export gets its own note below); 'T' or 'index' may well be a measurement
+        unordered = [h for h in named if h in parsed and not _monotonic(parsed[h])]
+        named = [h for h in named if h not in unordered]
+        for h in unordered:
+            notes.append(f"{name}: column {h!r} is named like a time axis or index but its values are not in "
+                         f"order: read as a series (pass --time-column {h} to make it the time axis)")
         ramps = [h for h in parsed if h not in named and h not in selected and _equal_steps(parsed[h])]
         free = [h for h in parsed if h not in selected]
         # an equal-step column is an index only when another numeric column is left to watch
@@ -492,12 +571,17 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
     time_values = None
     if time_name is not None:
         tv = parsed.get(time_name)
-        if tv is not None and not np.any(np.isnan(tv)):
-            time_values = [int(v) if float(v).is_integer() else float(v) for v in tv]
+        if tv is not None:  # numbers stay numbers; a missing time is None (null in JSON)
+            time_values = [(int(v) if float(v).is_integer() else float(v)) if math.isfinite(v)
+                           else (None if c.strip().lower() in MISSING else c.strip())
+                           for v, c in zip(tv, cells[time_name])]
         else:
             time_values = [c.strip() for c in cells[time_name]]
         # ISO dates and times compare as text in time order; numbers as numbers
-        if len(time_values) >= 3 and all(a > b for a, b in zip(time_values, time_values[1:])):
+        known = [v for v in time_values if v is not None and v != ""]
+        if len({type(v) is str for v in known}) > 1:
+            known = []  # numbers and text: no order to speak of
+        if len(known) >= 3 and all(a > b for a, b in zip(known, known[1:])):
             notes.append(f"{name}: the time axis {time_name!r} decreases (newest row first?); rows are read in "
                          "file order, so every change would be read backwards: sort the file by time first")
     return Table(name, use, values, list(lines), time_name, time_values, notes)

@@ -36,6 +36,7 @@ class Opt:
     required_when: tuple[str, Any] | None = None  # (sibling option, value) -> this option is required
     required: bool = False
     minimum: float | None = None
+    maximum: float | None = None
 
 
 _SOURCE = [
@@ -202,7 +203,7 @@ _DEAD_LETTER = [
 _METRICS = [
     Opt("enabled", "bool", True, "serve Prometheus metrics, /healthz and /readyz"),
     Opt("host", "str", "127.0.0.1", "bind address (loopback unless you mean it)"),
-    Opt("port", "int", 9108, "port; 0 picks a free one", minimum=0),
+    Opt("port", "int", 9108, "port, 0 to 65535; 0 picks a free one", minimum=0, maximum=65535),
     Opt("score_keys", "list[str]", [], "keys whose latest score is exported (bounded label cardinality)"),
 ]
 
@@ -296,6 +297,10 @@ def _check_type(where: str, opt: Opt, value: Any, errors: list[str]) -> Any:
         return opt.default
     if opt.choices is not None and value not in opt.choices:
         errors.append(f"{where}: must be one of {list(opt.choices)}; got {value!r}")
+    elif opt.maximum is not None and isinstance(value, (int, float)) and (
+            value > opt.maximum or (opt.minimum is not None and value < opt.minimum)):
+        low = f"between {opt.minimum} and" if opt.minimum is not None else "<="
+        errors.append(f"{where}: must be {low} {opt.maximum}; got {value!r}")
     elif opt.minimum is not None and isinstance(value, (int, float)) and value < opt.minimum:
         errors.append(f"{where}: must be >= {opt.minimum}; got {value!r}")
     return value
@@ -433,6 +438,9 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
             if not isinstance(raw, list):
                 errors.append(f"{section}: expected an array of tables ([[{section}]])")
                 raw = []
+            elif not raw:  # every alert would be dropped, and its offset committed all the same
+                errors.append(f"{section}: empty list; list at least one sink ([[{section}]] with a type), or omit "
+                              f"{section} for the default stdout sink")
             out[section] = [_validate_table(f"{section}[{i}]", opts, t, errors) for i, t in enumerate(raw)]
         else:
             out[section] = _validate_table(section, opts, raw if raw is not None else {}, errors)
@@ -496,6 +504,8 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     if not flds["values"]:
         errors.append("fields.values: needs at least one value field name")
     src = out["source"]
+    if src["type"] == "file" and isinstance(src["path"], str) and not src["path"].strip():
+        errors.append("source.path: empty; give the path of the CSV or JSONL file to read")
     if src["type"] == "kafka" and src["topics"] is not None and not src["topics"]:
         errors.append("source.topics: needs at least one topic")
     for i, s in enumerate(out["sinks"]):

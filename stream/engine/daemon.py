@@ -266,6 +266,10 @@ class Daemon:
             self._owns_metrics = True
             try:
                 self.metrics_port = self.metrics.serve(cfg.metrics["host"], cfg.metrics["port"])
+            except OverflowError:  # a port beyond 0-65535 (the config and --metrics-port are checked before)
+                raise StartupError(f"metrics: cannot listen on {cfg.metrics['host']}:{cfg.metrics['port']}: a port "
+                                   "is 0 to 65535; choose one for metrics.port (or --metrics-port), 0 for any free "
+                                   "one, or disable metrics") from None
             except OSError as exc:
                 raise StartupError(f"metrics: cannot listen on {cfg.metrics['host']}:{cfg.metrics['port']} "
                                    f"({exc.strerror or exc}); is another ratiowatch running? choose another "

@@ -239,3 +239,20 @@ def test_a_message_that_is_not_utf8_keeps_its_original_bytes_in_the_dead_letter(
     bad = json.loads(bad_record(raw, err.value).to_json())
     assert bad["reason"] == "not_utf8" and base64.b64decode(bad["raw_base64"]) == raw
     assert "raw_base64" not in json.loads(bad_record(b'{"k": ', RecordError("malformed_json", "x")).to_json())
+
+
+@pytest.mark.parametrize("doc,where,says", [
+    ({"source": {"type": "stdin"}, "sinks": []}, "sinks", "omit sinks for the default stdout sink"),
+    ({"source": {"type": "stdin"}, "metrics": {"port": 70000}}, "metrics.port", "between 0 and 65535"),
+    ({"source": {"type": "stdin"}, "metrics": {"port": -5}}, "metrics.port", "between 0 and 65535"),
+    ({"source": {"type": "file", "path": ""}}, "source.path", "give the path"),
+])
+def test_configs_that_would_fail_at_run_time_fail_validation(doc, where, says):
+    with pytest.raises(ValueError) as err:
+        parse_config(doc)
+    assert str(err.value).startswith(where + ":") and says in str(err.value), str(err.value)
+
+
+def test_the_port_range_ends_are_valid():
+    for port in (0, 65535):
+        assert parse_config({"source": {"type": "stdin"}, "metrics": {"port": port}}).metrics["port"] == port

@@ -295,3 +295,37 @@ def test_kafka_source_manual_assignment_parses_and_commits(kafka_broker):
     c = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=group)
     assert c.committed(TopicPartition(topic, 0)) == 7
     c.close()
+
+
+ARRIVAL = FieldSpec(key=None, timestamp=None, values=("v",))  # the config's key = "", timestamp = ""
+
+
+def test_csv_arrival_order_counts_data_records_as_jsonl_does_and_a_restart_neither_replays_nor_skips(tmp_path):
+    values = [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]
+    csv_path, jsonl_path = tmp_path / "x.csv", tmp_path / "x.jsonl"
+    csv_path.write_text("v\n" + "".join(f"{v}\n" for v in values))
+    jsonl_path.write_text("".join(json.dumps({"v": v}) + "\n" for v in values))
+    as_jsonl = [r.timestamp for r in drain(FileSource(jsonl_path, ARRIVAL))]
+    store = CheckpointStore(tmp_path / "s")
+    src = FileSource(csv_path, ARRIVAL, offsets=store)
+    first = src.poll(3, 0.1)
+    assert [r.timestamp for r in first] == as_jsonl[:3] == [0.0, 1.0, 2.0]
+    src.commit({src.partition: first[-1].ref[1] + 1})  # the offsets still count lines
+    src.close()
+    again = drain(FileSource(csv_path, ARRIVAL, offsets=store))
+    assert [r.timestamp for r in again] == as_jsonl[3:] == [3.0, 4.0, 5.0]
+    assert [r.values[0] for r in first + again] == values
+    stdin = drain(StdinSource(ARRIVAL, fmt="csv", stream=io.StringIO("v\n" + "".join(f"{v}\n" for v in values))))
+    assert [r.timestamp for r in stdin] == as_jsonl
+
+
+def test_a_directory_or_a_pipe_as_the_source_file_is_a_clear_error(tmp_path):
+    import os
+
+    with pytest.raises(ValueError, match="is a directory"):
+        FileSource(tmp_path, SPEC)
+    with pytest.raises(ValueError, match="is a directory"):
+        FileSource(tmp_path, SPEC, follow=True)
+    os.mkfifo(tmp_path / "p.jsonl")
+    with pytest.raises(ValueError, match="not a regular file"):
+        FileSource(tmp_path / "p.jsonl", SPEC)

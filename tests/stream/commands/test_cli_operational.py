@@ -161,3 +161,28 @@ def test_a_reader_that_goes_away_ends_quietly(tmp_path):
     proc.wait(timeout=600)
     assert proc.returncode == 141, (proc.returncode, err)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("args", [["detect", "{csv}"], ["detect", "{csv}", "--json"], ["validate", "{toml}"]])
+def test_an_unwritable_standard_output_is_one_line_and_its_own_exit_code(tmp_path, args):
+    from ratiowatch.stream.commands.cli import EXIT_STDOUT_UNWRITABLE
+
+    p = write(tmp_path / "x.csv", jump_rows())
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[source]\ntype = "stdin"\n')
+    argv = [a.format(csv=p, toml=cfg) for a in args]
+    for buffered in ("1", ""):  # unbuffered, each print fails; buffered, the flush at the end does
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([*CLI, *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=600,
+                                  env={**os.environ, "PYTHONUNBUFFERED": buffered})
+        assert proc.returncode == EXIT_STDOUT_UNWRITABLE, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert "Traceback" not in proc.stderr and lines[-1].startswith("ratiowatch: cannot write to standard output")
+
+
+def test_the_help_lists_the_exit_codes():
+    from ratiowatch.stream.commands.cli import EXIT_STDOUT_UNWRITABLE
+
+    for argv in (["--help"], ["detect", "--help"]):
+        out = " ".join(subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=600).stdout.split())
+        assert "exit codes" in out and f"{EXIT_STDOUT_UNWRITABLE} standard output could not be written" in out

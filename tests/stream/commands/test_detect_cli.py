@@ -457,3 +457,70 @@ def test_what_a_detector_refuses_in_the_data_is_a_one_line_error(tmp_path):
     rows = [(i, "" if i % 2 else 1.0 + i % 3, 2.0 + i % 5 if i % 2 else "") for i in range(40)]
     p = write(tmp_path / "alternate.csv", rows, header="time,a,b")
     one_line_error(cli("detect", p), 2, "no row has a value in every one of the 2 channels")
+
+
+# ------------------------------------------------------------------ detect: fixes
+def test_streaming_leaves_out_a_row_with_a_value_the_detector_refuses_and_names_its_line(tmp_path):
+    rows = jump_rows(t=1200, at=600)
+    rows[100] = (100, rows[100][1], "1e300")  # data row 100 -> file line 102
+    p = write(tmp_path / "x.csv", rows)
+    proc = cli("detect", p, "--streaming", "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["rows_refused"] == {"rows": 1, "lines": [102]} and near(res["change_points"], 600, tol=15)
+    assert "1 row(s) left out (line 102)" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_streaming_replay_refuses_a_huge_value_without_changing_the_detector():
+    from ratiowatch.stream.commands.detect import replay_streaming
+
+    rng = np.random.default_rng(1)
+    y = np.r_[rng.normal(0, 1, 600), rng.normal(4, 1, 600)]
+    spiked = np.r_[y[:100], 1e300, y[100:]]
+    refused: list = []
+    alarms, ratio = replay_streaming(spiked[:, None], "window", refused=refused)
+    plain, _ = replay_streaming(y[:, None], "window")
+    assert refused == [100] and np.isnan(ratio[100])
+    shift = lambda i: i + (i >= 100)  # noqa: E731 - rows of y -> rows of spiked
+    assert [(a.change_index, a.alarm_index) for a in alarms] == [
+        (shift(a.change_index), shift(a.alarm_index)) for a in plain]
+
+
+def test_a_pipe_is_read_as_the_file(tmp_path):
+    import subprocess
+    import sys
+
+    from cli_util import CLI
+
+    p = write(tmp_path / "x.csv", jump_rows())
+    with open(p) as fh:
+        proc = subprocess.run([*CLI, "detect", "/dev/stdin", "--json"], stdin=fh, capture_output=True, text=True,
+                              timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert near(json.loads(proc.stdout)["change_points"], 150)
+    assert sys.platform != "win32"
+
+
+def test_one_missing_time_keeps_the_change_point_times_numbers(tmp_path):
+    rows = jump_rows()
+    rows[10] = ("", rows[10][1], rows[10][2])
+    p = write(tmp_path / "x.csv", [(1000 + 10 * r[0] if r[0] != "" else "", r[1], r[2]) for r in rows])
+    res = json.loads(cli("detect", p, "--json").stdout)
+    assert res["change_point_times"] and all(isinstance(t, int) for t in res["change_point_times"])
+
+
+def test_a_note_that_explains_an_error_is_printed_with_it(tmp_path):
+    p = write(tmp_path / "x.csv", [(i, 2 * i) for i in range(50)], header="time,idx")
+    proc = cli("detect", p)
+    one_line_error(proc, 2, "reads as the time axis", "also look like a time axis")
+
+
+def test_a_value_column_named_index_beside_a_date_is_watched(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = [(f"2024-{1 + i // 28:02d}-{1 + i % 28:02d}", round(100 + float(v) + 4 * (i >= 150), 3))
+            for i, v in enumerate(rng.normal(size=300))]
+    p = write(tmp_path / "s.csv", rows, header="date,index")
+    proc = cli("detect", p, "--json")
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["columns"] == ["index"] and res["time_column"] == "date" and near(res["change_points"], 150)

@@ -142,7 +142,8 @@ def test_stdin(monkeypatch):
 
 
 def test_a_lone_time_named_column_says_how_to_watch_it():
-    text = "ts\n" + "".join(f"{v}\n" for v in (3, 1, 4, 1, 5, 9, 2, 6))
+    # in order, as a time axis is (a time-named column out of order is a series: see below)
+    text = "ts\n" + "".join(f"{v}\n" for v in (3, 4, 4, 5, 7, 9, 12, 16))
     with pytest.raises(TableError, match="the only numeric column, 'ts', reads as the time axis.*--column ts"):
         read_table_text(text, name="t.csv")
     assert read_table_text(text, name="t.csv", columns=["ts"]).names == ["ts"]
@@ -363,3 +364,90 @@ def test_a_decreasing_time_axis_gets_a_note(stamp):
     assert any("the time axis 'time' decreases" in n for n in t.notes)
     rising = read_table_text("time,a\n" + "".join(f"{stamp.format(i + 1)},{i % 3}.5\n" for i in range(10)))
     assert not any("decreases" in n for n in rising.notes)
+
+
+# --- fixes: header of headerless files, strict numbers, line ends, pipes, time axes -----------------
+
+
+@pytest.mark.parametrize("stamp", ["1/{}/2024 09:00:00 AM", "{:02d}-Jan-2024", '"Jan {}, 2024 9:00 PM"',
+                                   "{} January 2024"])
+def test_a_headerless_file_whose_first_column_is_a_date_with_am_pm_or_a_month_name_keeps_its_first_row(stamp):
+    text = "".join(f"{stamp.format(i + 1)},{0.5 + i % 3}\n" for i in range(20))
+    t = read_table_text(text, name="d.csv")
+    assert t.values.shape == (20, 1) and t.values[0, 0] == 0.5 and t.lines[0] == 1
+    assert any("no header row" in n for n in t.notes)
+
+
+def test_a_headerless_first_row_missing_its_first_value_is_data_and_the_note_says_it_is_a_guess():
+    text = ",0.1\n" + "".join(f"{i % 3}.25,{-i}.5\n" for i in range(10))
+    t = read_table_text(text, name="m.csv", time_column="none")
+    assert t.values.shape == (11, 2) and np.isnan(t.values[0, 0]) and t.values[0, 1] == 0.1
+    assert any("a guess" in n and "--header yes" in n for n in t.notes)
+
+
+def test_column_labels_above_an_index_that_does_not_count_from_zero_stay_a_header_with_a_note():
+    text = ",2022,2023\n" + "".join(f"{i + 5},{i % 3}.5,{-i}.25\n" for i in range(10))
+    t = read_table_text(text, name="p.csv")
+    assert t.names == ["2022", "2023"] and t.values.shape == (10, 2)
+    assert any("read as the header" in n and "--header no" in n for n in t.notes)
+
+
+@pytest.mark.parametrize("cell", ["1_5", "\u0661\u0665", "\uff11\uff15", "inf", "0x1F"])
+def test_only_plain_ascii_numbers_are_numbers(cell):
+    text = "a\n" + "".join(f"{i % 3}.5\n" for i in range(5)) + f"{cell}\n"
+    with pytest.raises(TableError, match=f"line 7, column 'a': {cell!r} is not a number"):
+        read_table_text(text, name="n.csv")
+    t = read_table_text(text, name="n.csv", bad_cells="missing")
+    assert np.isnan(t.values[-1, 0]) and any("non-numeric" in n for n in t.notes)
+
+
+def test_a_json_line_may_hold_a_line_separator_inside_a_string():
+    text = "".join(json.dumps({"note": f"a\u2028b{i}", "v": i % 3}, ensure_ascii=False) + "\r\n" for i in range(6))
+    t = read_table_text(text, name="u.jsonl")
+    assert t.names == ["v"] and t.values.shape == (6, 1) and t.lines == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_pipe_is_read_as_a_file(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    text = "v\n" + "".join(f"{i % 3}.5\n" for i in range(10))
+    writer = threading.Thread(target=lambda: fifo.write_text(text), daemon=True)
+    writer.start()
+    t = read_table(fifo)
+    writer.join(5)
+    assert t.values.shape == (10, 1)
+    with pytest.raises(TableError, match="is a directory"):
+        read_table(tmp_path)
+    with pytest.raises(TableError, match="no such file"):
+        read_table(tmp_path / "nope.csv")
+
+
+@pytest.mark.parametrize("name", ["T", "index", "t"])
+def test_a_column_named_like_a_time_axis_whose_values_are_not_in_order_is_a_series(name):
+    rng = np.random.default_rng(0)
+    text = f"{name},P\n" + "".join(f"{a:.4f},{b:.4f}\n" for a, b in rng.normal(size=(20, 2)))
+    t = read_table_text(text, name="t.csv")
+    assert t.time_name is None and t.names == [name, "P"]
+    assert any(f"column {name!r} is named like a time axis" in n for n in t.notes)
+
+
+def test_a_date_column_and_an_index_of_prices_read_the_prices():
+    text = "date,index\n" + "".join(f"2024-01-{i + 1:02d},{100 + (i * 7) % 5}.25\n" for i in range(20))
+    t = read_table_text(text, name="s.csv")
+    assert t.time_name == "date" and t.names == ["index"] and t.values.shape == (20, 1)
+
+
+def test_notes_that_explain_an_error_come_with_it():
+    text = "time,idx\n" + "".join(f"{i},{i * 2}\n" for i in range(20))
+    with pytest.raises(TableError) as exc:
+        read_table_text(text, name="x.csv")
+    assert any("also look like a time axis" in n for n in exc.value.notes)
+
+
+def test_a_missing_time_keeps_the_other_times_numbers():
+    text = "time,v\n" + "".join(f"{'' if i == 3 else 1000 + 10 * i},{i % 3}.5\n" for i in range(10))
+    t = read_table_text(text, name="g.csv")
+    assert t.time_values[:5] == [1000, 1010, 1020, None, 1040]

@@ -290,3 +290,32 @@ enabled = false
     offsets = tmp_path / "state" / "offsets-in.jsonl.json"
     committed = json.loads(offsets.read_text())["file:in.jsonl"] if offsets.exists() else 0
     assert committed <= delivered < 20000
+
+
+@pytest.mark.parametrize("port", ["70000", "-5"])
+def test_a_metrics_port_override_out_of_range_is_a_usage_error(tmp_path, port):
+    # refused with the other arguments (exit 2), before anything starts, as the config's port is
+    cfg = file_config(tmp_path, "")
+    r = subprocess.run(CLI + [str(cfg), f"--metrics-port={port}"], cwd=tmp_path, env=env(), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "OverflowError" not in r.stderr
+    assert "--metrics-port" in last_line(r.stderr) and "0 to 65535" in last_line(r.stderr)
+
+
+def test_a_source_path_that_is_a_directory_is_a_setup_error_with_exit_code_1(tmp_path):
+    (tmp_path / "data").mkdir()
+    cfg = tmp_path / "d.toml"
+    cfg.write_text(f'[source]\ntype = "file"\npath = "{tmp_path / "data"}"\n\n[metrics]\nenabled = false\n')
+    r = subprocess.run(CLI + [str(cfg)], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "is a directory" in last_line(r.stderr)
+    assert "source.path" in last_line(r.stderr)
+
+
+def test_an_empty_sinks_list_is_a_config_error_not_dropped_alerts(tmp_path):
+    cfg = file_config(tmp_path, "[metrics]\nenabled = false\n")
+    cfg.write_text("sinks = []\n" + cfg.read_text())  # a top-level key: before the first table
+    r = subprocess.run(CLI + [str(cfg)], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "sinks: empty list; list at least one sink" in r.stderr and not (tmp_path / "state").exists()
