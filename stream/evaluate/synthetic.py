@@ -85,6 +85,10 @@ Change suite (:data:`CHANGE_KINDS`): three segments of :data:`SEGMENT` samples e
 * ``mean_staircase``: N(0, 1) whose mean steps up or down by 2 (either way with probability 1/2) at
   each of nine changes, ten segments of a tenth of the series (150 samples): a setpoint or a KPI
   that moves in steps, whose level wanders like a random walk's while each segment is flat.
+* ``mean_young``: N(0, 1) whose mean moves 0 -> 8 -> 0 over three segments of :data:`YOUNG_SEGMENT`
+  (120) samples: a gross step while a stream is young, whose windows are still small. The two
+  levels' values hardly overlap (a value 4 sd out of its own level, about 1 in 30,000), so
+  windows of any size hold a complete separation.
 
 Each change case carries a *window* ``W``: 50 samples, or three periods for the periodic kinds
 (72). A change counts as found when a reported change lies within ``2 W`` of it (offline), or
@@ -137,13 +141,14 @@ STRESS_KINDS: tuple[str, ...] = ("outliers", "zero_inflated", "garch", "long_mem
 ANOMALY_ONLY_KINDS: tuple[str, ...] = ("switching100",)
 CHANGE_KINDS: tuple[str, ...] = ("mean", "mean_clean", "mean_ar", "mean_smooth", "variance", "correlation",
                                  "shape", "frequency", "mean_seasonal", "mean_alternating",
-                                 "mean_staircase")
+                                 "mean_staircase", "mean_young")
 #: channels of the channels suite, and its kinds
 CHANNELS = 5
 CHANNEL_NULL_KINDS: tuple[str, ...] = ("channels_ar05", "channels_t3", "channels_trend", "channels_seasonal24",
                                        "channels_counts")
 CHANNEL_CHANGE_KINDS: tuple[str, ...] = ("channel_mean", "channel_variance", "channel_correlation")
 SEGMENT = 500
+YOUNG_SEGMENT = 120
 WINDOW = 50
 CHANGE_PERIOD = 24
 #: targets of the protocol (docs/evaluation.md)
@@ -285,8 +290,9 @@ class ChangeCase:
 
 def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCase:
     """One series of the change suite: three segments of ``segment`` samples, or six of half as many
-    for ``mean_alternating`` and ten of a tenth of the series for ``mean_staircase`` (module docstring)."""
-    seg = int(segment)
+    for ``mean_alternating``, ten of a tenth of the series for ``mean_staircase`` and three of
+    :data:`YOUNG_SEGMENT` for ``mean_young`` (module docstring)."""
+    seg = YOUNG_SEGMENT if kind == "mean_young" else int(segment)
     length = 3 * seg
     rng = _rng(kind, length, seed)
     cps = [seg, 2 * seg]
@@ -295,6 +301,8 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
     window = WINDOW
     if kind == "mean":
         x = rng.normal(size=length) + 2.0 * mid
+    elif kind == "mean_young":
+        x = rng.normal(size=length) + 8.0 * mid
     elif kind == "mean_clean":
         x = 0.05 * rng.normal(size=length) + 1.0 * mid
     elif kind == "mean_alternating":

@@ -158,6 +158,12 @@ def test_change_series_change_what_they_say_where_they_say():
            ([S.change_series("mean_staircase", s).x[a:a + tenth].mean() for a in range(0, 3 * seg, tenth)]
             for s in range(20))]
     assert 0.35 < np.mean(np.concatenate(ups) > 0) < 0.65  # either way, about as often
+    young = S.change_series("mean_young", 0)
+    yseg = S.YOUNG_SEGMENT
+    assert young.x.shape == (3 * yseg,) and young.change_points == [yseg, 2 * yseg] and young.window == S.WINDOW
+    assert [young.x[a:a + yseg].mean() for a in (0, yseg, 2 * yseg)] == pytest.approx([0, 8, 0], abs=0.3)
+    # the levels' values hardly overlap: a complete separation
+    assert young.x[yseg:2 * yseg].min() > young.x[np.r_[:yseg, 2 * yseg:3 * yseg]].max()
 
 
 def test_offline_null_scorer_counts_series_with_any_change():
