@@ -93,8 +93,6 @@ class ForecastResidualDetector(AnomalyDetector):
         self._sd: float = 1.0
         self._lags: deque = deque(maxlen=int(k))
         self._resid: deque = deque(maxlen=int(resid_window))
-        self._rsum = 0.0
-        self._rsq = 0.0
 
     # ------------------------------------------------------------------ helpers
     def _value(self, x: dict) -> float:
@@ -110,7 +108,7 @@ class ForecastResidualDetector(AnomalyDetector):
             raise ValueError(f"x has {len(x)} features; pass key=... to say which one is the series")
         try:
             v = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float64
             raise ValueError(f"the series value must be a number; got {v!r}") from None
         if not abs(v) <= MAX_MAGNITUDE:  # one comparison: NaN, infinities and overflowing magnitudes
             if not math.isfinite(v):
@@ -158,13 +156,7 @@ class ForecastResidualDetector(AnomalyDetector):
             return
         s = (v - self._mu) / self._sd
         r = s - self._svr.predict_one(self._lag_dict())
-        if len(self._resid) == self._resid.maxlen:
-            old = self._resid[0]
-            self._rsum -= old
-            self._rsq -= old * old
         self._resid.append(r)
-        self._rsum += r
-        self._rsq += r * r
         self._svr.learn_one(self._lag_dict(), s)
         self._lags.append(s)
 
@@ -178,9 +170,13 @@ class ForecastResidualDetector(AnomalyDetector):
             return 0.0  # too few residuals for a stable scale
         s = (v - self._mu) / self._sd
         r = s - self._svr.predict_one(self._lag_dict())
-        n = len(self._resid)
-        mean = self._rsum / n
-        var = max(self._rsq / n - mean * mean, 0.0)
+        # mean and spread of the residual window afresh (two passes, in C): sums kept by adding the
+        # newest residual and subtracting the one that leaves lost the ordinary residuals to rounding
+        # beside one huge value (an error code of 9.9e37), and once it had left the sum of squares
+        # went negative: every later row scored about 1e11
+        resid = np.fromiter(self._resid, dtype=np.float64, count=len(self._resid))
+        mean = float(resid.mean())
+        var = float(resid.var())
         sd = math.sqrt(var) if var > 1e-24 else 1e-12
         return abs(r - mean) / sd
 
@@ -193,8 +189,7 @@ class ForecastResidualDetector(AnomalyDetector):
         state = {"version": 1, "class": type(self).__name__, **params,
                  "raw": np.array(self._raw, dtype=np.float64), "has_mu": int(self._mu is not None),
                  "mu": 0.0 if self._mu is None else float(self._mu), "sd": float(self._sd),
-                 "lags": np.array(self._lags, dtype=np.float64), "resid": np.array(self._resid, dtype=np.float64),
-                 "rsum": float(self._rsum), "rsq": float(self._rsq)}
+                 "lags": np.array(self._lags, dtype=np.float64), "resid": np.array(self._resid, dtype=np.float64)}
         state.update({"svr." + k: v for k, v in self._svr.to_state().items()})
         return state
 
@@ -215,7 +210,6 @@ class ForecastResidualDetector(AnomalyDetector):
         obj._sd = float(state["sd"])
         obj._lags.extend(np.asarray(state["lags"], dtype=np.float64).tolist())
         obj._resid.extend(np.asarray(state["resid"], dtype=np.float64).tolist())
-        obj._rsum, obj._rsq = float(state["rsum"]), float(state["rsq"])
         obj._svr = OnlineWeightedSVR.from_state(state.part("svr."))
         return obj
 

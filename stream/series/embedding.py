@@ -82,15 +82,6 @@ class History:
         """The newest subsequence of length ``k`` flattened to shape (k * dim,)."""
         return self.last(k).reshape(-1)
 
-    def resize(self, capacity: int) -> None:
-        """Change the capacity, keeping the newest samples."""
-        keep = self.last(min(len(self), int(capacity)))
-        count = self._count
-        self.__init__(capacity, self.dim)
-        for row in keep:
-            self.push(row)
-        self._count = count
-
     def to_state(self) -> dict:
         """Arrays and ints only (checkpointable as ``.npz`` + JSON)."""
         return {"capacity": self.capacity, "dim": self.dim, "buf": self._buf[:self.capacity].copy(), "head": self._head,

@@ -157,6 +157,9 @@ def clip_unrepresentable(x: np.ndarray, far: float = UNREPRESENTABLE_SD) -> np.n
     >>> clip_unrepresentable(y) is y
     True
     """
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"x must have shape (T, m); got {x.shape} (pass a single series as x[:, None])")
     med = np.median(x, axis=0)
     dev = np.abs(x - med)
     peak = dev.max(axis=0)

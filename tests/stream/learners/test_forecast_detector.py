@@ -37,10 +37,10 @@ def test_score_one_is_pure_and_forecast_uses_original_units():
     det = ForecastResidualDetector(k=5, window=80, warmup=40)
     for v in x[:150]:
         det.learn_one({"y": v})
-    before = (det.forecast(), det._rsum, det._rsq, list(det._lags), det._svr.n_points)
+    before = (det.forecast(), list(det._resid), list(det._lags), det._svr.n_points)
     s1 = det.score_one({"y": 3.0})
     s2 = det.score_one({"y": 3.0})
-    after = (det.forecast(), det._rsum, det._rsq, list(det._lags), det._svr.n_points)
+    after = (det.forecast(), list(det._resid), list(det._lags), det._svr.n_points)
     assert s1 == s2 and before == after
     assert det.forecast() == pytest.approx(det._svr.predict_one(det._lag_dict()) * det._sd + det._mu)
     # one-step forecasts track the clean signal between spikes
@@ -58,6 +58,7 @@ def test_score_one_is_pure_and_forecast_uses_original_units():
         ({"key": "a"}, {"b": 2.0}, "no feature"),
         ({}, {"a": float("nan")}, "NaN"),
         ({}, {"a": "x"}, "number"),
+        ({}, {"a": 10 ** 400}, "number"),  # an int beyond float64: OverflowError once
     ],
 )
 def test_bad_input_messages(kwargs, x, match):
@@ -173,3 +174,21 @@ def test_a_spike_is_found_at_any_scale_within_the_bounds(scale):
         scores.append(det.score_one({"y": v}))
         det.learn_one({"y": v})
     assert int(np.argmax(scores)) == 350
+
+
+@pytest.mark.parametrize("spike", [1e8, 9.9e37])
+def test_one_huge_value_leaves_the_scores_once_it_leaves_the_residual_window(spike):
+    # the residual window's mean and spread are taken afresh: sums kept by adding and subtracting
+    # lost the ordinary residuals to rounding beside the spike, and every row after it scored ~1e11
+    rng = np.random.default_rng(0)
+    x = np.sin(2 * np.pi * np.arange(1400) / 40) + 0.1 * rng.normal(size=1400)
+    clean, spiked = ForecastResidualDetector(), ForecastResidualDetector()
+    late_clean, late_spiked = [], []
+    for t, v in enumerate(x):
+        w = spike if t == 300 else v
+        if t >= 1000:  # the spike left the window of 200 residuals long before
+            late_clean.append(clean.score_one({"y": v}))
+            late_spiked.append(spiked.score_one({"y": w}))
+        clean.learn_one({"y": v})
+        spiked.learn_one({"y": w})
+    assert np.median(late_spiked) < 3 * np.median(late_clean)

@@ -53,3 +53,10 @@ class TestClipUnrepresentable:
         x = np.r_[np.zeros(60), np.ones(20), 2.0 * np.ones(10), 9.9e37][:, None]  # MAD 0
         out = clip_unrepresentable(x)
         assert out[-1, 0] == 1e8 and np.array_equal(out[:-1], x[:-1])
+
+
+def test_clip_unrepresentable_asks_for_columns():
+    # a single series is refused alike whatever its values (it used to fail only where the MAD was 0)
+    for x in (np.r_[np.zeros(5), 1.0, 1.0, 1.0, 9.9e37], np.arange(6.0)):
+        with pytest.raises(ValueError, match=r"\(T, m\)"):
+            clip_unrepresentable(x)
