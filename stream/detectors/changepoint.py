@@ -129,7 +129,11 @@ def check_magnitude(x) -> None:
     ...
     ValueError: sample [1e+200] holds a value beyond 1e+150 in magnitude (an error code rather than a reading); pass NaN/None for a missing value. The sample was not taken
     """
-    v = np.asarray(x, dtype=np.float64).reshape(-1)
+    try:
+        v = np.asarray(x, dtype=np.float64).reshape(-1)
+    except OverflowError:  # a Python int beyond float64
+        raise ValueError(f"sample {x!r} holds a value beyond {MAX_MAGNITUDE:.0e} in magnitude (an error code rather "
+                         "than a reading); pass NaN/None for a missing value. The sample was not taken") from None
     seen = np.abs(v[~np.isnan(v)])
     if seen.size and not seen.max() <= MAX_MAGNITUDE:
         what = ("an infinite value" if np.isinf(seen).any() else
@@ -453,6 +457,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             x = [np.nan] * (self._dim or 1)
         try:
             a = np.asarray(x, dtype=np.float64)
+        except OverflowError:  # a Python int beyond float64: an error code rather than a reading
+            raise ValueError(f"sample {x!r} holds a value beyond {MAX_MAGNITUDE:.0e} in magnitude (an error code "
+                             "rather than a reading); pass NaN/None for a missing value. The sample was not "
+                             "taken") from None
         except (TypeError, ValueError) as exc:
             raise ValueError(f"sample must be a number, a 1-d array or a dict of numbers; got {x!r} ({exc})") from None
         if sum(s > 1 for s in a.shape) > 1:  # a (1, m) row is one sample; a (2, 2) block is not
