@@ -102,9 +102,12 @@ Examples
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
+from river import base
 
 from ratiowatch.core.params import check_seed
 from ratiowatch.stream.calibration.peaks import Alarm
@@ -160,6 +163,23 @@ def question_level(level: float, question: int) -> float:
     return float(level) / (question * (question + 1.0))
 
 
+def _check_rate(value, name: str, what: str, lo_open: bool = True) -> float:
+    """``value`` as a float in ``(0, 1)`` (``[0, 1)`` unless ``lo_open``), or a ``ValueError`` naming
+    ``name`` and ``what`` it must be: a bool, a string, NaN or an infinity too, not a ``TypeError``
+    of the comparison.
+
+    >>> _check_rate("0.5", "min_acf", "in [0, 1), e.g. 0.5", lo_open=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: min_acf must be in [0, 1), e.g. 0.5; got '0.5'
+    """
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or not (0.0 < value < 1.0 if lo_open else 0.0 <= value < 1.0)):
+        shown = repr(value) if isinstance(value, str) else value
+        raise ValueError(f"{name} must be {what}; got {shown}")
+    return float(value)
+
+
 def segment_period(rows: np.ndarray, min_acf: float = 0.0, level: float = PERIOD_LEVEL) -> int:
     """The largest period any channel of ``rows`` (T, m; NaN = missing) has by the split profile's
     width rule at ``level`` whose autocorrelation at the period reaches ``min_acf``, or 0 (module
@@ -179,13 +199,15 @@ def segment_period(rows: np.ndarray, min_acf: float = 0.0, level: float = PERIOD
     return max(significant_period(x[:, c], min_acf, level, band="zero_crossing") for c in range(x.shape[1]))
 
 
-class PeriodRoutedDetector:
+class PeriodRoutedDetector(base.DriftDetector):
     """Streaming change points: the two-window detector, handed to the split profile once the stream
     shows a period (module docstring).
 
     The same interface as the two detectors: ``step(x)`` returns the alarm reported at that sample
-    (a :class:`~ratiowatch.stream.calibration.peaks.Alarm`, or None), river's ``update(x)`` sets
-    ``drift_detected`` and ``last_alarm``, and ``to_state`` / ``from_state`` restore it exactly.
+    (a :class:`~ratiowatch.stream.calibration.peaks.Alarm`, or None); it is a river drift detector
+    (``river.base.DriftDetector``): ``update(x)`` sets ``drift_detected`` and ``last_alarm``, and
+    ``clone()`` gives a fresh detector with the same parameters; ``to_state`` / ``from_state``
+    restore it exactly.
     :attr:`kind` says which detector holds the stream, :attr:`handed_over_at` since when.
 
     Parameters
@@ -226,6 +248,7 @@ class PeriodRoutedDetector:
     def __init__(self, false_alarm_rate: float = 1e-4, window: Mapping | None = None,
                  profile: Mapping | None = None, min_acf: float = 0.0, period_level: float | None = None,
                  with_history: bool = False, seed: int = 0):
+        super().__init__()
         for name, opts in (("window", window), ("profile", profile)):
             if opts is not None and not isinstance(opts, Mapping):
                 raise ValueError(f"{name} must be a mapping of detector options; got {opts!r}")
@@ -233,23 +256,28 @@ class PeriodRoutedDetector:
             if clash:
                 raise ValueError(f"set {clash} on PeriodRoutedDetector itself, not in {name}=: both "
                                  "detectors share them")
-        self.false_alarm_rate = float(false_alarm_rate)
+        self.false_alarm_rate = _check_rate(false_alarm_rate, "false_alarm_rate", "in (0, 1), e.g. 1e-4")
         self.seed = check_seed(seed)  # a bad one named here, not as int()'s or numpy's error
-        if not 0.0 <= min_acf < 1.0:
-            raise ValueError(f"min_acf must be in [0, 1), e.g. 0.5; got {min_acf}")
-        self.min_acf = float(min_acf)
-        if period_level is not None and not 0.0 < period_level < 1.0:
-            raise ValueError(f"period_level must be None or in (0, 1), e.g. 0.05; got {period_level}")
-        self.period_level = None if period_level is None else float(period_level)
+        self.min_acf = _check_rate(min_acf, "min_acf", "in [0, 1), e.g. 0.5", lo_open=False)
+        self.period_level = None if period_level is None else _check_rate(
+            period_level, "period_level", "None or in (0, 1), e.g. 0.05")
+        if not isinstance(with_history, (bool, np.bool_)):
+            raise ValueError(f"with_history must be True or False; got {with_history!r}")
         self.with_history = bool(with_history)
-        self.questions = 0  # period questions asked over the stream's life
         self.window_options = dict(window or {})
         self.profile_options = dict(profile or {})
+        # built now so that bad options fail here, not at the hand-over (the window detector in _reset)
+        probe = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
+        self._windows = (probe.min_window, probe.max_window)
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the stream: the state of a fresh detector with these parameters."""
+        super()._reset()
+        self.questions = 0  # period questions asked over the stream's life
         self._inner = ChangePointDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed,
                                           **self.window_options)
-        # built now so that bad options fail here, not at the hand-over
-        probe = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
-        self._checks = period_checks(probe.min_window, probe.max_window)
+        self._checks = period_checks(*self._windows)
         self._cap = self._checks[-1] if self._checks else 0
         self._ring: np.ndarray | None = None  # (cap, m): the newest samples, row t at t % cap
         self._seg_start = 0  # global index of the current segment's first sample
@@ -259,8 +287,18 @@ class PeriodRoutedDetector:
         self._primed_through = -1  # after a primed hand-over: changes up to here are not reported again
         self.handed_over_at: int | None = None
         self.n_seen = 0
-        self.drift_detected = False
         self.last_alarm: Alarm | None = None
+
+    # the options of the two detectors, as the constructor took them (river's clone reads them)
+    @property
+    def window(self) -> dict:
+        """Options of the two-window detector (``window=``)."""
+        return self.window_options
+
+    @property
+    def profile(self) -> dict:
+        """Options of the split profile (``profile=``)."""
+        return self.profile_options
 
     # -- the detector in charge ----------------------------------------------------------------
     @property
@@ -285,8 +323,16 @@ class PeriodRoutedDetector:
 
     # -- input ---------------------------------------------------------------------------------
     def _row(self, x) -> np.ndarray:
+        """The sample ``x`` as a 1-d float array, or the ``ValueError`` of a sample neither detector
+        takes, whichever of them holds the stream."""
+        if isinstance(x, Mapping):  # the split profile it may hand over to takes no dicts
+            raise ValueError("PeriodRoutedDetector takes a number or an array of channel values per sample, "
+                             "not a dict; pass the values in a fixed order")
         try:
             v = np.asarray(x, dtype=np.float64).reshape(-1)
+        except OverflowError:  # a Python int beyond float64: refused as the window detector does
+            check_magnitude(x)
+            raise
         except (TypeError, ValueError):
             raise ValueError(f"a sample is a number or a 1-d array of channel values; got {x!r}") from None
         return v
@@ -299,19 +345,17 @@ class PeriodRoutedDetector:
     def step(self, x) -> Alarm | None:
         """Feed one sample (a number, or one value per channel; NaN = missing); the alarm reported now."""
         t = self.n_seen
+        # a float, the common sample, is taken as it is; anything else is read once here, before
+        # either detector sees it, so that a bad one is refused alike before and after the hand-over
+        v = x if type(x) is float else self._row(x)
         if self.handed_over_at is not None:
             if type(x) is not float or not -MAX_MAGNITUDE <= x <= MAX_MAGNITUDE:
-                check_magnitude(x)  # the split profile would winsorise what the window detector refuses
+                check_magnitude(v)  # the split profile would winsorise what the window detector refuses
             alarm = self._inner.step(x)
             self.n_seen += 1
             if alarm is not None and alarm.change_index <= self._primed_through:
                 alarm = None  # a change among the primed samples: reported already, or older than one that was
             return self._report(alarm, t)
-        if isinstance(x, Mapping):  # the split profile it may hand over to takes no dicts
-            raise ValueError("PeriodRoutedDetector takes a number or an array of channel values per sample, "
-                             "not a dict; pass the values in a fixed order")
-        # a float, the common sample, goes into the ring as it is; anything else is read once here
-        v = self._row(x) if self._cap and type(x) is not float else x
         alarm = self._inner.step(x)  # validates the sample first: a bad one changes nothing here
         self.n_seen += 1
         if self._cap:
@@ -389,7 +433,7 @@ class PeriodRoutedDetector:
                 a = prof.step(r if r.size > 1 else float(r[0]))
                 if a is not None:
                     self._pending.append(a)
-        prof.drift_detected = False
+        prof._drift_detected = False
         self._inner = prof
         self.handed_over_at = self.n_seen
         self._ring = None
@@ -403,7 +447,7 @@ class PeriodRoutedDetector:
         if alarm is not None and alarm.alarm_index != t:
             alarm = Alarm(change_index=alarm.change_index, alarm_index=t, score=alarm.score,
                           threshold=alarm.threshold)
-        self.drift_detected = alarm is not None
+        self._drift_detected = alarm is not None
         if alarm is not None:
             self.last_alarm = alarm
         return alarm
@@ -451,7 +495,7 @@ class PeriodRoutedDetector:
         obj._inner = holder.from_state(inner)
         obj.handed_over_at = None if meta["handed_over_at"] is None else int(meta["handed_over_at"])
         obj.n_seen, obj._seg_start = int(meta["n_seen"]), int(meta["seg_start"])
-        obj._next_check, obj.drift_detected = int(meta["next_check"]), bool(meta["drift"])
+        obj._next_check, obj._drift_detected = int(meta["next_check"]), bool(meta["drift"])
         obj._pending = [Alarm.from_dict(d) for d in meta["pending"]]
         obj._seen_change = int(meta.get("seen_change", -1))
         obj._primed_through = int(meta.get("primed_through", -1))
@@ -472,7 +516,7 @@ class PeriodRoutedDetector:
         obj = cls(false_alarm_rate=params["false_alarm_rate"], window=window, seed=params["seed"])
         obj._inner = inner
         obj.n_seen = obj._seg_start = int(meta["t"]) + 1
-        obj.drift_detected = bool(meta["drift"])
+        obj._drift_detected = bool(meta["drift"])
         obj.last_alarm = inner.last_alarm
         obj._seen_change = -1 if inner.last_alarm is None else int(inner.last_alarm.change_index)
         return obj

@@ -93,10 +93,12 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+from river import base
 from scipy.stats import binom
 
 from ratiowatch.core.params import check_seed
@@ -108,7 +110,7 @@ from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, 
                                                       null_fit, remove_level_shifts)
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
-from ratiowatch.stream.detectors.state_file import open_checkpoint, state_version
+from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
 from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing
 from ratiowatch.stream.series.width import subsequence_width
 
@@ -122,6 +124,38 @@ STATE_VERSION = 4
 #: null takes, the jittered seasonal kinds of the null suite got up to 2 false alarms per 10,000
 #: samples (seeds 0-4), with 160 at most 0.4 (seeds 0-9; docs/experiments.md, S10)
 CYCLE_DRAWS = 160
+
+#: constructor parameters by type, with what each must be; ranges are checked in __init__ (the seed
+#: by :func:`~ratiowatch.core.params.check_seed`)
+_INT_PARAMS = {"min_window": ">= 15", "max_window": ">= 2 * min_window", "tests_per_window": ">= 1",
+               "n_null": ">= 10", "n_centres": ">= 1", "grid": ">= 1", "max_order": ">= 0"}
+_REAL_PARAMS = {"false_alarm_rate": "in (0, 1), e.g. 1e-4", "alpha": "in [0, 1)", "lam": "positive",
+                "sigma_factor": "positive"}
+_BOOL_PARAMS = ("cycle_permutation", "robust_line")
+
+
+def _check_param_types(params: Mapping) -> None:
+    """Reject a constructor argument of the wrong type with a ``ValueError`` that names it (no
+    silent ``int(30.9)`` or ``bool("false")``, no ``TypeError`` of a comparison or ``OverflowError``
+    of ``int(inf)`` that does not say which parameter).
+
+    >>> _check_param_types({**{k: 30 for k in _INT_PARAMS}, **{k: 0.1 for k in _REAL_PARAMS},
+    ...                     **{k: True for k in _BOOL_PARAMS}, "min_window": 30.9})
+    Traceback (most recent call last):
+    ...
+    ValueError: min_window must be an integer >= 15; got 30.9
+    """
+    for name, what in _INT_PARAMS.items():
+        v = params[name]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"{name} must be an integer {what}; got {v!r}")
+    for name, what in _REAL_PARAMS.items():
+        v = params[name]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number {what}; got {v!r}")
+    for name in _BOOL_PARAMS:
+        if not isinstance(params[name], (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False; got {params[name]!r}")
 
 
 @dataclass
@@ -161,12 +195,14 @@ def departures_plausible(departures: int, rows: int, n_fit: int, level: float) -
     return float(binom.sf(departures - 1, rows, 1.0 / (n_fit + 2))) >= level
 
 
-class SplitProfileDetector:
+class SplitProfileDetector(base.DriftDetector):
     """Streaming change-point detector: a calibrated split profile over a sliding window.
 
     ``step(x)`` returns the :class:`~ratiowatch.stream.calibration.peaks.Alarm` a sample raised
-    (or None); the river drift-detector API is ``update(x)`` then ``drift_detected`` and
-    ``last_alarm``. ``to_state`` / ``from_state`` checkpoint it exactly (arrays and JSON, no pickle).
+    (or None). It is a river drift detector (``river.base.DriftDetector``): ``update(x)`` then
+    ``drift_detected`` and ``last_alarm``, and ``clone()`` gives a fresh detector with the same
+    parameters (river's adaptive trees clone the detector they are given for every new node).
+    ``to_state`` / ``from_state`` checkpoint it exactly (arrays and JSON, no pickle).
 
     Parameters
     ----------
@@ -216,6 +252,8 @@ class SplitProfileDetector:
                  n_centres: int = OFFLINE_DEFAULTS["n_centres"], grid: int = 100,
                  max_order: int = MAX_ORDER, cycle_permutation: bool = False, robust_line: bool = True,
                  seed: int = 0):
+        super().__init__()
+        _check_param_types(locals())
         if not 0.0 < false_alarm_rate < 1.0:
             raise ValueError(f"false_alarm_rate must be in (0, 1), e.g. 1e-4; got {false_alarm_rate}")
         if min_window < 15:
@@ -237,6 +275,11 @@ class SplitProfileDetector:
         self.seed = check_seed(seed)
         self._profile_cfg = {"alpha": float(alpha), "lam": float(lam), "sigma_factor": float(sigma_factor),
                              "n_centres": int(n_centres), "grid": int(grid), "widths": "both"}
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the stream: the state of a fresh detector with these parameters."""
+        super()._reset()
         self._buf: np.ndarray | None = None  # (2 max_window, m): the window is _buf[_lo:_hi]
         self._lo = self._hi = 0
         self._start = 0  # global index of the window's first sample
@@ -247,10 +290,30 @@ class SplitProfileDetector:
         self._since_cal = 0
         self._n_cal = 0
         self.n_seen = 0
-        self.drift_detected = False
         self.last_alarm: Alarm | None = None
         self.score = math.nan
         self.threshold = math.nan
+
+    # the split profile's settings, as the constructor took them (river's clone reads them)
+    @property
+    def alpha(self) -> float:
+        return self._profile_cfg["alpha"]
+
+    @property
+    def lam(self) -> float:
+        return self._profile_cfg["lam"]
+
+    @property
+    def sigma_factor(self) -> float:
+        return self._profile_cfg["sigma_factor"]
+
+    @property
+    def n_centres(self) -> int:
+        return self._profile_cfg["n_centres"]
+
+    @property
+    def grid(self) -> int:
+        return self._profile_cfg["grid"]
 
     # -- input -------------------------------------------------------------------------------
     def _row(self, x) -> np.ndarray | None:
@@ -346,7 +409,7 @@ class SplitProfileDetector:
         """Feed one sample (a number, or one value per channel; NaN = missing); the alarm it raised."""
         v = self._row(x)
         self.n_seen += 1
-        self.drift_detected = False
+        self._drift_detected = False
         if v is None:  # nothing seen yet: the gap cannot be filled
             self._start = self.n_seen
             return None
@@ -504,7 +567,7 @@ class SplitProfileDetector:
         alarm = Alarm(change_index=int(change), alarm_index=self.n_seen - 1, score=float(stat),
                       threshold=float(threshold))
         self.last_alarm = alarm
-        self.drift_detected = True
+        self._drift_detected = True
         # the window restarts at the change: what follows it is the new segment
         self._lo += split
         self._start = change
@@ -544,10 +607,12 @@ class SplitProfileDetector:
         """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
         state, meta = open_checkpoint(state, cls.__name__)
         version = state_version(meta, cls.__name__, readable=(1, 2, 3, STATE_VERSION))
+        # another class's checkpoint (of a readable version) records parameters this one does not take
+        params = checkpoint_params(meta, cls)
         # version 1 predates the cycle null: such a detector ran without it and continues so.
         # Version 2 did not keep the cycle null's kernel: it restores without the null until
         # its next calibration. A state saved before the robust line ran without it and continues so
-        obj = cls(**{"cycle_permutation": version > 1, "robust_line": False, **meta["params"]})
+        obj = cls(**{"cycle_permutation": version > 1, "robust_line": False, **params})
         if meta["channels"] is not None:
             window = np.asarray(state["window"], dtype=np.float64).reshape(-1, int(meta["channels"]))
             obj._buf = np.empty((2 * obj.max_window, window.shape[1]))
@@ -558,7 +623,7 @@ class SplitProfileDetector:
         obj._since_test, obj._since_cal = int(meta["since_test"]), int(meta["since_cal"])
         obj._n_cal, obj.n_seen = int(meta["n_cal"]), int(meta["n_seen"])
         obj._fresh = bool(meta["fresh"])
-        obj.drift_detected = bool(meta["drift"])
+        obj._drift_detected = bool(meta["drift"])
         obj.score, obj.threshold = float(meta["score"]), float(meta["threshold"])
         if meta["last_alarm"] is not None:
             obj.last_alarm = Alarm.from_dict(meta["last_alarm"])

@@ -2,6 +2,7 @@
 current segment shows a period by the split profile's own width rule."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -504,3 +505,105 @@ class TestCheckpoint:
     def test_what_is_not_a_checkpoint_is_refused_as_such(self, state):
         with pytest.raises(ValueError, match="not a PeriodRoutedDetector checkpoint"):
             PeriodRoutedDetector.from_state(state)
+
+
+class TestRiverDriftDetector:
+    """A river drift detector: ``clone()`` and river's adaptive trees, which clone it per node."""
+
+    def test_it_is_a_river_drift_detector_and_clone_is_fresh_with_equal_parameters(self):
+        from river import base
+
+        kw = dict(false_alarm_rate=1e-3, window={"n": 40}, profile={"min_window": 20, "max_window": 400},
+                  min_acf=0.2, period_level=0.05, with_history=True, seed=4)
+        det = PeriodRoutedDetector(**kw)
+        assert isinstance(det, base.DriftDetector)
+        for v in sine(300).tolist():
+            det.update(v)
+        assert det.kind == "split_profile"
+        twin = det.clone()
+        assert type(twin) is PeriodRoutedDetector and twin is not det
+        assert twin._get_params() == det._get_params() == kw
+        assert twin.window is not det.window and twin.profile is not det.profile  # copies, not shared
+        # fresh: on the window detector, nothing seen
+        assert (twin.kind, twin.n_seen, twin.questions, twin.drift_detected, twin.last_alarm) == (
+            "window", 0, 0, False, None)
+        assert twin.to_state()["meta"] == PeriodRoutedDetector(**kw).to_state()["meta"]
+        assert PeriodRoutedDetector().clone()._get_params() == PeriodRoutedDetector()._get_params()
+
+    def test_a_hoeffding_adaptive_tree_takes_it_as_its_drift_detector(self):
+        from river import tree
+
+        model = tree.HoeffdingAdaptiveTreeClassifier(drift_detector=PeriodRoutedDetector(seed=0), grace_period=50,
+                                                     seed=0)
+        rng = np.random.default_rng(0)
+        for i in range(400):
+            x = {"a": float(rng.normal()), "b": float(rng.normal())}
+            model.learn_one(x, (x["a"] > 0) if i < 200 else (x["b"] > 0))  # the concept changes halfway
+        assert model.predict_one({"a": 1.0, "b": 1.0}) in (True, False)
+
+
+class TestBadSamplesWhoeverHoldsTheStream:
+    BAD = [({"a": 1.0}, "not a dict"), (object(), "number or a 1-d array"), ("x", "number or a 1-d array"),
+           ([1.0, "x"], "number or a 1-d array"), (10 ** 400, "beyond 1e\\+150")]
+
+    @staticmethod
+    def refusals(det):
+        out = []
+        for bad, msg in TestBadSamplesWhoeverHoldsTheStream.BAD:
+            n = det.n_seen
+            with pytest.raises(ValueError, match=msg) as info:
+                det.step(bad)
+            assert det.n_seen == n  # the sample was not taken
+            out.append(str(info.value).split(" at 0x")[0])
+        return out
+
+    def test_the_same_value_error_before_and_after_the_hand_over_and_the_sample_is_not_taken(self):
+        x = sine(600)
+        det, clean = PeriodRoutedDetector(seed=0), PeriodRoutedDetector(seed=0)
+        before = self.refusals(det)
+        got = feed(det, x[:200])
+        assert det.kind == "split_profile"
+        after = self.refusals(det)
+        assert after == before
+        got += feed(det, x[200:])
+        # refused samples changed nothing: the stream is the one without them
+        assert got == feed(clean, x) and det.to_state()["meta"] == clean.to_state()["meta"]
+
+    def test_several_channels_refuse_alike(self):
+        det = PeriodRoutedDetector(seed=0)
+        det.step([1.0, 2.0])
+        assert det.kind == "window"
+        with pytest.raises(ValueError, match="not a dict"):
+            det.step({"a": 1.0, "b": 2.0})
+        with pytest.raises(ValueError, match="a sample is a number or a 1-d array"):
+            det.step(object())
+        assert det.n_seen == 1
+
+
+class TestParameterTypes:
+    @pytest.mark.parametrize("kw, msg", [
+        ({"false_alarm_rate": "x"}, "false_alarm_rate must be in \\(0, 1\\), e.g. 1e-4; got 'x'"),
+        ({"false_alarm_rate": math.nan}, "false_alarm_rate must be in \\(0, 1\\)"),
+        ({"false_alarm_rate": True}, "false_alarm_rate must be in \\(0, 1\\)"),
+        ({"false_alarm_rate": 1.5}, "false_alarm_rate must be in \\(0, 1\\)"),
+        ({"min_acf": "0.5"}, "min_acf must be in \\[0, 1\\), e.g. 0.5; got '0.5'"),
+        ({"min_acf": math.nan}, "min_acf must be in \\[0, 1\\)"),
+        ({"min_acf": None}, "min_acf must be in \\[0, 1\\)"),
+        ({"period_level": "0.05"}, "period_level must be None or in \\(0, 1\\), e.g. 0.05; got '0.05'"),
+        ({"period_level": math.inf}, "period_level must be None or in \\(0, 1\\)"),
+        ({"period_level": False}, "period_level must be None or in \\(0, 1\\)"),
+        ({"with_history": "false"}, "with_history must be True or False; got 'false'"),
+        ({"with_history": 1}, "with_history must be True or False"),
+        ({"with_history": None}, "with_history must be True or False"),
+        ({"profile": {"min_window": 30.9}}, "min_window must be an integer >= 15; got 30.9"),
+        ({"profile": {"cycle_permutation": "false"}}, "cycle_permutation must be True or False"),
+    ])
+    def test_a_parameter_of_the_wrong_type_is_a_value_error_that_names_it(self, kw, msg):
+        with pytest.raises(ValueError, match=msg):
+            PeriodRoutedDetector(**kw)
+
+    def test_numpy_numbers_and_booleans_are_taken(self):
+        det = PeriodRoutedDetector(false_alarm_rate=np.float64(1e-3), min_acf=np.float32(0.5), period_level=np.float64(0.05),
+                                   with_history=np.bool_(True), seed=np.int64(2))
+        assert (det.false_alarm_rate, det.min_acf, det.period_level, det.with_history) == (1e-3, 0.5, 0.05, True)
+        assert type(det.min_acf) is float and type(det.with_history) is bool

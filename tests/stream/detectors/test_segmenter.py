@@ -496,3 +496,115 @@ class TestPrime:
         got = stream_alarms(first, x[900:1100])
         again = SplitProfileDetector.from_state(first.to_state())
         assert got + stream_alarms(again, x[1100:]) == expected
+
+
+class TestRiverDriftDetector:
+    """A river drift detector: ``clone()`` and river's adaptive trees, which clone it per node."""
+
+    def test_it_is_a_river_drift_detector_and_clone_is_fresh_with_equal_parameters(self):
+        from river import base
+
+        kw = dict(false_alarm_rate=1e-3, min_window=20, max_window=600, tests_per_window=25, n_null=12,
+                  alpha=0.2, lam=0.01, sigma_factor=0.7, n_centres=16, grid=40, max_order=3,
+                  cycle_permutation=True, robust_line=False, seed=5)
+        det = SplitProfileDetector(**kw)
+        assert isinstance(det, base.DriftDetector)
+        rng = np.random.default_rng(0)
+        for v in np.r_[rng.normal(0, 1, 300), rng.normal(4, 1, 200)].tolist():
+            det.update(v)
+        assert det.n_seen == 500 and det.last_alarm is not None
+        twin = det.clone()
+        assert type(twin) is SplitProfileDetector and twin is not det
+        assert twin._get_params() == det._get_params() == {**kw}
+        # fresh: the state of a new detector with these parameters, not the stream's
+        assert twin.n_seen == 0 and not twin.drift_detected and twin.last_alarm is None
+        assert twin.to_state()["meta"] == SplitProfileDetector(**kw).to_state()["meta"]
+
+    def test_drift_detected_is_set_by_the_step_that_raised_the_alarm(self):
+        rng = np.random.default_rng(3)
+        det = SplitProfileDetector(seed=0)
+        flags = []
+        for v in np.r_[rng.normal(0, 1, 500), rng.normal(1.5, 1, 500)].tolist():
+            det.update(v)
+            flags.append(det.drift_detected)
+        assert sum(flags) == 1 and flags.index(True) == det.last_alarm.alarm_index
+
+    def test_a_hoeffding_adaptive_tree_takes_it_as_its_drift_detector(self):
+        from river import tree
+
+        model = tree.HoeffdingAdaptiveTreeClassifier(drift_detector=SplitProfileDetector(seed=0), grace_period=50,
+                                                     seed=0)
+        rng = np.random.default_rng(0)
+        for i in range(400):
+            x = {"a": float(rng.normal()), "b": float(rng.normal())}
+            model.learn_one(x, (x["a"] > 0) if i < 200 else (x["b"] > 0))  # the concept changes halfway
+        assert model.predict_one({"a": 1.0, "b": 1.0}) in (True, False)
+
+
+class TestCheckpointOfAnotherClass:
+    @staticmethod
+    def states():
+        from ratiowatch import (ChangePointDetector, PeriodRoutedDetector, StreamingOutlierDetector,
+                                TimeSeriesAnomalyDetector)
+
+        x = np.random.default_rng(0).normal(size=100).tolist()
+        window, routed = ChangePointDetector(seed=0), PeriodRoutedDetector(seed=0)
+        anomaly, outlier = TimeSeriesAnomalyDetector(), StreamingOutlierDetector(seed=0)
+        for v in x:
+            window.step(v)
+            routed.step(v)
+            anomaly.learn_one(v)
+            outlier.learn_one({0: v})
+        return {type(d).__name__: d.to_state() for d in (window, routed, anomaly, outlier)}
+
+    def test_another_detectors_checkpoint_is_refused_as_not_a_split_profile_checkpoint(self):
+        states = self.states()
+        assert sorted(states) == ["ChangePointDetector", "PeriodRoutedDetector", "StreamingOutlierDetector",
+                                  "TimeSeriesAnomalyDetector"]
+        for name, state in states.items():
+            with pytest.raises(ValueError, match="not a SplitProfileDetector checkpoint"):
+                SplitProfileDetector.from_state(state)
+
+    def test_its_own_checkpoint_still_loads(self):
+        det = SplitProfileDetector(min_window=20, max_window=400, seed=2)
+        for v in np.random.default_rng(1).normal(size=100).tolist():
+            det.step(v)
+        again = SplitProfileDetector.from_state(det.to_state())
+        assert again._get_params() == det._get_params() and again.to_state()["meta"] == det.to_state()["meta"]
+
+
+class TestParameterTypes:
+    @pytest.mark.parametrize("kw, msg", [
+        ({"false_alarm_rate": "0.01"}, "false_alarm_rate must be a finite number in \\(0, 1\\)"),
+        ({"false_alarm_rate": math.nan}, "false_alarm_rate must be a finite number"),
+        ({"false_alarm_rate": True}, "false_alarm_rate must be a finite number"),
+        ({"min_window": None}, "min_window must be an integer >= 15; got None"),
+        ({"min_window": math.nan}, "min_window must be an integer >= 15; got nan"),
+        ({"min_window": 30.9}, "min_window must be an integer >= 15; got 30.9"),
+        ({"min_window": 30.0}, "min_window must be an integer"),
+        ({"min_window": True}, "min_window must be an integer"),
+        ({"max_window": math.inf}, "max_window must be an integer >= 2 \\* min_window; got inf"),
+        ({"max_window": "5000"}, "max_window must be an integer"),
+        ({"tests_per_window": 2.5}, "tests_per_window must be an integer >= 1"),
+        ({"n_null": "40"}, "n_null must be an integer >= 10; got '40'"),
+        ({"n_centres": 32.0}, "n_centres must be an integer"),
+        ({"grid": None}, "grid must be an integer"),
+        ({"max_order": False}, "max_order must be an integer >= 0"),
+        ({"alpha": "0.1"}, "alpha must be a finite number"),
+        ({"lam": math.inf}, "lam must be a finite number"),
+        ({"sigma_factor": None}, "sigma_factor must be a finite number"),
+        ({"cycle_permutation": "false"}, "cycle_permutation must be True or False; got 'false'"),
+        ({"cycle_permutation": 0}, "cycle_permutation must be True or False"),
+        ({"robust_line": None}, "robust_line must be True or False"),
+    ])
+    def test_a_parameter_of_the_wrong_type_is_a_value_error_that_names_it(self, kw, msg):
+        with pytest.raises(ValueError, match=msg):
+            SplitProfileDetector(**kw)
+
+    def test_numpy_numbers_and_booleans_are_taken(self):
+        det = SplitProfileDetector(false_alarm_rate=np.float64(1e-3), min_window=np.int64(20),
+                                   max_window=np.int32(400), alpha=np.float32(0.25), cycle_permutation=np.bool_(True),
+                                   seed=np.int64(1))
+        assert (det.false_alarm_rate, det.min_window, det.max_window, det.alpha, det.cycle_permutation) == (
+            1e-3, 20, 400, 0.25, True)
+        assert type(det.min_window) is int and type(det.cycle_permutation) is bool
