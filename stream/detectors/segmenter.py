@@ -273,8 +273,11 @@ class SplitProfileDetector(base.DriftDetector):
         self.cycle_permutation = bool(cycle_permutation)
         self.robust_line = bool(robust_line)
         self.seed = check_seed(seed)
-        self._profile_cfg = {"alpha": float(alpha), "lam": float(lam), "sigma_factor": float(sigma_factor),
-                             "n_centres": int(n_centres), "grid": int(grid), "widths": "both"}
+        # the split profile's settings, kept as the constructor took them (river's clone reads them)
+        self.alpha, self.lam, self.sigma_factor = float(alpha), float(lam), float(sigma_factor)
+        self.n_centres, self.grid = int(n_centres), int(grid)
+        self._profile_cfg = {"alpha": self.alpha, "lam": self.lam, "sigma_factor": self.sigma_factor,
+                             "n_centres": self.n_centres, "grid": self.grid, "widths": "both"}
         self._reset()
 
     def _reset(self) -> None:
@@ -293,27 +296,6 @@ class SplitProfileDetector(base.DriftDetector):
         self.last_alarm: Alarm | None = None
         self.score = math.nan
         self.threshold = math.nan
-
-    # the split profile's settings, as the constructor took them (river's clone reads them)
-    @property
-    def alpha(self) -> float:
-        return self._profile_cfg["alpha"]
-
-    @property
-    def lam(self) -> float:
-        return self._profile_cfg["lam"]
-
-    @property
-    def sigma_factor(self) -> float:
-        return self._profile_cfg["sigma_factor"]
-
-    @property
-    def n_centres(self) -> int:
-        return self._profile_cfg["n_centres"]
-
-    @property
-    def grid(self) -> int:
-        return self._profile_cfg["grid"]
 
     # -- input -------------------------------------------------------------------------------
     def _row(self, x) -> np.ndarray | None:
