@@ -136,6 +136,21 @@ def data_scale(x: np.ndarray) -> float:
     return float(np.ldexp(1.0, int(np.frexp(spread)[1]) - 1))
 
 
+#: the largest kernel width used in units of :func:`data_scale`: the scaled data span at most 2 per
+#: feature, so any width beyond this gives kernel values of exactly 1 (and its square stays finite)
+MAX_SCALED_WIDTH = 1e150
+
+
+def scaled_width(sigma: float, scale: float) -> float:
+    """``sigma / scale``, at most :data:`MAX_SCALED_WIDTH`: a width of 50 for data spanning 2.2e-308
+    (scale 2^-1022) overflowed to inf, where every kernel value is 1 all the same.
+
+    >>> scaled_width(3.0, 2.0), scaled_width(50.0, 2.0 ** -1022)
+    (1.5, 1e+150)
+    """
+    return min(float(sigma) / float(scale), MAX_SCALED_WIDTH)
+
+
 def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:
     """Median pairwise Euclidean distance (on at most ``max_points`` rows, chosen without replacement).
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import FLUSH_EXPONENT, data_scale, gauss_from_sq, gauss_kernel, sq_dist
+from .kernels import FLUSH_EXPONENT, data_scale, gauss_from_sq, gauss_kernel, scaled_width, sq_dist
 from .linalg import FASTMATH, cholesky_solve, sym_tridiagonal, tridiagonal_solve_rows
 from .selection import choose_centres, lambda_grid, sigma_grid
 from .validation import check_alpha, check_pair, make_rng
@@ -70,7 +70,7 @@ class RatioFit:
 
         x = as_samples(x, "x", dim=self.centres.shape[1])
         s = self.scale
-        return gauss_kernel(x / s, self.centres / s, self.sigma / s) @ self.theta
+        return gauss_kernel(x / s, self.centres / s, scaled_width(self.sigma, s)) @ self.theta
 
 
 @njit(cache=True)
@@ -324,7 +324,7 @@ def fit_rulsif(
     scale = data_scale(np.concatenate([x_nu, x_de]))
     x_nu, x_de = x_nu / scale, x_de / scale
     centres = x_nu[choose_centres(x_nu.shape[0], int(n_centres), rng)]
-    sigmas = sigma_grid(x_nu, x_de, factors=sigma_factors) if sigma is None else np.array([float(sigma) / scale])
+    sigmas = sigma_grid(x_nu, x_de, factors=sigma_factors) if sigma is None else np.array([scaled_width(sigma, scale)])
     lams = lambda_grid(lambdas) if lam is None else np.array([float(lam)])
     if np.any(sigmas <= 0) or not np.all(np.isfinite(sigmas)):
         raise ValueError(f"sigma must be positive and finite; got {(sigmas * scale).tolist()}")
@@ -343,7 +343,7 @@ def fit_rulsif(
         sig, lam_ = float(sigmas[0]), float(lams[0])
     theta, pe = _final_fit(d_nu, d_de, sig, alpha, lam_, bool(clip))
     pe = float(pe)
-    return RatioFit(alpha=alpha, sigma=sig * scale, lam=lam_, centres=centres * scale, theta=theta, pe=pe,
+    return RatioFit(alpha=alpha, sigma=sig * scale if sigma is None else float(sigma), lam=lam_, centres=centres * scale, theta=theta, pe=pe,
                     loocv=best, scale=scale)
 
 

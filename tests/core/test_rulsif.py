@@ -267,3 +267,12 @@ def test_ordinary_data_are_fitted_bit_for_bit_as_without_the_rescaling(monkeypat
     assert fit.scale != 1.0 and plain.scale == 1.0
     assert fit.sigma == plain.sigma and fit.pe == plain.pe and np.array_equal(fit.theta, plain.theta)
     assert np.array_equal(fit.centres, plain.centres) and np.array_equal(fit.ratio(x_de), plain.ratio(x_de))
+
+
+def test_a_given_width_far_above_the_data_span_is_a_flat_kernel_not_an_overflow():
+    # data spanning 2.2e-308 are fitted in units of 2^-1022, where a width of 50 overflowed to inf
+    x_nu, x_de = np.zeros((12, 2)), np.full((15, 2), 2.2250738585072014e-308)
+    fit = fit_rulsif(x_nu, x_de, alpha=0.0, sigma=50.0, lam=0.1, n_centres=12)
+    assert fit.sigma == 50.0 and np.isfinite(fit.pe)
+    r = fit.ratio(x_de)
+    assert np.all(np.isfinite(r)) and np.ptp(r) == 0.0  # every kernel value 1: one ratio everywhere
