@@ -148,7 +148,8 @@ def scaled_width(sigma: float, scale: float) -> float:
     >>> scaled_width(3.0, 2.0), scaled_width(50.0, 2.0 ** -1022)
     (1.5, 1e+150)
     """
-    return min(float(sigma) / float(scale), MAX_SCALED_WIDTH)
+    sigma, scale = float(sigma), float(scale)
+    return MAX_SCALED_WIDTH if sigma > MAX_SCALED_WIDTH * scale else sigma / scale
 
 
 def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from .kernels import data_scale, gauss_kernel, median_distance
+from .kernels import data_scale, gauss_kernel, median_distance, scaled_width
 from .sampling import canonical_order, check_folds, check_n_folds, cv_folds, int_seed, pick_rows, set_rng
 from .selection import SIGMA_FACTORS
 from .validation import as_samples, check_pair, positive_grid
@@ -85,7 +85,7 @@ class KLIEPFit:
         """The fitted ratio at the rows of ``x``, shape (n,); small values mean "unlike the numerator"."""
         x = as_samples(x, "x", dim=self.centres.shape[1])
         s = self.scale
-        return gauss_kernel(x / s, self.centres / s, self.sigma / s) @ self.theta
+        return gauss_kernel(x / s, self.centres / s, scaled_width(self.sigma, s)) @ self.theta
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -295,8 +295,9 @@ def fit_kliep(
     n_folds = check_n_folds(n_folds)
     scale = data_scale(np.concatenate([x_nu, x_de]))  # fit in units where squares cannot underflow
     x_nu, x_de = x_nu / scale, x_de / scale
-    if sigma is not None:
-        sigma = positive_grid(sigma, "sigma") / scale
+    given = None if sigma is None else positive_grid(sigma, "sigma")
+    if given is not None:
+        sigma = np.array([scaled_width(g, scale) for g in given])  # capped: a flat kernel, not an overflow
     if centres is not None:
         centres = as_samples(centres, "centres", dim=x_nu.shape[1]) / scale
     if sigma is None:
@@ -320,7 +321,7 @@ def fit_kliep(
                              "give larger sigma values")
         lcv, sig = float(lcv_scores[best]), float(sigmas[best])
     else:
-        sig = float(sigmas[0])
+        best, sig = 0, float(sigmas[0])
 
     if centres is None:
         c = x_nu[pick_rows(x_nu, np.arange(x_nu.shape[0]), int(n_centres), set_rng(seed, x_nu, 10))]
@@ -330,5 +331,8 @@ def fit_kliep(
     bvec = gauss_kernel(x_de, c, sig).mean(axis=0)
     _check_reach(bvec, sig * scale)
     theta, kl = kliep_solve(k_nu, bvec, eps_schedule=eps_schedule, max_iter=max_iter)
+    if given is not None:  # report the widths as given: a capped one times the scale is not the same number
+        return KLIEPFit(sigma=float(given[best]), centres=c * scale, theta=theta, kl=kl, lcv=lcv,
+                        lcv_scores=lcv_scores, sigmas=given, scale=scale)
     return KLIEPFit(sigma=sig * scale, centres=c * scale, theta=theta, kl=kl, lcv=lcv, lcv_scores=lcv_scores,
                     sigmas=sigmas * scale, scale=scale)

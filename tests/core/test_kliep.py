@@ -6,6 +6,8 @@ normalisation ``mean_de r = 1``; ``kl = mean_nu log r``.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from densratio.KLIEP import KLIEP as densratio_kliep
@@ -210,3 +212,22 @@ def test_fewer_than_two_folds_are_refused(n_folds):
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="n_folds must be an integer >= 2"):
         fit_kliep(rng.normal(size=(30, 1)), rng.normal(size=(30, 1)), n_folds=n_folds)
+
+
+def test_a_given_width_far_above_the_data_span_is_a_flat_kernel_not_an_overflow():
+    # data spanning 2.2e-308 are fitted in units of 2^-1022, where a width of 50 overflowed to inf
+    x_nu, x_de = np.zeros((12, 2)), np.full((15, 2), 2.2250738585072014e-308)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_kliep(x_nu, x_de, sigma=50.0, n_centres=12)
+        r = fit.ratio(x_de)
+    assert fit.sigma == 50.0 and np.array_equal(fit.sigmas, [50.0]) and np.isfinite(fit.kl)
+    # every kernel value 1: one ratio everywhere, and mean_de r = 1 makes it 1
+    assert np.all(np.isfinite(r)) and np.allclose(r, 1.0, rtol=0.0, atol=1e-12)
+
+
+def test_a_given_grid_reports_its_own_widths():
+    rng = np.random.default_rng(3)
+    x_nu, x_de = rng.normal(size=(60, 1)), rng.normal(0.5, 1.0, size=(80, 1))
+    fit = fit_kliep(x_nu, x_de, sigma=[0.3, 1.0, 3.0])
+    assert np.array_equal(fit.sigmas, [0.3, 1.0, 3.0]) and fit.sigma in (0.3, 1.0, 3.0)
