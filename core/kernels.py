@@ -145,11 +145,40 @@ def scaled_width(sigma: float, scale: float) -> float:
     """``sigma / scale``, at most :data:`MAX_SCALED_WIDTH`: a width of 50 for data spanning 2.2e-308
     (scale 2^-1022) overflowed to inf, where every kernel value is 1 all the same.
 
+    A width below :data:`MIN_SCALE` in those units is refused: its square underflows.
+
     >>> scaled_width(3.0, 2.0), scaled_width(50.0, 2.0 ** -1022)
     (1.5, 1e+150)
     """
     sigma, scale = float(sigma), float(scale)
-    return MAX_SCALED_WIDTH if sigma > MAX_SCALED_WIDTH * scale else sigma / scale
+    if sigma > MAX_SCALED_WIDTH * scale:
+        return MAX_SCALED_WIDTH
+    if not sigma / scale >= MIN_SCALE:
+        raise ValueError(f"sigma={sigma:g} is below {MIN_SCALE:.1e} x the data's range (about {scale:g}): in the data's "
+                         "units its square underflows float64 and no two distinct rows share kernel mass; "
+                         "give a larger sigma")
+    return sigma / scale
+
+
+def check_width(sigma, name: str = "sigma") -> float:
+    """A Gaussian kernel width for data in their own units: finite and at least :data:`MIN_SCALE`.
+
+    Below it ``sigma ** 2`` underflows float64 and ``exp(-d2 / (2 sigma^2))`` divides by zero.
+
+    >>> check_width(0.5)
+    0.5
+    >>> check_width(1e-170)
+    Traceback (most recent call last):
+    ...
+    ValueError: sigma must be positive and finite, and at least 1.5e-150 (its square underflows float64 below that); got 1e-170: rescale the data if its units are that small
+    """
+    value = float(sigma)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite; got {sigma}")
+    if value < MIN_SCALE:
+        raise ValueError(f"{name} must be positive and finite, and at least {MIN_SCALE:.1e} (its square underflows "
+                         f"float64 below that); got {sigma}: rescale the data if its units are that small")
+    return value
 
 
 def median_distance(x: np.ndarray, max_points: int = 500, seed=0) -> float:

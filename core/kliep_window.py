@@ -42,6 +42,7 @@ import numpy as np
 from numba import njit
 
 from .gram_ring import fill_gram, pair_sq_dists, resum_small, slide_gram, sum_tolerance, window_sums
+from .kernels import check_width
 from .kliep import EPS_SCHEDULE, LOG_FLOOR_VALUE, MAX_ITER, kliep_ascent
 from .window_base import SlidingWindowPair
 
@@ -170,8 +171,7 @@ class TwoWindowKLIEP(SlidingWindowPair):
 
     @staticmethod
     def _check_sigma(sigma):
-        if not (np.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be positive and finite; got {sigma}")
+        check_width(sigma)
 
     def _slide(self, y: np.ndarray) -> int:
         size = 2 * self.n

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from .kernels import gauss_from_sq, gauss_kernel, sq_dist
+from .kernels import check_width, gauss_from_sq, gauss_kernel, sq_dist
 from .linalg import cholesky_inplace
 from .sampling import (canonical_order, check_folds, check_n_folds, cv_folds, int_seed, pick_rows,  # noqa: F401
                        set_rng)  # (re-exported)
@@ -293,7 +293,7 @@ def fit_lsdd(
                              f"{max(np.abs(x).max(), np.abs(x_prime).max()):.3g}); "
                              "rescale the data (e.g. standardise it) first")
     else:
-        sigmas = positive_grid(sigma, "sigma")
+        sigmas = np.array([check_width(s) for s in positive_grid(sigma, "sigma")])
     lams = lambda_grid(lambdas) if lam is None else positive_grid(lam, "lam")
 
     cv_best, cv_scores = float("nan"), np.empty((0, 0))

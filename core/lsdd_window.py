@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 from .gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
+from .kernels import check_width
 from .lsdd import h_scale, lsdd_solve
 from .window_base import SlidingWindowPair
 
@@ -114,8 +115,7 @@ class TwoWindowLSDD(SlidingWindowPair):
         self._since_refresh = 0
 
     def _check_params(self, sigma, lam):
-        if not (np.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be positive and finite; got {sigma}")
+        check_width(sigma)
         if not (np.isfinite(lam) and lam > 0):
             raise ValueError(f"lam must be positive and finite (H is singular for duplicated samples); got {lam}")
         if not self.unitless and not np.isfinite(h_scale(float(sigma), self.dim)):

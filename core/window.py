@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .kernels import gauss_entry
+from .kernels import check_width, gauss_entry
 from .linalg import FASTMATH, cholesky_scaled_solve
 from .validation import check_alpha
 from .window_base import SlidingWindowPair
@@ -443,8 +443,7 @@ class TwoWindowRuLSIF(SlidingWindowPair):
 
     @staticmethod
     def _check_params(sigma, lam):
-        if not (np.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be positive and finite; got {sigma}")
+        check_width(sigma)
         if not (np.isfinite(lam) and lam > 0):
             raise ValueError(f"lam must be positive and finite; got {lam}")
 

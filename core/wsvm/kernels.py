@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.core.kernels import check_width, gauss_kernel
 
 KERNELS = ("rbf", "linear")
 
@@ -37,9 +37,7 @@ def gamma_from_sigma(sigma: float) -> float:
     >>> gamma_from_sigma(1.0)
     0.5
     """
-    sigma = float(sigma)
-    if not (np.isfinite(sigma) and sigma > 0):
-        raise ValueError(f"sigma must be positive and finite; got {sigma}")
+    sigma = check_width(sigma)
     return 0.5 / (sigma * sigma)
 
 
