@@ -36,7 +36,14 @@ def _clean(points: Iterable[int]) -> list[int]:
 
 
 def true_positives(truth: Iterable[int], pred: Iterable[int], margin: int = 5) -> set[int]:
-    """Annotations in ``truth`` matched by a distinct prediction within ``margin`` (closest first)."""
+    """Annotations in ``truth`` matched by a distinct prediction within ``margin`` (closest first).
+
+    The annotations are visited in increasing order. TCPDBench's ``true_positives`` visits them
+    in the iteration order of a Python ``set``, which for integers is not always increasing
+    (``list({0, 7, 9}) == [0, 9, 7]``), so the two can differ when two annotations compete for one
+    prediction: ``{1: [7, 9]}`` against ``[3, 8]`` scores F1 0.667 here and 1.0 there. Neither order
+    finds the largest matching in general.
+    """
     if margin < 0:
         raise ValueError(f"margin must be >= 0; got {margin}")
     remaining = set(_clean(pred))
@@ -122,6 +129,13 @@ def covering(annotations, predictions: Sequence[int], n_obs: int) -> float:
 
 
 def tssb_f1(true_cps: Sequence[int], predictions: Sequence[int], n_obs: int, margin_frac: float = 0.01) -> float:
-    """F1 for one annotator with a margin of ``margin_frac * n_obs`` (TSSB convention, index 0 added)."""
-    margin = max(1, int(round(margin_frac * n_obs)))
+    """F1 for one annotator with a margin of ``int(n_obs * margin_frac)`` rows, index 0 added.
+
+    The margin is truncated, as the ClaSP and ClaSS benchmark code computes its ``f1_margin_1pct``
+    column (a series of 350 rows has a margin of 3; one of fewer than 100 rows, of 0).
+
+    >>> tssb_f1([100], [103], 350), tssb_f1([100], [104], 350)
+    (1.0, 0.5)
+    """
+    margin = int(n_obs * margin_frac)
     return f1_score([list(true_cps)], predictions, margin)

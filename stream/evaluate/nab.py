@@ -170,10 +170,14 @@ def load_profiles(root: Path) -> dict[str, dict[str, float]]:
 # scoring
 # --------------------------------------------------------------------------------------------
 def scaled_sigmoid(p: np.ndarray | float) -> np.ndarray:
-    """NAB's ``s(p) = 2 / (1 + exp(5 p)) - 1``, with ``s = -1`` beyond ``p > 3``."""
+    """NAB's ``s(p) = 2 / (1 + exp(5 p)) - 1``, with ``s = -1`` from ``p >= 3`` on (NAB's sweeper).
+
+    >>> scaled_sigmoid(np.array([-1.0, 3.0])).round(6).tolist()
+    [0.986614, -1.0]
+    """
     p = np.asarray(p, dtype=np.float64)
     out = 2.0 / (1.0 + np.exp(np.clip(5.0 * p, -700, 700))) - 1.0
-    return np.where(p > 3.0, -1.0, out)
+    return np.where(p >= 3.0, -1.0, out)
 
 
 @dataclass
@@ -187,14 +191,24 @@ class ScoringRows:
     window: np.ndarray
     unweighted: np.ndarray
     n_windows: int  # windows with at least one scorable row
+    n_labelled: int = -1  # windows in the file's labels, probationary ones too (-1: n_windows)
+
+    def __post_init__(self):
+        if self.n_labelled < 0:
+            self.n_labelled = self.n_windows
 
 
 def probation_length(n: int) -> int:
     return int(min(math.floor(PROBATION_PERCENT * n), PROBATION_PERCENT * 5000))
 
 
-def prepare_rows(n: int, windows_rows: list[tuple[int, int]], probation: int | None = None) -> ScoringRows:
-    """Scoring metadata for ``n`` rows with windows given as inclusive ``(left, right)`` row indices."""
+def prepare_rows(n: int, windows_rows: list[tuple[int, int]], probation: int | None = None,
+                 n_labelled: int | None = None) -> ScoringRows:
+    """Scoring metadata for ``n`` rows with windows given as inclusive ``(left, right)`` row indices.
+
+    ``n_labelled`` is the number of windows in the file's labels (default: ``len(windows_rows)``);
+    NAB's perfect score counts every one of them, its null score only those with a scorable row.
+    """
     if probation is None:
         probation = probation_length(n)
     window = np.full(n, -1, dtype=np.int64)
@@ -221,7 +235,8 @@ def prepare_rows(n: int, windows_rows: list[tuple[int, int]], probation: int | N
     # renumber the counted windows 0..k-1 so per-file ids are dense
     remap = {int(w): k for k, w in enumerate(counted)}
     window = np.array([remap.get(int(w), int(w)) if w >= 0 else int(w) for w in window], dtype=np.int64)
-    return ScoringRows(window, unweighted, len(counted))
+    labelled = len(windows_rows) if n_labelled is None else int(n_labelled)
+    return ScoringRows(window, unweighted, len(counted), max(labelled, len(counted)))
 
 
 def rows_for_file(f: NabFile, windows: list[tuple[np.datetime64, np.datetime64]]) -> ScoringRows:
@@ -232,7 +247,7 @@ def rows_for_file(f: NabFile, windows: list[tuple[np.datetime64, np.datetime64]]
         right = int(np.searchsorted(f.timestamps, b, side="right")) - 1
         if left <= right:
             pairs.append((left, right))
-    return prepare_rows(len(f.values), pairs)
+    return prepare_rows(len(f.values), pairs, n_labelled=len(windows))
 
 
 def score_corpus(
@@ -244,7 +259,7 @@ def score_corpus(
     """
     windows_all, unweighted_all, scores_all = [], [], []
     offset = 0
-    total_windows = 0
+    total_windows = total_labelled = 0
     for rows, scores in items:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != rows.window.shape:
@@ -256,6 +271,7 @@ def score_corpus(
         w[w >= 0] += offset
         offset += rows.n_windows
         total_windows += rows.n_windows
+        total_labelled += rows.n_labelled
         windows_all.append(w)
         unweighted_all.append(rows.unweighted[keep])
         scores_all.append(scores[keep])
@@ -295,7 +311,9 @@ def score_corpus(
                 raw = window_sum + fp_sum
                 if raw > best[0]:
                     best = (raw, sc_l[i], n_tp, n_fp)
-        perfect = tp_w * total_windows
+        # NAB's normalisation: the perfect detector earns every labelled window, the null detector
+        # misses the windows that can be scored (a window inside the probation period cannot)
+        perfect = tp_w * total_labelled
         null = -fn_w * total_windows
         norm = 100.0 * (best[0] - null) / (perfect - null) if perfect != null else 0.0
         out[name] = {
@@ -318,7 +336,7 @@ def score_at_threshold(
     """
     tp_w, fn_w, fp_w = profile["tpWeight"], profile["fnWeight"], profile["fpWeight"]
     max_tp = float(scaled_sigmoid(-1.0))
-    raw, n_win, n_det, n_fp = 0.0, 0, 0, 0
+    raw, n_win, n_lab, n_det, n_fp = 0.0, 0, 0, 0, 0
     for rows, scores in items:
         keep = rows.window != -2
         win, unw = rows.window[keep], rows.unweighted[keep]
@@ -334,9 +352,11 @@ def score_at_threshold(
             else:
                 raw -= fn_w
         n_win += rows.n_windows
-    perfect, null = tp_w * n_win, -fn_w * n_win
+        n_lab += rows.n_labelled
+    perfect, null = tp_w * n_lab, -fn_w * n_win
     norm = 100.0 * (raw - null) / (perfect - null) if n_win else math.nan
-    return {"score": norm, "raw": raw, "windows_detected": n_det, "windows": n_win, "false_positive_rows": n_fp}
+    return {"score": norm, "raw": raw, "windows_detected": n_det, "windows": n_win, "labelled_windows": n_lab,
+            "false_positive_rows": n_fp}
 
 
 def leave_one_category_out(
@@ -355,7 +375,7 @@ def leave_one_category_out(
     cats = sorted({n.split("/")[0] for n in names})
     out: dict = {}
     for pname, prof in profiles.items():
-        per_cat, pooled_raw, pooled_win = {}, 0.0, 0
+        per_cat, pooled_raw, pooled_win, pooled_lab = {}, 0.0, 0, 0
         for c in cats:
             train = [it for n, it in zip(names, items) if n.split("/")[0] != c]
             test = [it for n, it in zip(names, items) if n.split("/")[0] == c]
@@ -365,8 +385,9 @@ def leave_one_category_out(
             per_cat[c] = {**res, "threshold": thr, "own_threshold_score": own}
             pooled_raw += res["raw"]
             pooled_win += res["windows"]
+            pooled_lab += res["labelled_windows"]
         scored = [v["score"] for v in per_cat.values() if not math.isnan(v["score"])]
-        perfect, null = prof["tpWeight"] * pooled_win, -prof["fnWeight"] * pooled_win
+        perfect, null = prof["tpWeight"] * pooled_lab, -prof["fnWeight"] * pooled_win
         out[pname] = {
             "categories": per_cat,
             "mean": float(np.mean(scored)) if scored else math.nan,

@@ -48,6 +48,12 @@ def test_tssb_f1_margin_scales_with_length():
     assert tssb_f1([500], [520], 1000) < 1.0
 
 
+def test_tssb_f1_margin_is_truncated_as_the_published_column_is():
+    # ClaSP/ClaSS compute f1_margin_1pct with margin int(n * 0.01): 3 rows at n = 350, 0 below 100
+    assert tssb_f1([100], [103], 350) == 1.0 and tssb_f1([100], [104], 350) == 0.5
+    assert tssb_f1([30], [30], 60) == 1.0 and tssb_f1([30], [31], 60) == 0.5
+
+
 def test_bad_input_raises():
     with pytest.raises(ValueError):
         covering({1: [5]}, [5], 0)

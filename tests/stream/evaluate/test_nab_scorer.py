@@ -25,6 +25,7 @@ def test_scaled_sigmoid_values_and_cutoff():
     assert scaled_sigmoid(0.0) == pytest.approx(0.0)
     assert scaled_sigmoid(-1.0) == pytest.approx(2 / (1 + np.exp(-5)) - 1)
     assert scaled_sigmoid(3.5) == -1.0
+    assert scaled_sigmoid(3.0) == -1.0  # NAB's sweeper: -1 from p = 3 on (the formula gives -0.9999994)
 
 
 def test_early_detection_earns_more_than_late_detection():
@@ -62,6 +63,18 @@ def test_rows_after_a_window_are_penalised_by_distance():
 def test_window_inside_probation_is_not_counted():
     rows = prepare_rows(100, [(2, 5), (50, 55)], probation=10)
     assert rows.n_windows == 1
+
+
+def test_a_window_inside_probation_counts_for_the_perfect_score_not_for_the_null():
+    # NAB's runner: perfect = tpWeight x every labelled window; the null detector's score is its
+    # swept score, which misses only the windows that hold a scorable row
+    rows = prepare_rows(100, [(2, 5), (50, 60)], probation=10)
+    assert (rows.n_windows, rows.n_labelled) == (1, 2)
+    scores = np.zeros(100)
+    scores[50] = 1.0
+    res = score_corpus([(rows, scores)], STANDARD)["standard"]
+    assert res["raw"] == pytest.approx(1.0)
+    assert res["score"] == pytest.approx(100.0 * (1.0 + 1.0) / (2.0 + 1.0))  # 66.7, not 100
 
 
 def test_bad_scores_are_rejected():
