@@ -340,9 +340,19 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
             sigma, lam = sel.sigma, sel.lam
         return fit_rulsif(x_nu, x_de, alpha=alpha, sigma=sigma, lam=lam, n_centres=b, seed=seed)
 
+    def _score_batch(self, ref: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The ratio fitted with numerator ``ref`` and denominator ``ref + x``, at the rows of ``x``."""
+        if self.method != "kliep" and self.sigma_ is not None:  # each kernel row made once (ratio_at_added)
+            from ratiowatch.core.rulsif import ratio_at_added
+
+            alpha = 0.0 if self.method == "ulsif" else float(self.alpha)
+            return ratio_at_added(ref, x, alpha, self.sigma_, float(self.lam), n_centres=int(self.n_centres),
+                                  seed=int(self.seed))
+        fit = self._fit_ratio(ref, np.vstack([ref, x]), self.sigma_, int(self.seed))
+        return np.asarray(fit.ratio(x), dtype=np.float64)
+
     def _ratio(self, x: np.ndarray) -> np.ndarray:
-        fit = self._fit_ratio(self.reference_, np.vstack([self.reference_, x]), self.sigma_, int(self.seed))
-        r = np.asarray(fit.ratio(x), dtype=np.float64)
+        r = self._score_batch(self.reference_, x)
         if not np.all(np.isfinite(r)):
             raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
         return r
@@ -377,8 +387,7 @@ class DensityRatioOutlierDetector(OutlierMixin, BaseEstimator):
             fold = np.sort(fold)
             rest = np.ones(n, dtype=bool)
             rest[fold] = False
-            a, b = ref[rest], ref[fold]
-            out[fold] = self._fit_ratio(a, np.vstack([a, b]), self.sigma_, int(self.seed)).ratio(b)
+            out[fold] = self._score_batch(ref[rest], ref[fold])
         if not np.all(np.isfinite(out)):
             raise ValueError("the ratio fit produced non-finite values; try a larger lam or sigma")
         return out

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
 from ratiowatch.core.kernels import gauss_kernel
-from ratiowatch.core.rulsif import _solve_theta, fit_rulsif, fit_ulsif, loocv_scores
+from ratiowatch.core.rulsif import _solve_theta, fit_rulsif, fit_ulsif, loocv_scores, ratio_at_added
 
 
 def brute_force_loocv(x_nu, x_de, centres, sigma, lam, alpha):
@@ -276,3 +276,27 @@ def test_a_given_width_far_above_the_data_span_is_a_flat_kernel_not_an_overflow(
     assert fit.sigma == 50.0 and np.isfinite(fit.pe)
     r = fit.ratio(x_de)
     assert np.all(np.isfinite(r)) and np.ptp(r) == 0.0  # every kernel value 1: one ratio everywhere
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ratio_at_added_equals_the_plain_fit_with_the_numerator_in_the_denominator(seed):
+    rng = np.random.default_rng(seed)
+    n, m, d = int(rng.integers(2, 200)), int(rng.integers(1, 40)), int(rng.integers(1, 5))
+    mag = 10.0 ** int(rng.integers(-120, 120))  # the fit's rescaling is the same too
+    x_nu, x_add = rng.normal(size=(n, d)) * mag, (rng.normal(size=(m, d)) + 1.5) * mag
+    alpha, sigma, lam, b = [0.0, 0.1, 0.5][seed % 3], mag * rng.uniform(0.2, 2.0), 10 ** rng.uniform(-4, 0), int(rng.integers(1, 120))
+    plain = fit_rulsif(x_nu, np.vstack([x_nu, x_add]), alpha=alpha, sigma=sigma, lam=lam, n_centres=b, seed=seed)
+    got = ratio_at_added(x_nu, x_add, alpha, sigma, lam, n_centres=b, seed=seed)
+    np.testing.assert_allclose(got, plain.ratio(x_add), rtol=1e-9, atol=1e-12 * np.abs(plain.ratio(x_add)).max())
+
+
+def test_ratio_at_added_checks_its_arguments():
+    x = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="x_add"):
+        ratio_at_added(x, x[:, :1], 0.1, 1.0, 0.1)
+    with pytest.raises(ValueError, match="lam"):
+        ratio_at_added(x, x, 0.1, 1.0, 0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        ratio_at_added(x, x, 1.0, 1.0, 0.1)
+    with pytest.raises(ValueError, match="x_nu"):
+        ratio_at_added(x[:1], x, 0.1, 1.0, 0.1)

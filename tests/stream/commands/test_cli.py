@@ -52,6 +52,10 @@ def test_bench_novelty_quick_measures_both_streams_in_one_run():
     assert ts["auc"]["ours"] == ts["auc"]["ours_river_api"]  # the two forms score alike
     assert ts["auc"]["ours"] > 0.5 and ts["spikes"] == 4
     assert 0 < ts["ours_state_bytes"]["checkpoint"] < 4 * 2 ** 20  # no kernel rows in a state
+    batch = result["batch"]
+    assert set(batch["auc"]) == {"ours", "LocalOutlierFactor", "OneClassSVM", "IsolationForest"}
+    assert batch["auc"]["ours"] > 0.7  # a shift of 1 sd in each of ten coordinates: 3.2 sd away
+    assert set(batch["speedup_fit_and_score"]) == {"vs_LocalOutlierFactor", "vs_OneClassSVM", "vs_IsolationForest"}
 
 
 def test_ratiowatch_detect_stays_the_function_after_every_module_is_imported():

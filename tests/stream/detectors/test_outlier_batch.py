@@ -290,3 +290,17 @@ def test_a_training_row_scores_the_same_whatever_its_bytes():
     # a batch mixing training rows with a new row is scored as a whole, like any batch
     batch = np.vstack([X[:5], [[0.1, 0.1]]])
     np.testing.assert_array_equal(det.score_samples(batch), det._ratio(batch))
+
+@pytest.mark.parametrize("method", ["rulsif", "ulsif"])
+@pytest.mark.parametrize("sigma", ["lcv", "local", 0.7])
+def test_a_batch_scores_as_the_plain_fit_with_the_reference_in_the_denominator(method, sigma):
+    # the scores come from ratio_at_added; the oracle is the plain fit of numerator = reference,
+    # denominator = reference + batch, evaluated at the batch (the papers' transductive protocol)
+    from ratiowatch.core.rulsif import fit_rulsif
+
+    rng = np.random.default_rng(11)
+    ref, batch = rng.normal(size=(150, 3)), np.vstack([rng.normal(size=(20, 3)), rng.normal(4.0, 1.0, size=(3, 3))])
+    det = DensityRatioOutlierDetector(method=method, sigma=sigma, n_centres=80, seed=2).fit(ref)
+    alpha = 0.0 if method == "ulsif" else det.alpha
+    plain = fit_rulsif(ref, np.vstack([ref, batch]), alpha=alpha, sigma=det.sigma_, lam=det.lam, n_centres=80, seed=2)
+    np.testing.assert_allclose(det.score_samples(batch), plain.ratio(batch), rtol=1e-10)
