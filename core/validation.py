@@ -9,8 +9,9 @@ def as_samples(x, name: str, *, min_samples: int = 1, dim: int | None = None) ->
     """Return ``x`` as a C-contiguous float64 array of shape (n, d).
 
     A 1-d input is read as n scalar samples (d = 1). Raises ``ValueError`` naming ``name`` when
-    the input is empty, has more than two dimensions, holds NaN or infinity, has fewer than
-    ``min_samples`` rows, or does not have ``dim`` columns.
+    the input is empty, has more than two dimensions, holds NaN or infinity or a number beyond
+    float64 (a Python int such as ``10**400``), has fewer than ``min_samples`` rows, or does not
+    have ``dim`` columns.
 
     Examples
     --------
@@ -19,6 +20,10 @@ def as_samples(x, name: str, *, min_samples: int = 1, dim: int | None = None) ->
     """
     try:
         arr = np.asarray(x, dtype=np.float64)
+    except OverflowError:  # a Python int beyond float64 (e.g. 10**400): an error code rather than a reading
+        raise ValueError(f"{name} holds a value beyond the range of float64 (magnitude above "
+                         f"{np.finfo(np.float64).max:.3g}); clean the data or rescale it (divide it by a constant, "
+                         "e.g. change its units)") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be numeric samples of shape (n, d); got {type(x).__name__}: {exc}") from None
     if arr.ndim == 1:
@@ -60,6 +65,29 @@ def check_alpha(alpha: float) -> float:
     if not (0.0 <= alpha < 1.0):
         raise ValueError(f"alpha must be in [0, 1); got {alpha}")
     return alpha
+
+
+def as_plain(value):
+    """A numpy scalar as the Python scalar it equals (``np.int64(3)`` -> ``3``, ``np.float32(0.5)``
+    -> ``0.5``, ``np.True_`` -> ``True``, ``np.str_("a")`` -> ``"a"``); anything else as it is.
+
+    Constructor parameters pass through it before they are kept: they end up in a checkpoint's
+    JSON, which takes no numpy scalar, and they keep the type a caller of ``get_params`` expects.
+
+    Examples
+    --------
+    >>> as_plain(np.int64(1500)), as_plain(np.True_), as_plain(0.1)
+    (1500, True, 0.1)
+    """
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.str_):
+        return str(value)
+    return value
 
 
 def make_rng(seed) -> np.random.Generator:

@@ -60,9 +60,9 @@ from numba import njit
 from river.base import AnomalyDetector
 
 from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
-from ratiowatch.core.validation import as_samples
+from ratiowatch.core.validation import as_plain, as_samples
 from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE
-from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
+from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector, state_array, state_range
 from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state, state_version,
                                                      write_state)
 from ratiowatch.stream.calibration.likelihood import TailProbability
@@ -166,8 +166,13 @@ def block_embed(history: np.ndarray, values: np.ndarray, k: int, w: int) -> np.n
     return out
 
 
-def _magnitude_message(big: float) -> str:
-    return (f"values up to {big!r} in magnitude are beyond {MAX_MAGNITUDE:.0e}, where the squared distances "
+def _magnitude_message(big: float | None) -> str:
+    """Why values beyond :data:`MAX_MAGNITUDE` are refused; ``big`` = their largest magnitude, None
+    for a number beyond float64 itself (a Python int such as ``10**400``)."""
+    what = (f"values up to {big!r} in magnitude are beyond {MAX_MAGNITUDE:.0e}" if big is not None else
+            f"x is beyond the range of float64 (magnitude above {np.finfo(np.float64).max:.3g}), far beyond "
+            f"{MAX_MAGNITUDE:.0e}")
+    return (f"{what}, where the squared distances "
             "between subsequences overflow float64 and every subsequence would score alike; rescale the "
             "series (divide it by a constant, e.g. change its units)")
 
@@ -264,28 +269,30 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         seed: int = 0,
     ):
         super().__init__()
-        self.views = tuple(tuple(v) for v in views) if not isinstance(views, (str, bytes)) else views
-        self.buffer_size = buffer_size
-        self.window_size = window_size
-        self.alpha = alpha
-        self.lam = lam
-        self.refit_every = refit_every
-        self.solve_every = solve_every
-        self.warmup = warmup
-        self.contamination = contamination
-        self.max_reject_rate = max_reject_rate
-        self.readmit_after = readmit_after
-        self.ratio_floor = ratio_floor
-        self.history = history
-        self.min_history = min_history
-        self.min_spread = min_spread
-        self.history_clip = history_clip
-        self.normal_ratio = normal_ratio
-        self.repeats = repeats
-        self.combine = combine
-        self.debounce = debounce
-        self.quiet = quiet
-        self.seed = seed
+        # numpy scalars are kept as the Python ones they equal: a checkpoint's JSON takes no other
+        self.views = (tuple(tuple(as_plain(e) for e in v) for v in views) if not isinstance(views, (str, bytes))
+                      else views)
+        self.buffer_size = as_plain(buffer_size)
+        self.window_size = as_plain(window_size)
+        self.alpha = as_plain(alpha)
+        self.lam = as_plain(lam)
+        self.refit_every = as_plain(refit_every)
+        self.solve_every = as_plain(solve_every)
+        self.warmup = as_plain(warmup)
+        self.contamination = as_plain(contamination)
+        self.max_reject_rate = as_plain(max_reject_rate)
+        self.readmit_after = as_plain(readmit_after)
+        self.ratio_floor = as_plain(ratio_floor)
+        self.history = as_plain(history)
+        self.min_history = as_plain(min_history)
+        self.min_spread = as_plain(min_spread)
+        self.history_clip = as_plain(history_clip)
+        self.normal_ratio = as_plain(normal_ratio)
+        self.repeats = as_plain(repeats)
+        self.combine = as_plain(combine)
+        self.debounce = as_plain(debounce)
+        self.quiet = as_plain(quiet)
+        self.seed = as_plain(seed)
         self._check_params()
         self._build()
 
@@ -314,7 +321,7 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         if not (0.0 <= check_real(self.quiet, "quiet") < 1.0):
             raise ValueError(f"quiet must be in [0, 1); got {self.quiet}")
         check_choice(self.combine, "combine", ("max", "mean"))
-        if not isinstance(self.repeats, (bool, np.bool_)):
+        if not isinstance(self.repeats, bool):
             raise ValueError(f"repeats must be True or False; got {self.repeats!r}")
         if not (0.0 < check_real(self.ratio_floor, "ratio_floor") < 1.0):
             raise ValueError(f"ratio_floor must be in (0, 1); got {self.ratio_floor}")
@@ -367,6 +374,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             raise TypeError(f"x must be a number; got {x!r}")
         try:
             v = float(x)
+        except OverflowError:  # a Python int beyond float64 (10**400): as refused as 1e300
+            raise ValueError(_magnitude_message(None)) from None
         except (TypeError, ValueError):
             raise TypeError(f"x must be a number or a one-entry dict; got {type(x).__name__}") from None
         if not abs(v) <= MAX_MAGNITUDE:  # one comparison: NaN, infinities and overflowing magnitudes
@@ -406,7 +415,9 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         """Score each value of ``values`` before learning it, in order; scores in [0, 1].
 
         Identical to ``score_one`` then ``learn_one`` per value, and it continues from the current
-        state, so a series may be fed in pieces.
+        state, so a series may be fed in pieces. All or nothing: a batch that is refused (a
+        ``ValueError``, e.g. values whose spread float64 cannot resolve) leaves the detector exactly
+        as it was, every view, score history and counter included.
         """
         return self._step(values)
 
@@ -415,22 +426,55 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         big = float(np.abs(values).max())
         if big > MAX_MAGNITUDE:  # before anything is learned: a batch that is refused changes no view
             raise ValueError(_magnitude_message(big))
-        if self._last.shape[0] == 0:  # before any value: pad the past with the first one
-            self._last = np.full(self._span, values[0])
+        n = values.shape[0]
+        # All or nothing: a view's refit may refuse its reference (e.g. a spread that underflows)
+        # after the views before it have learned the batch. The refit is the only step that refuses,
+        # so when one may run in this call, the whole state is copied first and put back on any error.
+        saved = self._memento() if any(det.may_refit(n) for det in self._detectors) else None
+        try:
+            return self._learn(values)
+        except BaseException:
+            if saved is not None:
+                self._roll_back(saved)
+            raise
+
+    def _memento(self) -> tuple:
+        """A copy of everything :meth:`_learn` changes, for :meth:`_roll_back`."""
+        tails = [(t._ring.copy(), t._raw_ring.copy(), t._st_f.copy(), t._st_i.copy()) for t in self._tails]
+        repeats = self._repeat_tail.state() if self._repeat_tail is not None else None
+        return ([det.memento() for det in self._detectors], tails, repeats, self._deb_ring.copy(),
+                self._deb_st.copy(), self._last, self.n_seen)
+
+    def _roll_back(self, saved: tuple) -> None:
+        views, tails, repeats, deb_ring, deb_st, last, n_seen = saved
+        for det, m in zip(self._detectors, views):
+            det.roll_back(m)
+        for t, (ring, raw_ring, st_f, st_i) in zip(self._tails, tails):
+            t._ring[...], t._raw_ring[...], t._st_f[...], t._st_i[...] = ring, raw_ring, st_f, st_i
+        if repeats is not None:
+            self._repeat_tail.set_state(repeats)
+        self._deb_ring[...], self._deb_st[...] = deb_ring, deb_st
+        self._last, self.n_seen = last, n_seen
+
+    def _learn(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`_step` on checked values (no roll-back)."""
+        # before any value: pad the past with the first one
+        last = self._last if self._last.shape[0] else np.full(self._span, values[0])
         mapped = np.zeros((len(self.views) + (self._repeat_tail is not None), values.shape[0]))
         floor = float(self.ratio_floor)
         # rows scored before the ratio detectors' first fit (their warm-up) are placeholders: they
         # get 0 and are kept out of the score history
         start = min(max(int(self.warmup) - self.n_seen, 0), values.shape[0])
         # values within MAX_MAGNITUDE have finite block means (their sums stay far below 1.8e308)
-        embs = [block_embed(self._last, values, int(k), int(w)) for k, w, *_ in self.views]
-        for i, (emb, det, tail) in enumerate(zip(embs, self._detectors, self._tails)):
-            ratio = 1.0 - det.process(emb, learn=True)
+        embs = [block_embed(last, values, int(k), int(w)) for k, w, *_ in self.views]
+        # every view learns the batch before any score is mapped: only a view can refuse it
+        ratios = [1.0 - det.process(emb, learn=True) for emb, det in zip(embs, self._detectors)]
+        for i, (ratio, tail) in enumerate(zip(ratios, self._tails)):
             if start < values.shape[0]:
                 mapped[i, start:] = tail.transform(-np.log(np.maximum(ratio[start:], floor)))
         if self._repeat_tail is not None:  # repeats are exact from the first row; warm-up rows still get 0
             mapped[-1, start:] = self._repeat_tail.transform(values)[start:]
-        full = np.concatenate([self._last, values])
+        full = np.concatenate([last, values])
         self._last = full[full.shape[0] - self._span:]
         comb = mapped.max(axis=0) if self.combine == "max" else mapped.mean(axis=0)
         out = np.empty_like(comb)
@@ -462,8 +506,9 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
     def from_state(cls, state) -> "TimeSeriesAnomalyDetector":
         """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped.
 
-        A state of another format version, another class's or one with an entry missing is refused
-        with a ``ValueError`` that says so.
+        A state of another format version, another class's, one with an entry missing or a damaged
+        one (an array whose shape does not fit the parameters, a ring position or a count out of
+        its range) is refused with a ``ValueError`` that names the entry.
         """
         state, meta = open_checkpoint(state, cls.__name__)
         state_version(meta, cls.__name__, readable=(STATE_VERSION,), unversioned=1)
@@ -473,20 +518,54 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         params.setdefault("history_clip", None)  # ... and those before the clipped history without it
         params["views"] = tuple(tuple(v) for v in given["views"])
         det = cls(seed=meta["seed"], **params)
-        det.n_seen = int(meta["n_seen"])
-        det._last = np.array(state["last"], dtype=np.float64)
-        det._deb_ring[...] = state["deb_ring"]
-        det._deb_st[...] = state["deb_st"]
+        what = cls.__name__
+        # every array is checked against the parameters before it is read: the compiled loops
+        # index their rings by these positions and counts, and a wrong shape would be broadcast
+        det.n_seen = state_range(meta["n_seen"], "n_seen", what, 0, meta="meta")
+        written = np.asarray(state["last"]).shape
+        last = state_array(state, "last", (0,) if det.n_seen == 0 and written == (0,) else (det._span,))
+        if last.size and not np.abs(last).max() <= MAX_MAGNITUDE:
+            raise ValueError(f"not a {what} checkpoint, or a damaged one: 'last' holds values beyond "
+                             f"{MAX_MAGNITUDE:.0e} in magnitude")
+        det._last = np.array(last, dtype=np.float64)
+        d = det._deb_ring.shape[0]
+        det._deb_ring[...] = state_array(state, "deb_ring", (d,))
+        det._deb_st[...] = state_array(state, "deb_st", (2,), integer=True)
+        state_range(det._deb_st[0], "deb_st[0] (scores seen)", what, 0)
+        state_range(det._deb_st[1], "deb_st[1] (ring position)", what, 0, d)
         for i, t in enumerate(det._tails):
-            t._ring[...] = state[f"tail{i}_ring"]
-            t._raw_ring[...] = state[f"tail{i}_raw"]
-            t._st_f[...] = state[f"tail{i}_f"]
-            t._st_i[...] = state[f"tail{i}_i"]
+            h = t._ring.shape[0]
+            t._ring[...] = state_array(state, f"tail{i}_ring", (h,))
+            t._raw_ring[...] = state_array(state, f"tail{i}_raw", t._raw_ring.shape)
+            t._st_f[...] = state_array(state, f"tail{i}_f", (3,))
+            t._st_i[...] = state_array(state, f"tail{i}_i", (3,), integer=True)
+            for j, (role, high) in enumerate((("count", h + 1), ("ring position", h), ("scores seen", None))):
+                state_range(t._st_i[j], f"tail{i}_i[{j}] ({role})", what, 0, high)
         det._detectors = [
             StreamingOutlierDetector.from_state(state.part(f"view{i}.")) for i in range(len(det.views))]
-        if det._repeat_tail is not None and "repeats_ring" in state:  # else written without it: start afresh
-            det._repeat_tail.set_state({k: state[f"repeats_{k}"] for k in ("ring", "last", "st")})
+        if det._repeat_tail is not None:
+            if "repeats" in given:  # recorded with the repeat view: its arrays are part of the state
+                det._repeat_tail.set_state(cls._repeat_arrays(state, det._repeat_tail, what))
+            # else written before the repeat view existed (and so without it): it stays off, as
+            # params.setdefault above made it
         return det
+
+    @staticmethod
+    def _repeat_arrays(state, tail: RepeatRunTail, what: str) -> dict:
+        """The repeat view's arrays of a checkpoint, checked against its history."""
+        size = tail._ring.shape[0]
+        out = {"ring": state_array(state, "repeats_ring", (size,), integer=True),
+               "last": state_array(state, "repeats_last", (3,)),
+               "st": state_array(state, "repeats_st", (9,), integer=True)}
+        if not np.isin(out["ring"], (0, 1)).all():
+            raise ValueError(f"not a {what} checkpoint, or a damaged one: 'repeats_ring' holds flags other "
+                             "than 0 and 1")
+        roles = ("rows seen", "ring position", "run", "flags held", "pairs held", "n1", "n01", "n11",
+                 "flags held when the run began")
+        for j, role in enumerate(roles):
+            high = size if j == 1 else size + 1 if j in (3, 8) else None
+            state_range(out["st"][j], f"repeats_st[{j}] ({role})", what, 0, high)
+        return out
 
     def save(self, path) -> None:
         """Write :meth:`to_state` to ``<path>.npz`` (atomically: a crash leaves the old file)."""

@@ -26,10 +26,10 @@ from river.base import AnomalyDetector
 
 from ratiowatch.core.kernels import MIN_SCALE, gauss_row, median_distance, row_sq_dist
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
-from ratiowatch.core.validation import as_samples, check_alpha, make_rng
+from ratiowatch.core.validation import as_plain, as_samples, check_alpha, make_rng
 from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE, local_scale
-from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state, state_version,
-                                                     write_state)
+from ratiowatch.stream.detectors.state_file import (CheckpointEntries, checkpoint_params, open_checkpoint, read_state,
+                                                     state_version, write_state)
 
 #: checkpoint format of :meth:`StreamingOutlierDetector.to_state`; states written before the
 #: version was recorded have none and are this format (read as version 1)
@@ -260,6 +260,11 @@ def _magnitude_message(what: str) -> str:
             "standardise them)")
 
 
+def _beyond_float64_message() -> str:
+    return _magnitude_message(f"x holds a value beyond the range of float64 (magnitude above "
+                              f"{np.finfo(np.float64).max:.3g})")
+
+
 def _check_magnitude(xs: np.ndarray) -> np.ndarray:
     big = float(np.abs(xs).max())
     if big > MAX_MAGNITUDE:
@@ -277,6 +282,93 @@ def _check_spread(ref: np.ndarray) -> None:
         raise ValueError(f"the reference points differ by at most {spread:.3g}: squared distances that small "
                          "underflow float64 and every point would score alike; rescale the values first "
                          "(multiply them by a constant, or standardise them)")
+
+
+# --- checkpoint entries, checked before they reach the compiled loops -------------------------------
+def _entry_name(entries, key: str) -> str:
+    """``key`` as the whole checkpoint names it (with the prefix of the part it was read from)."""
+    prefix = ""
+    while isinstance(entries, CheckpointEntries):
+        prefix = entries._prefix + prefix
+        entries = entries._entries
+    return prefix + key
+
+
+def checkpoint_class(entries, default: str) -> str:
+    """The class the whole checkpoint is of (``entries`` may be a part of it: a view's state is
+    part of a :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`'s)."""
+    what = default
+    while isinstance(entries, CheckpointEntries):
+        what = entries._what
+        entries = entries._entries
+    return what
+
+
+def _damaged(what: str, name: str, problem: str, meta: str | None = None) -> ValueError:
+    """The error for entry ``name`` of a checkpoint (of its meta entry ``meta``, if given)."""
+    where = f" in {meta!r}" if meta is not None else ""
+    return ValueError(f"not a {what} checkpoint, or a damaged one: {name!r}{where} {problem}")
+
+
+def state_array(state, key: str, shape: tuple, *, integer: bool = False, finite: bool = True) -> np.ndarray:
+    """Entry ``key`` of a checkpoint as an array of exactly ``shape``: integers if ``integer``, else
+    real numbers (finite if ``finite``). A ``ValueError`` that names the entry otherwise: the
+    compiled loops index rings by such arrays, and a wrong shape would be broadcast or cut silently.
+    """
+    arr = np.asarray(state[key])
+    name, what = _entry_name(state, key), checkpoint_class(state, "detector")
+    if arr.shape != tuple(shape):
+        raise _damaged(what, name, f"has shape {arr.shape}, where its parameters give {tuple(shape)}")
+    if arr.dtype.kind not in ("iu" if integer else "fiu"):
+        raise _damaged(what, name, f"must hold {'integers' if integer else 'real numbers'}; got dtype {arr.dtype}")
+    if not integer and finite and not np.isfinite(arr).all():
+        raise _damaged(what, name, "holds NaN or infinite values")
+    return arr
+
+
+def state_range(value, name: str, what: str, low: int, high: int | None = None, meta: str | None = None) -> int:
+    """A count or ring position read from a checkpoint (entry ``name``, of the JSON entry ``meta``
+    if given): an integer in ``[low, high)`` (no upper bound if ``high`` is None); a
+    ``ValueError`` that names it otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise _damaged(what, name, f"must be an integer; got {value!r}", meta)
+    if value < low or (high is not None and value >= high):
+        bound = f"[{low}, {high})" if high is not None else f">= {low}"
+        raise _damaged(what, name, f"is {int(value)}, out of its range {bound}", meta)
+    return int(value)
+
+
+#: a column whose values spread over at most this fraction of its largest magnitude is constant up to
+#: rounding (the relative floor of :func:`ratiowatch.stream.series.preprocess.robust_scale`)
+ROUNDING_SPREAD = 1e-12
+
+
+@njit(cache=True)
+def _rounding_noise(ref):
+    """Whether every column of the reference is constant up to rounding: its spread (max - min) is
+    at most :data:`ROUNDING_SPREAD` x its largest magnitude (0 for a constant column).
+
+    The scale rules fall back from a zero median distance to the mean nonzero distance: on a
+    constant series whose values differ in the last bit (1.0 and 1.0 + 2.2e-16, or 0.1 + 0.2 and
+    0.3) that is a width of ulps, and a rounding difference would score as a far outlier. Such a
+    reference gets the width of a constant one (1.0: every point is alike to the kernel).
+    Compiled, one pass per column that stops at the first column that varies: it runs at every refit.
+    """
+    n, d = ref.shape
+    if n == 0:
+        return False
+    for j in range(d):
+        lo = ref[0, j]
+        hi = lo
+        for i in range(1, n):
+            v = ref[i, j]
+            if v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+        if hi - lo > ROUNDING_SPREAD * max(abs(lo), abs(hi)):
+            return False
+    return True
 
 
 #: dict keys a :class:`StreamingOutlierDetector` takes as feature names: they are kept in its
@@ -400,22 +492,23 @@ class StreamingOutlierDetector(AnomalyDetector):
         seed: int = 0,
     ):
         super().__init__()
-        self.buffer_size = buffer_size
-        self.window_size = window_size
-        self.n_centres = n_centres
-        self.alpha = alpha
-        self.sigma_factor = sigma_factor
-        self.scale = scale
-        self.lam = lam
-        self.select = select
-        self.centres = centres
-        self.refit_every = refit_every
-        self.solve_every = solve_every
-        self.warmup = warmup
-        self.contamination = contamination
-        self.max_reject_rate = max_reject_rate
-        self.readmit_after = readmit_after
-        self.seed = seed
+        # numpy scalars are kept as the Python ones they equal: a checkpoint's JSON takes no other
+        self.buffer_size = as_plain(buffer_size)
+        self.window_size = as_plain(window_size)
+        self.n_centres = as_plain(n_centres)
+        self.alpha = as_plain(alpha)
+        self.sigma_factor = as_plain(sigma_factor)
+        self.scale = as_plain(scale)
+        self.lam = as_plain(lam)
+        self.select = as_plain(select)
+        self.centres = as_plain(centres)
+        self.refit_every = as_plain(refit_every)
+        self.solve_every = as_plain(solve_every)
+        self.warmup = as_plain(warmup)
+        self.contamination = as_plain(contamination)
+        self.max_reject_rate = as_plain(max_reject_rate)
+        self.readmit_after = as_plain(readmit_after)
+        self.seed = as_plain(seed)
         self._check_params()
         self._features: list | None = None
         self._keyed = True
@@ -506,6 +599,8 @@ class StreamingOutlierDetector(AnomalyDetector):
                             f"(list, tuple, ndarray); got {type(x).__name__}")
         try:
             v = np.asarray(x, dtype=np.float64)
+        except OverflowError:  # a Python int beyond float64
+            raise ValueError(_beyond_float64_message()) from None
         except (TypeError, ValueError) as exc:
             raise ValueError(f"x must hold numbers only; got {x!r} ({exc})") from None
         if v.ndim != 1 or v.shape[0] == 0:
@@ -529,6 +624,8 @@ class StreamingOutlierDetector(AnomalyDetector):
                 except KeyError:
                     out = np.array([x[f] if f in x else 0.0 for f in self._features], dtype=np.float64)
                     same = False
+            except OverflowError:  # a Python int beyond float64
+                raise ValueError(_beyond_float64_message()) from None
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"x must map feature names to numbers; got {x!r} ({exc})") from None
             if not same:
@@ -576,10 +673,13 @@ class StreamingOutlierDetector(AnomalyDetector):
         else:
             cidx = self._rng.choice(n, size=b, replace=False)
         self._centres = np.ascontiguousarray(ref[cidx])
-        if self.scale == "local":
-            med = local_scale(ref, max_query=300, seed=int(self._rng.integers(2**31)))
+        seed = int(self._rng.integers(2**31))
+        if _rounding_noise(ref):  # as if constant: a width of ulps would make rounding a maximal outlier
+            med = 1.0
+        elif self.scale == "local":
+            med = local_scale(ref, max_query=300, seed=seed)
         else:
-            med = median_distance(ref, max_points=300, seed=int(self._rng.integers(2**31)))
+            med = median_distance(ref, max_points=300, seed=seed)
         sigma, lam = float(self.sigma_factor) * med, float(self.lam)
         if self.select:
             sigma, lam = self._select(ref, win, med)
@@ -638,12 +738,7 @@ class StreamingOutlierDetector(AnomalyDetector):
         try:
             xs = _check_magnitude(as_samples(X, "X", min_samples=1, dim=self._dim))
             # only a refit can refuse rows: keep a copy of the state when one may run in this call
-            if not learn:
-                snap = None
-            elif self._fitted:
-                snap = self._snapshot() if self._since_refit + xs.shape[0] >= int(self.refit_every) else None
-            else:
-                snap = self._snapshot() if int(self._ref_state[0]) + xs.shape[0] >= int(self.warmup) else None
+            snap = self._snapshot() if learn and self.may_refit(xs.shape[0]) else None
         except BaseException:
             if fresh:
                 self._dim, self._features, self._keyed = 0, features, keyed
@@ -656,6 +751,31 @@ class StreamingOutlierDetector(AnomalyDetector):
             if fresh:  # the features this call fixed are unfixed again
                 self._dim, self._features, self._keyed = 0, features, keyed
             raise
+
+    def may_refit(self, n: int) -> bool:
+        """Whether learning ``n`` more points may run a refit: the only step that can refuse points
+        (a ``ValueError``), so the only one before which an update keeps a copy to roll back to."""
+        if not self._dim:
+            return int(n) >= int(self.warmup)
+        if self._fitted:
+            return self._since_refit + int(n) >= int(self.refit_every)
+        return int(self._ref_state[0]) + int(n) >= int(self.warmup)
+
+    def memento(self) -> tuple:
+        """A copy of the whole learned state, also before the first sample, for :meth:`roll_back`:
+        what lets a caller that updates several detectors undo the updates of all when one refuses."""
+        if not self._dim:  # nothing allocated yet: the attributes are plain values
+            return ("fresh", dict(self.__dict__))
+        return ("allocated", self._snapshot())
+
+    def roll_back(self, memento: tuple) -> None:
+        """Return to the state :meth:`memento` copied (the features it had fixed included)."""
+        kind, saved = memento
+        if kind == "fresh":
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+        else:
+            self._restore(saved)
 
     #: the mutable state of a detector with fixed features (arrays, then scalars); see _snapshot
     _STATE_SCALARS = ("_fitted", "_sigma", "_lam", "_n_learned", "_since_refit")
@@ -796,34 +916,67 @@ class StreamingOutlierDetector(AnomalyDetector):
     def from_state(cls, state) -> "StreamingOutlierDetector":
         """Rebuild a detector from :meth:`to_state`; it continues exactly where it stopped.
 
-        A state of another format version, another class's or one with an entry missing is refused
-        with a ``ValueError`` that says so.
+        A state of another format version, another class's, one with an entry missing or a damaged
+        one (an array whose shape does not fit the parameters, a ring position or a count out of
+        its range) is refused with a ``ValueError`` that names the entry.
         """
         state, meta = open_checkpoint(state, cls.__name__)
         state_version(meta, cls.__name__, readable=(STATE_VERSION,), unversioned=1)
         det = cls(**checkpoint_params(meta, cls))
+        what = checkpoint_class(state, cls.__name__)
+        at = _entry_name(state, "meta")
+        dim = state_range(meta["dim"], "dim", what, 0, meta=at)
         # JSON writes a tuple key as a list, which cannot be a key: every list was a tuple
         det._features = None if meta["features"] is None else [_decode_key(f) for f in meta["features"]]
+        if (det._features is not None) if not dim else not (isinstance(det._features, list)
+                                                            and len(det._features) == dim):
+            raise _damaged(what, "features", f"do not match its dimension {dim}: {meta['features']!r}", at)
         det._keyed = bool(meta.get("keyed", True))
-        if meta["dim"]:
-            det._allocate(int(meta["dim"]))
+        fitted = meta["fitted"]
+        if not isinstance(fitted, bool):
+            raise _damaged(what, "fitted", f"must be true or false; got {fitted!r}", at)
+        sigma, lam = meta["sigma"], meta["lam"]
+        for name, v in (("sigma", sigma), ("lam", lam)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < math.inf:
+                raise _damaged(what, name, f"must be a positive finite number; got {v!r}", at)
+        n_learned = state_range(meta["n_learned"], "n_learned", what, 0, meta=at)
+        since_refit = state_range(meta["since_refit"], "since_refit", what, 0, int(det.refit_every), meta=at)
+        if dim:
+            det._allocate(dim)
             for k in cls._ARRAYS:
                 if k in cls._HELD and k not in state:
                     continue  # a state written before readmission existed: nothing is held
+                m = getattr(det, k)
                 if k in cls._SYMMETRIC and k + "_upper" in state:
-                    m = getattr(det, k)
                     i, j = np.triu_indices(m.shape[0])
-                    m[i, j] = state[k + "_upper"]
-                    m[j, i] = state[k + "_upper"]
+                    upper = state_array(state, k + "_upper", i.shape)
+                    m[i, j] = upper
+                    m[j, i] = upper
                 else:  # written whole (before the upper triangles were kept)
-                    getattr(det, k)[...] = state[k]
-            det._rng.bit_generator.state = meta["rng"]
-        det._fitted, det._sigma, det._lam = meta["fitted"], meta["sigma"], meta["lam"]
-        if meta["dim"] and "_win_phi" in state:  # written when states held the kernel rows
-            det._win_phi[...] = state["_win_phi"]
-        elif meta["dim"] and det._fitted:  # before the first fit the rows are zeros (no centres yet)
+                    m[...] = state_array(state, k, m.shape, integer=m.dtype.kind == "i", finite=k != "_params")
+            if np.isnan(det._params).any() or not np.isfinite(np.delete(det._params, 2)).all():  # [2]: inf unfitted
+                raise _damaged(what, _entry_name(state, "_params"), "holds NaN or infinite values")
+            # the compiled loops write at these ring positions and read as many rows as these counts
+            cap, w, cap_held = det._ref_buf.shape[0], det._win_buf.shape[0], det._held_buf.shape[0]
+            for arr, key, highs in ((det._ref_state, "_ref_state", (cap + 1, cap, None, None)),
+                                    (det._win_state, "_win_state", (w + 1, w)),
+                                    (det._held_state, "_held_state", (cap_held + 1, cap_held))):
+                for i, high in enumerate(highs):
+                    state_range(arr[i], f"{_entry_name(state, key)}[{i}]", what, 0, high)
+            if not fitted and det._ref_state[0] >= int(det.warmup):
+                raise _damaged(what, f"{_entry_name(state, '_ref_state')}[0]",
+                               f"is {int(det._ref_state[0])}: the warm-up of {det.warmup} points is over, yet "
+                               "the detector records no fit")
+            try:
+                det._rng.bit_generator.state = meta["rng"]
+            except (TypeError, ValueError, KeyError) as exc:
+                raise _damaged(what, "rng", f"is not a random generator's state ({exc})", at) from None
+        det._fitted, det._sigma, det._lam = fitted, sigma, lam
+        if dim and "_win_phi" in state:  # written when states held the kernel rows
+            det._win_phi[...] = state_array(state, "_win_phi", det._win_phi.shape)
+        elif dim and det._fitted:  # before the first fit the rows are zeros (no centres yet)
             _kernel_rows(det._win_buf, int(det._win_state[0]), det._centres, float(det._sigma), det._win_phi)
-        det._n_learned, det._since_refit = meta["n_learned"], meta["since_refit"]
+        det._n_learned, det._since_refit = n_learned, since_refit
         return det
 
     def save(self, path) -> None:

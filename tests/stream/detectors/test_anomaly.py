@@ -437,3 +437,156 @@ def test_an_anomaly_is_found_at_any_scale_within_the_bounds(scale):
     y[1200:1203] += 3.0
     s = TimeSeriesAnomalyDetector().score_series((y - 10) * scale)
     assert int(np.argmax(s)) in range(1198, 1206)
+
+
+def _same_checkpoint(a, b):
+    """Two detectors whose checkpoints are equal entry for entry (meta as parsed JSON)."""
+    sa, sb = a.to_state(), b.to_state()
+    assert sa.keys() == sb.keys()
+    assert json.loads(sa["meta"]) == json.loads(sb["meta"])
+    for k in sa:
+        if not k.endswith("meta"):
+            np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+        else:
+            assert json.loads(str(sa[k])) == json.loads(str(sb[k])), k
+
+
+def test_a_batch_refused_by_one_view_is_learned_by_none_and_changes_nothing():
+    """The block-mean view refuses the warm-up (its spread underflows) after the plain views have
+    fitted theirs: no view, tail or counter keeps any of it."""
+    y = np.random.default_rng(0).normal(size=300)
+    det, fresh = TimeSeriesAnomalyDetector(**SMALL), TimeSeriesAnomalyDetector(**SMALL)
+    with pytest.raises(ValueError, match="underflow float64"):
+        det.score_series(y[:100] * 5e-151)
+    _same_checkpoint(det, fresh)
+    assert [d._n_learned for d in det._detectors] == [0, 0, 0] and det.n_seen == 0
+    np.testing.assert_array_equal(det.score_series(y), fresh.score_series(y))
+    _same_checkpoint(det, fresh)
+
+
+def test_an_error_in_the_last_view_rolls_back_every_view_tail_and_the_debouncing(monkeypatch):
+    y = seasonal(900)
+    det, twin = TimeSeriesAnomalyDetector(**SMALL), TimeSeriesAnomalyDetector(**SMALL)
+    det.score_series(y[:260])
+    twin.score_series(y[:260])
+
+    def refuse():
+        raise ValueError("refused")
+
+    monkeypatch.setattr(det._detectors[-1], "_refit", refuse)  # the next refit falls in the batch below
+    with pytest.raises(ValueError, match="refused"):
+        det.score_series(y[260:400])
+    monkeypatch.undo()
+    _same_checkpoint(det, twin)
+    np.testing.assert_array_equal(det.score_series(y[260:]), twin.score_series(y[260:]))
+
+
+def test_numpy_scalar_parameters_are_kept_as_python_ones_and_checkpoints_save(tmp_path):
+    y = seasonal(700)
+    given = dict(views=[(np.int64(8), np.int32(1), np.str_("median"), np.float64(1.0), np.int64(100)),
+                        (np.int64(4), np.int64(2), "local", np.float64(2.0), np.uint16(50))],
+                 buffer_size=np.int64(200), warmup=np.int64(50), history=np.int64(200),
+                 min_history=np.int32(20), alpha=np.float64(0.1), quiet=np.float64(0.0), debounce=np.int64(30),
+                 readmit_after=np.int64(0), repeats=np.True_, seed=np.int64(3))
+    plain = {k: (tuple(tuple(v.item() if isinstance(v, np.generic) else v for v in view) for view in vs)
+                 if k == "views" else v.item()) for k, vs in given.items() for v in [vs]}
+    det = TimeSeriesAnomalyDetector(**given)
+    for k, v in plain.items():
+        assert getattr(det, k) == v and type(getattr(det, k)) is type(v), k
+    assert all(type(e) in (int, float, str) for view in det.views for e in view)
+    expected = TimeSeriesAnomalyDetector(**plain).score_series(y)
+    np.testing.assert_array_equal(det.score_series(y[:400]), expected[:400])
+    det.save(tmp_path / "ckpt")
+    restored = TimeSeriesAnomalyDetector.load(tmp_path / "ckpt")
+    np.testing.assert_array_equal(restored.score_series(y[400:]), expected[400:])
+    twin = det.clone()
+    assert twin._get_params() == det._get_params() and twin.seed == 3
+
+
+def test_a_python_int_beyond_float64_is_refused_as_a_value_too_large_and_nothing_is_learned():
+    det = TimeSeriesAnomalyDetector(**SMALL)
+    det.score_series(seasonal(100))
+    for call in (lambda: det.learn_one(10**400), lambda: det.score_one({"v": -10**400}),
+                 lambda: det.score_series([1.0, 10**400])):
+        with pytest.raises(ValueError, match="beyond the range of float64.*rescale"):
+            call()
+    assert det.n_seen == 100
+
+
+@pytest.mark.parametrize("drop", ["repeats_ring", "repeats_last", "repeats_st"])
+def test_a_checkpoint_of_the_repeat_view_without_its_arrays_is_refused(drop):
+    _, state = _small_state()
+    del state[drop]
+    with pytest.raises(ValueError, match=f"truncated one: missing key '{drop}'"):
+        TimeSeriesAnomalyDetector.from_state(state)
+
+
+def _damage(state, key, value):
+    return {**state, key: value}
+
+
+def _with_item(state, key, index, value):
+    arr = np.array(state[key])
+    arr[index] = value
+    return {**state, key: arr}
+
+
+def _view_meta(state, view, **changes):
+    key = f"view{view}.meta"
+    return {**state, key: json.dumps({**json.loads(str(state[key])), **changes})}
+
+
+# (entry named in the error, how the state is damaged); SMALL: history 200, debounce 75,
+# views' buffers of 200 and windows of 50, refit every 100
+DAMAGED = {
+    "last of the wrong length": ("'last' has shape", lambda s: _damage(s, "last", s["last"][:5])),
+    "scalar tail ring": ("'tail0_ring' has shape", lambda s: _damage(s, "tail0_ring", np.float64(0.5))),
+    "short debounce ring": ("'deb_ring' has shape", lambda s: _damage(s, "deb_ring", np.zeros(1))),
+    "debounce position past the ring": ("'deb_st\\[1\\]", lambda s: _damage(s, "deb_st", np.array([5, 10**6]))),
+    "negative debounce count": ("'deb_st\\[0\\]", lambda s: _with_item(s, "deb_st", 0, -1)),
+    "fractional debounce state": ("'deb_st' must hold integers", lambda s: _damage(s, "deb_st", np.array([5.0, 3.0]))),
+    "NaN in a tail": ("'tail1_f' holds NaN", lambda s: _with_item(s, "tail1_f", 0, np.nan)),
+    "tail position past its ring": ("'tail1_i\\[1\\]", lambda s: _with_item(s, "tail1_i", 1, 200)),
+    "tail count above its history": ("'tail0_i\\[0\\]", lambda s: _with_item(s, "tail0_i", 0, 201)),
+    "repeat position past its ring": ("'repeats_st\\[1\\]", lambda s: _with_item(s, "repeats_st", 1, 200)),
+    "repeat flag not 0 or 1": ("'repeats_ring' holds flags", lambda s: _with_item(s, "repeats_ring", 3, 7)),
+    "repeat ring of the wrong length": ("'repeats_ring' has shape",
+                                        lambda s: _damage(s, "repeats_ring", s["repeats_ring"][:-1])),
+    "negative n_seen": ("'n_seen' in 'meta' is -1", lambda s: _meta_changed(s, n_seen=-1)),
+    "view reference position past its buffer": ("'view0._ref_state\\[1\\]'",
+                                                lambda s: _with_item(s, "view0._ref_state", 1, 200)),
+    "view window position past its window": ("'view1._win_state\\[1\\]'",
+                                             lambda s: _with_item(s, "view1._win_state", 1, 50)),
+    "view held ring head past its ring": ("'view2._held_state\\[1\\]'",
+                                          lambda s: _with_item(s, "view2._held_state", 1, 1)),
+    "view buffer of the wrong shape": ("'view0._ref_buf' has shape",
+                                       lambda s: _damage(s, "view0._ref_buf", s["view0._ref_buf"][:, :4])),
+    "view steps since the refit past the interval": ("'since_refit' in 'view1.meta' is 100",
+                                                     lambda s: _view_meta(s, 1, since_refit=100)),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_damaged_checkpoint_is_refused_naming_the_entry(case):
+    """Checked before anything is scored: a ring position out of range once made the compiled
+    debouncing write outside its ring."""
+    entry, damage = DAMAGED[case]
+    _, state = _small_state()
+    with pytest.raises(ValueError, match=f"TimeSeriesAnomalyDetector checkpoint, or a damaged one: {entry}"):
+        TimeSeriesAnomalyDetector.from_state(damage(state))
+
+
+def test_a_checkpoint_taken_before_any_value_restores_as_fresh():
+    fresh = TimeSeriesAnomalyDetector(**SMALL)
+    restored = TimeSeriesAnomalyDetector.from_state(fresh.to_state())
+    y = seasonal(300)
+    np.testing.assert_array_equal(restored.score_series(y), TimeSeriesAnomalyDetector(**SMALL).score_series(y))
+
+
+def test_values_equal_but_for_rounding_score_as_a_constant_series():
+    """1.0 and the next float, or 0.3 and 0.1 + 0.2: a kernel width of ulps made them maximal outliers."""
+    one = np.r_[np.full(2000, 1.0), np.full(2000, np.nextafter(1.0, 2.0))]
+    rng = np.random.default_rng(0)
+    tenths = np.r_[np.full(2000, 0.3), np.where(rng.random(2000) < 0.5, 0.3, 0.1 + 0.2)]
+    for y in (one, tenths):
+        assert TimeSeriesAnomalyDetector().score_series(y).max() < 0.5

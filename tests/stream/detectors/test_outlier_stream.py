@@ -547,3 +547,110 @@ def test_dict_keys_a_checkpoint_cannot_restore_are_refused_at_the_first_sample(k
     with pytest.raises(ValueError, match=r"feature names must be str, int .* or tuples of these"):
         det.learn_one({key: 1.0, "b": 2.0})
     assert det._features is None  # nothing was fixed: the detector still takes a first sample
+
+
+def test_numpy_scalar_parameters_are_kept_as_python_ones_and_checkpoints_save(tmp_path):
+    given = dict(buffer_size=np.int64(200), warmup=np.int32(50), refit_every=np.int64(64), n_centres=np.int64(32),
+                 window_size=np.uint8(20), alpha=np.float64(0.2), select=np.False_, scale=np.str_("local"),
+                 readmit_after=np.int64(30), seed=np.int64(3))
+    plain = {k: v.item() for k, v in given.items()}
+    det = StreamingOutlierDetector(**given)
+    for k, v in plain.items():
+        assert getattr(det, k) == v and type(getattr(det, k)) is type(v), k
+    x, _ = stream(400)
+    expected = StreamingOutlierDetector(**plain).process(x)
+    np.testing.assert_array_equal(det.process(x[:300]), expected[:300])
+    det.save(tmp_path / "ckpt")
+    np.testing.assert_array_equal(StreamingOutlierDetector.load(tmp_path / "ckpt").process(x[300:]), expected[300:])
+    twin = det.clone()
+    assert twin._get_params() == det._get_params() and twin.buffer_size == 200
+
+
+def test_a_python_int_beyond_float64_is_refused_as_a_value_too_large():
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(stream(100)[0][:, :2])
+    for x in ([1.0, 10**400], np.array([1.0, -10**400], dtype=object)):
+        for call in (det.learn_one, det.score_one, lambda v: det.process([v])):
+            with pytest.raises(ValueError, match="beyond the range of float64"):
+                call(x)
+    keyed = StreamingOutlierDetector(**SMALL)
+    keyed.learn_one({"a": 1.0})
+    with pytest.raises(ValueError, match="beyond the range of float64"):
+        keyed.learn_one({"a": 10**400})
+    assert det._n_learned == 100 and keyed._n_learned == 1
+
+
+def test_a_memento_taken_before_the_first_sample_brings_the_detector_back_to_fresh():
+    x, _ = stream(300)
+    det, fresh = StreamingOutlierDetector(**SMALL), StreamingOutlierDetector(**SMALL)
+    memento = det.memento()
+    det.process(x[:120])
+    det.roll_back(memento)
+    _same_state(det, fresh)
+    np.testing.assert_array_equal(det.process(x), fresh.process(x))
+    memento = det.memento()  # and after it, with the features fixed
+    before = copy.deepcopy(det)
+    det.process(x[:150])
+    det.roll_back(memento)
+    _same_state(det, before)
+
+
+def _item(state, key, index, value):
+    arr = np.array(state[key])
+    arr[index] = value
+    return {**state, key: arr}
+
+
+# SMALL: buffer 200, window 20, 32 centres, refit every 64, warm-up 50; no readmission (a held ring of 1)
+DAMAGED = {
+    "reference count above the buffer": ("'_ref_state\\[0\\]' is 201", lambda s: _item(s, "_ref_state", 0, 201)),
+    "reference position past the buffer": ("'_ref_state\\[1\\]' is 200", lambda s: _item(s, "_ref_state", 1, 200)),
+    "negative steps since the solve": ("'_ref_state\\[2\\]' is -1", lambda s: _item(s, "_ref_state", 2, -1)),
+    "window position past the window": ("'_win_state\\[1\\]' is 20", lambda s: _item(s, "_win_state", 1, 20)),
+    "held head past the held ring": ("'_held_state\\[1\\]' is 1", lambda s: _item(s, "_held_state", 1, 1)),
+    "a scalar for a vector": ("'_theta' has shape \\(\\)", lambda s: {**s, "_theta": np.float64(0.1)}),
+    "centres of another dimension": ("'_centres' has shape", lambda s: {**s, "_centres": s["_centres"][:, :2]}),
+    "sums of another size": ("'_s_ref_upper' has shape", lambda s: {**s, "_s_ref_upper": s["_s_ref_upper"][1:]}),
+    "fractional ring state": ("'_win_state' must hold integers", lambda s: {**s, "_win_state": np.array([20.0, 3.0])}),
+    "NaN in the weights": ("'_theta' holds NaN", lambda s: _item(s, "_theta", 0, np.nan)),
+    "steps since the refit past the interval": ("'since_refit' in 'meta' is 64",
+                                                lambda s: _with_meta(s, since_refit=64)),
+    "negative points learned": ("'n_learned' in 'meta' is -3", lambda s: _with_meta(s, n_learned=-3)),
+    "features of another dimension": ("'features' in 'meta'", lambda s: _with_meta(s, features=[0, 1])),
+    "a kernel width of zero": ("'sigma' in 'meta' must be a positive", lambda s: _with_meta(s, sigma=0.0)),
+    "a warm-up over but no fit": ("'_ref_state\\[0\\]' is 200: the warm-up", lambda s: _with_meta(s, fitted=False)),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_damaged_checkpoint_is_refused_naming_the_entry(case):
+    entry, damage = DAMAGED[case]
+    det = StreamingOutlierDetector(**SMALL)
+    det.process(stream(300)[0])
+    with pytest.raises(ValueError, match=f"not a StreamingOutlierDetector checkpoint, or a damaged one: {entry}"):
+        StreamingOutlierDetector.from_state(damage(det.to_state()))
+
+
+def test_a_checkpoint_before_the_first_sample_or_the_first_fit_restores():
+    x, _ = stream(300)
+    for n in (0, 30):
+        det = StreamingOutlierDetector(**SMALL)
+        if n:
+            det.process(x[:n])
+        twin = StreamingOutlierDetector.from_state(det.to_state())
+        np.testing.assert_array_equal(twin.process(x[n:]), det.process(x[n:]))
+
+
+@pytest.mark.parametrize("level", [1.0, 0.3, -7e5])
+def test_a_reference_equal_but_for_rounding_is_a_constant_one(level):
+    """Values one ulp apart: the width fallback (mean nonzero distance) once made the kernel width
+    an ulp, and the next point one ulp away a maximal outlier."""
+    up = np.nextafter(level, np.inf)
+    rng = np.random.default_rng(0)
+    x = np.where(rng.random((600, 2)) < 0.5, level, up)
+    x[:100] = level
+    constant = StreamingOutlierDetector(**SMALL).process(np.full_like(x, level)).max()  # the ridge's small offset
+    for scale in ("median", "local"):
+        det = StreamingOutlierDetector(**{**SMALL, "scale": scale})
+        assert det.process(x).max() <= constant + 1e-9
+        assert det._sigma == 1.0  # the width of a constant reference
