@@ -154,7 +154,7 @@ class ChangelogStore:
         for key, payload, seq in payloads:
             part = self._changelog_partition(self.partition_of(key) if self.partition_of else None)
             pieces = [payload[i:i + chunk] for i in range(0, len(payload), chunk)] or [b""]
-            kb = key.encode()
+            kb = key.encode("utf-8", "surrogatepass")  # any str has bytes (a valid key's are its UTF-8 ones)
             for i, piece in enumerate(pieces):
                 headers = [("seq", str(seq).encode()), ("part", str(i).encode()), ("parts", str(len(pieces)).encode())]
                 k = kb if i == 0 else kb + _SEP + str(i).encode()
@@ -197,7 +197,12 @@ class ChangelogStore:
                         if m.key is None:
                             continue
                         base, _, _ = m.key.partition(_SEP)
-                        key = base.decode()
+                        try:
+                            key = base.decode("utf-8", "surrogatepass")
+                        except UnicodeDecodeError:  # not a key this store wrote: one record must not stop a restore
+                            log.warning("changelog: record with a key that is not UTF-8 skipped",
+                                        extra={"partition": tp.partition, "offset": m.offset})
+                            continue
                         if m.value is None:  # a tombstone: the key's checkpoint was deleted
                             found.pop(key, None)
                             continue

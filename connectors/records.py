@@ -192,6 +192,24 @@ class RecordError(ValueError):
         self.detail = detail
 
 
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot name a series, or None. A key is written as UTF-8 (checkpoint file names,
+    Kafka message keys, changelog records), so a lone surrogate (``"\\ud800"``, valid JSON) cannot be
+    one; a NUL character separates the parts of a changelog record's key, so two keys could collide.
+
+    >>> key_problem("host-1") is None, key_problem("\\ud800"), key_problem("a\\x00b")
+    (True, 'is not valid Unicode (a lone surrogate)', 'contains a NUL character')
+    """
+    if "\x00" in key:
+        return "contains a NUL character"
+    if not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            return "is not valid Unicode (a lone surrogate)"
+    return None
+
+
 def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | None = None,
                         fallback_timestamp: float = 0.0, raw: bytes | str | None = None) -> Record:
     """Build a Record from a decoded JSON object (or a CSV row dict); raises :class:`RecordError`."""
@@ -207,7 +225,12 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
         # and Python's spelling of it ("True", "{'a': 1}") would name a series silently
         if isinstance(k, bool) or not isinstance(k, (str, int, float)):
             raise RecordError("bad_key", f"key field {spec.key!r} is not a string or a number: {json.dumps(k)[:80]}")
+        if isinstance(k, float) and not math.isfinite(k):  # NaN, Infinity, 1e400 would name the series "nan", "inf"
+            raise RecordError("bad_key", f"key field {spec.key!r} is NaN, infinite or too large for a float ({k})")
         key = str(k)
+        problem = key_problem(key)
+        if problem is not None:
+            raise RecordError("bad_key", f"key field {spec.key!r} {problem}: {json.dumps(key)[:80]}")
     if spec.timestamp is None:
         ts = float(fallback_timestamp)
     else:
@@ -325,14 +348,26 @@ def parse_record(raw: bytes | str, spec: FieldSpec, *, ref: tuple[str, int] | No
         raise RecordError("unparseable", f"{type(exc).__name__}: {exc}") from None
 
 
+#: bytes of an oversized line that a source keeps for its dead letter (the rest is read and dropped):
+#: enough for the 4,096 characters a dead letter shows, at up to 4 bytes each
+PREFIX_BYTES = 4 * 4096
+
+
 def bad_record(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None = None,
-               key: str | None = None, limit: int = 4096) -> BadRecord:
+               key: str | None = None, limit: int = 4096, size: int | None = None) -> BadRecord:
     """A BadRecord for the dead-letter sink; the raw text is truncated to ``limit`` characters
     (bytes that are not UTF-8 are also kept, base64-encoded, up to ``limit`` bytes).
 
+    ``size``: ``raw`` is only the first bytes (or characters) of a message of ``size`` bytes, an
+    oversized line that the source did not keep whole; the mark then counts the bytes left out.
+
     >>> bad_record(b'{"k": "h\\xffx"}', RecordError("not_utf8", "...")).raw_base64
     'eyJrIjogImj/eCJ9'
+    >>> bad_record(b"x" * 5000, RecordError("oversized", "..."), size=10**9).raw[-40:]
+    'xxxx...[truncated 999995904 bytes]'
     """
+    if size is not None:
+        return _bad_prefix(raw, err, ref, key, limit, size)
     text = _as_text(raw)
     if len(text) > limit:
         text = text[:limit] + f"...[truncated {len(text) - limit} chars]"
@@ -342,6 +377,33 @@ def bad_record(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None =
             bytes(raw).decode("utf-8")
         except UnicodeDecodeError:
             original = base64.b64encode(bytes(raw)[:limit]).decode("ascii")
+    return BadRecord(reason=err.reason, detail=err.detail, raw=text, ref=ref, key=key, raw_base64=original)
+
+
+def _bad_prefix(raw: bytes | str, err: RecordError, ref: tuple[str, int] | None, key: str | None, limit: int,
+                size: int) -> BadRecord:
+    """:func:`bad_record` of the first bytes of a message of ``size`` bytes (never more than
+    :data:`PREFIX_BYTES` of them are decoded)."""
+    original = None
+    if isinstance(raw, str):
+        text = raw[:limit]
+        shown = len(text.encode("utf-8", "surrogatepass"))
+    else:
+        head = bytes(raw[:PREFIX_BYTES])
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.reason == "unexpected end of data":  # a character cut at the end of the prefix
+                head = head[:exc.start]
+            try:
+                text = head.decode("utf-8")
+            except UnicodeDecodeError:
+                text = head.decode("utf-8", errors="replace")
+                original = base64.b64encode(head[:limit]).decode("ascii")
+        text = text[:limit]
+        shown = len(text.encode("utf-8", "surrogatepass")) if original is None else min(len(head), limit)
+    if size > shown:
+        text += f"...[truncated {size - shown} bytes]"
     return BadRecord(reason=err.reason, detail=err.detail, raw=text, ref=ref, key=key, raw_base64=original)
 
 
@@ -441,8 +503,8 @@ class BatchParser:
             key = spec.default_key
         else:
             key = obj.get(spec.key)
-            if type(key) is not str or not key:
-                return None
+            if type(key) is not str or not key or "\x00" in key or (not key.isascii() and key_problem(key)):
+                return None  # the slow path says why
         if spec.timestamp is None:
             ts = fallback_ts
         else:

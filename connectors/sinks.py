@@ -208,8 +208,10 @@ class KafkaSink:
             except Exception as exc:  # noqa: BLE001 - broker still unreachable
                 return [(it, f"kafka producer reconnect failed: {type(exc).__name__}: {exc}") for it in items]
         for it in items:
-            key = it.key.encode() if isinstance(it.key, str) else None
             try:
+                # a key that is not valid Unicode (a lone surrogate) is written escaped: one item's key
+                # must not stop the worker that delivers every item (the dead-letter sink's above all)
+                key = it.key.encode("utf-8", "backslashreplace") if isinstance(it.key, str) else None
                 fut = self._producer.send(self.topic, key=key, value=it.to_json().encode())
             except Exception as exc:  # noqa: BLE001 - buffer full / serialisation: give up on this item
                 failures.append((it, f"kafka send failed: {type(exc).__name__}: {exc}"))

@@ -23,12 +23,41 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, TextIO
 
-from ratiowatch.connectors.records import (BadRecord, BatchParser, FieldSpec, Record, RecordBatch, RecordError, bad_record,
-                            decode_text, parse_record, record_from_mapping)
+from ratiowatch.connectors.records import (PREFIX_BYTES, BadRecord, BatchParser, FieldSpec, Record, RecordBatch,
+                                           RecordError, bad_record, decode_text, parse_record, record_from_mapping)
 
 log = logging.getLogger("ratiowatch.sources")
 
 Item = Record | BadRecord
+
+#: bytes read at a time from the rest of a line longer than ``max_record_bytes`` (which is dropped:
+#: only its first bytes go to the dead-letter sink), so that one huge line costs bounded memory
+DISCARD_CHUNK = 1 << 16
+
+
+def _line_limit(max_bytes: int) -> int:
+    """The most a source reads of one line: ``max_record_bytes`` and a line end (``\\r\\n``). A line
+    without its end within that many bytes is oversized."""
+    return max_bytes + 2
+
+
+def _nbytes(chunk: bytes | str) -> int:
+    return len(chunk) if isinstance(chunk, bytes) else len(chunk.encode("utf-8", "surrogatepass"))
+
+
+def _ending(chunk: bytes | str) -> int:
+    """Length of the line end (``\\n``, ``\\r\\n``) at the end of ``chunk``."""
+    return len(chunk) - len(chunk.rstrip(b"\r\n" if isinstance(chunk, bytes) else "\r\n"))
+
+
+class _Oversized:
+    """A line longer than ``max_record_bytes``, read in bounded chunks: its first bytes and its size."""
+
+    __slots__ = ("prefix", "size")
+
+    def __init__(self, prefix: bytes | str, size: int):
+        self.prefix = prefix
+        self.size = size
 
 
 class _LineParser:
@@ -60,6 +89,11 @@ class _LineParser:
             return bad_record(text, err, ref)
         except Exception as exc:  # noqa: BLE001 - whatever one line does, it is that line's fault
             return bad_record(text, RecordError("unparseable", f"{type(exc).__name__}: {exc}"), ref)
+
+    def oversized(self, line: _Oversized, ref: tuple[str, int]) -> BadRecord:
+        """The dead letter of a line that was too long to be kept: built from its first bytes."""
+        err = RecordError("oversized", f"line has {line.size} bytes, more than max_record_bytes={self.max_bytes}")
+        return bad_record(line.prefix, err, ref, size=line.size)
 
     def _csv(self, text: bytes | str, ref: tuple[str, int]) -> Item | None:
         if self.header is None:
@@ -134,7 +168,8 @@ class FileSource:
         self.exhausted = False
         self._fh: BinaryIO | None = None
         self._line_no = 0   # offset of the next line to read
-        self._buf = b""     # partial line while following
+        self._buf = b""     # partial line while following (at most max_record_bytes + 2 bytes)
+        self._over: _Oversized | None = None  # the line being dropped for its length (the rest not read yet)
         self._start = 0     # lines below this offset were committed by a previous run
         self._head = b""    # the first bytes read from the open file (up to _HEAD_BYTES)
         # files read since the last commit, as (offset of the first line, (device, inode), head):
@@ -178,6 +213,7 @@ class FileSource:
         self._line_no = base
         self._head = b""
         self._buf = b""
+        self._over = None
         self.parser.header = None  # a CSV file starts with its own header
         self._files.append((base, self._file_id(), b""))
 
@@ -241,6 +277,8 @@ class FileSource:
             if self._buf:  # the old file's last line, never finished: taken as it is, as at the end of a file
                 line, self._buf = self._buf, b""
                 self._take(line, out)
+            if self._over is not None:
+                self._take_oversized(out)
             log.info("source file was replaced (rotated): reading the new file from its start",
                      extra={"path": str(self.path), "offset": self._line_no})
             self._fh.close()
@@ -254,6 +292,15 @@ class FileSource:
         self._fh.seek(0)
         self._start = self._line_no
         self._new_file(self._line_no)
+
+    def _take_oversized(self, out: list[Item]) -> None:
+        """The line being dropped for its length ends here: one ``oversized`` dead letter."""
+        over, self._over = self._over, None
+        assert over is not None
+        no = self._line_no
+        self._line_no += 1
+        if no >= self._start:  # else already committed by a previous run
+            out.append(self.parser.oversized(over, (self.partition, no)))
 
     def _take(self, line: bytes, out: list[Item]) -> None:
         no = self._line_no
@@ -281,11 +328,13 @@ class FileSource:
                 if self._fh is None:  # the new file is not there yet
                     return out
         deadline = time.monotonic() + timeout_s
+        limit = _line_limit(self.parser.max_bytes)
         while len(out) < max_records:
             assert self._fh is not None
-            line = self._fh.readline()
+            # never more than a line may hold: a line of gigabytes costs no more memory than a valid one
+            line = self._fh.readline(DISCARD_CHUNK if self._over is not None else limit - len(self._buf))
             if not line:
-                if self._line_no + bool(self._buf) < self._start:
+                if self._line_no + bool(self._buf or self._over is not None) < self._start:
                     # the file ends before the committed offset: it is not the file that was committed
                     log.warning("source file is shorter than its committed offset: reading it from its start",
                                 extra={"path": str(self.path), "committed_offset": self._start,
@@ -295,6 +344,8 @@ class FileSource:
                     self._new_file(self._start)
                     continue
                 if not self.follow:
+                    if self._over is not None:  # the file's last line, oversized, without a line end
+                        self._take_oversized(out)
                     self.exhausted = True
                     break
                 change = self._changed()
@@ -311,11 +362,21 @@ class FileSource:
                 self._head += line[:_HEAD_BYTES - len(self._head)]
                 base, fid, _ = self._files[-1]
                 self._files[-1] = (base, fid, self._head)
+            if self._over is not None:  # the rest of an oversized line: counted and dropped
+                self._over.size += len(line)
+                if line.endswith(b"\n"):
+                    self._over.size -= _ending(line)
+                    self._take_oversized(out)
+                continue
             if self._buf:
                 line, self._buf = self._buf + line, b""
-            if self.follow and not line.endswith(b"\n"):
-                self._buf = line  # the writer has not finished this line yet
-                continue
+            if not line.endswith(b"\n"):
+                if len(line) >= limit:  # no line end within max_record_bytes: drop the rest as it comes
+                    self._over = _Oversized(line[:PREFIX_BYTES], len(line))
+                    continue
+                if self.follow:
+                    self._buf = line  # the writer has not finished this line yet
+                    continue
             self._take(line, out)
         return out
 
@@ -343,26 +404,64 @@ class FileSource:
 
 
 class StdinSource:
-    """Reads JSONL/CSV lines from stdin through a reader thread and a bounded queue."""
+    """Reads JSONL/CSV lines from stdin through a reader thread and a bounded queue.
+
+    Stdin cannot be read again: ``replayable`` is False, so the daemon never takes a record of it
+    for a replay of one already in a checkpoint. Offsets (line numbers, also the timestamps of
+    arrival order) go on from the previous run's last committed one when ``offsets`` (the
+    checkpoint store) is given: ``offsets-stdin.json`` holds ``{"stdin": next line}``, so the keys
+    restored from a previous run's checkpoints see later records, not earlier ones. A line longer
+    than ``max_bytes`` is read in bounded chunks and dropped (its first bytes go to the dead-letter
+    sink as ``oversized``).
+    """
+
+    replayable = False
 
     def __init__(self, spec: FieldSpec, *, fmt: str = "jsonl", max_bytes: int = 65536,
-                 stream: TextIO | BinaryIO | None = None, queue_size: int = 10000):
+                 stream: TextIO | BinaryIO | None = None, queue_size: int = 10000, offsets: Any = None):
         # bytes, as files and Kafka messages are parsed: text decoding would turn a bad byte into a
         # surrogate (unparseable) or stop the reader thread, not a not_utf8 dead letter
         self.stream = stream if stream is not None else getattr(sys.stdin, "buffer", sys.stdin)
         self.partition = "stdin"
         self.parser = _LineParser("jsonl" if fmt == "auto" else fmt, spec, max_bytes)
         self.exhausted = False
-        self._q: queue.Queue[str | bytes | None] = queue.Queue(maxsize=queue_size)
+        self._q: queue.Queue[str | bytes | _Oversized | None] = queue.Queue(maxsize=queue_size)
         self._eof = False
         self._no = 0
+        self.offsets = offsets
+        if offsets is not None:
+            saved = offsets.load_json(self._offsets_name()) or {}
+            self._no = int(saved.get(self.partition, 0))
         self._thread = threading.Thread(target=self._read, name="stdin-reader", daemon=True)
         self._thread.start()
 
+    def _offsets_name(self) -> str:
+        return f"offsets-{self.partition}.json"
+
     def _read(self) -> None:
-        for line in self.stream:
-            self._q.put(line)  # blocks when the queue is full: backpressure on the writer
-        self._q.put(None)
+        limit = _line_limit(self.parser.max_bytes)
+        read = self.stream.readline
+        try:
+            while True:
+                line = read(limit)  # bounded: a line without its end within the limit is oversized
+                if not line:
+                    break
+                if len(line) >= limit and _ending(line) == 0:
+                    over = _Oversized(line[:PREFIX_BYTES], _nbytes(line))
+                    while True:  # the rest of the line, read and dropped in bounded chunks
+                        chunk = read(DISCARD_CHUNK)
+                        if not chunk:
+                            break
+                        over.size += _nbytes(chunk)
+                        if _ending(chunk):
+                            over.size -= _ending(chunk)
+                            break
+                    line = over
+                self._q.put(line)  # blocks when the queue is full: backpressure on the writer
+        except Exception as exc:  # noqa: BLE001 - the records read so far are still processed
+            log.error("reading stdin failed; treating it as its end", extra={"error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            self._q.put(None)
 
     def poll(self, max_records: int = 1000, timeout_s: float = 0.5) -> list[Item]:
         out: list[Item] = []
@@ -377,7 +476,10 @@ class StdinSource:
                 break
             no = self._no
             self._no += 1
-            item = self.parser.parse(line, (self.partition, no))
+            if isinstance(line, _Oversized):
+                item: Item | None = self.parser.oversized(line, (self.partition, no))
+            else:
+                item = self.parser.parse(line, (self.partition, no))
             if item is not None:
                 out.append(item)
         if self._eof and self._q.empty():
@@ -385,7 +487,9 @@ class StdinSource:
         return out
 
     def commit(self, positions: dict[str, int]) -> None:
-        pass  # stdin cannot be replayed
+        # stdin cannot be read again: only where the next run's line numbers go on from
+        if self.offsets is not None and self.partition in positions:
+            self.offsets.save_json(self._offsets_name(), {self.partition: positions[self.partition]})
 
     def close(self) -> None:
         pass

@@ -98,7 +98,8 @@ def _directory_problem(directory: Path, exc: OSError) -> str:
 def _key_filename(key: str) -> str:
     # Readable prefix + hash: any key string maps to a safe, unique, stable file name.
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:40]
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    # surrogatepass: any str has bytes to hash (a valid key's are its UTF-8 ones)
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{safe}-{digest}.ckpt.npz"
 
 

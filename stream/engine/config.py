@@ -18,6 +18,7 @@ source.path: required when source.type = 'file' (file source: CSV or JSONL file 
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,6 +295,11 @@ def _check_type(where: str, opt: Opt, value: Any, errors: list[str]) -> Any:
         raise AssertionError(t)
     if not ok:
         errors.append(f"{where}: expected {t}, got {type(value).__name__} {value!r}")
+        return opt.default
+    if t == "float" and not math.isfinite(value):
+        # TOML has nan and inf; NaN passes every comparison with a bound, and inf overflows the
+        # daemon's timers (sleep, milliseconds): no option means "never" by inf
+        errors.append(f"{where}: must be a finite number; got {value!r}")
         return opt.default
     if opt.choices is not None and value not in opt.choices:
         errors.append(f"{where}: must be one of {list(opt.choices)}; got {value!r}")

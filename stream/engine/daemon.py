@@ -119,7 +119,9 @@ def build_source(cfg: Config, store: Any, on_revoke=None, on_assign=None):
         return FileSource(cfg.resolve(s["path"]), spec, fmt=s["format"], follow=s["follow"],
                           poll_interval_s=s["poll_interval_s"], max_bytes=max_bytes, offsets=offsets)
     if s["type"] == "stdin":
-        return StdinSource(spec, fmt=s["format"], max_bytes=max_bytes)
+        # its line numbers go on from the last run's (arrival-order timestamps keep growing)
+        offsets = _CheckedOffsets(store) if hasattr(store, "load_offsets") else store
+        return StdinSource(spec, fmt=s["format"], max_bytes=max_bytes, offsets=offsets)
     return KafkaSource(s["bootstrap_servers"], s["topics"], spec, group_id=s["group_id"],
                        partitions=s["partitions"], auto_offset_reset=s["auto_offset_reset"],
                        session_timeout_ms=s["session_timeout_ms"], heartbeat_interval_ms=s["heartbeat_interval_ms"],
@@ -283,6 +285,9 @@ class Daemon:
             self.source = self._connect_source()
             if self.source is None:  # stopped while waiting for the broker
                 return
+        # a source that cannot be read again (stdin) replays nothing: none of its records is skipped
+        # as a replay of one in a restored key's checkpoint
+        self.pipeline.replay_gates = bool(getattr(self.source, "replayable", True))
         sinks = self._sinks if self._sinks is not None else [
             self._open_sink(f"sinks[{i}]", cfg, s, f"{s['type']}[{i}]") for i, s in enumerate(cfg.sinks)]
         if self._dead_letter is not None:

@@ -13,9 +13,15 @@ so the file I/O can run on another thread), ``evict()`` checkpoints and forgets 
 revoked partitions).
 
 Replays after a crash are detected per key: a restored key remembers the source position and
-timestamp of the last record folded into its state; a record at or before that position and not
-newer than that timestamp is already in the state and is skipped (its alerts were delivered before
-the checkpoint was written), so a detector never sees a record twice. Checkpoints are fenced: a key
+timestamp of the last record folded into its state; a record of that partition at or before that
+position and not newer than that timestamp is already in the state and is skipped (its alerts were
+delivered before the checkpoint was written), so a detector never sees a record twice. A record at
+or before the position but newer is judged on its own (a replayed far-future record is
+dead-lettered again; a partition whose positions started again brings new records) and the check
+goes on; the first record past the position ends it. Without timestamp checks
+(``check_timestamps = False``) the position alone decides. A source that
+cannot be read again (stdin, ``replayable = False``) replays nothing: :attr:`Pipeline.replay_gates`
+is then False and no record is skipped. Checkpoints are fenced: a key
 whose checkpoint on disk is newer than the one this pipeline holds (another process took it over
 while this one was cut off) is dropped from memory instead of being overwritten.
 
@@ -147,6 +153,10 @@ class Pipeline:
         self.records_since_checkpoint = 0
         self.items_since_checkpoint = 0   # records + bad records: both move offsets that need a commit
         self.skipped_replays = 0
+        #: restored keys skip the records at or before their checkpoint's position (replays); False
+        #: for a source that cannot replay (stdin), whose positions start again at every run
+        self.replay_gates = True
+        self._unreadable_warned: set[str] = set()  # keys whose unreadable checkpoint was logged
         self.fenced_keys = 0
         self.detector_cpu_s = 0.0   # CPU time spent inside the detectors (what the daemon adds is the rest)
         self.last_checkpoint = time.monotonic()
@@ -156,10 +166,23 @@ class Pipeline:
         ks = self.keys.get(key)
         if ks is not None:
             return ks
-        loaded = self.store.load(key) if self.store is not None else None
-        if loaded is not None:
-            ks = self._restored(*loaded)
-        else:
+        try:
+            loaded = self.store.load(key) if self.store is not None else None
+            if loaded is not None:
+                ks = self._restored(*loaded)
+        except Exception as exc:
+            # every record of the key is a processing_error dead letter until the checkpoint is dealt
+            # with: said once per key in the log, not once per record
+            warned = self._unreadable_warned
+            if key not in warned:
+                if len(warned) >= 10000:  # bounded: a key may be said again after many others
+                    warned.clear()
+                warned.add(key)
+                log.warning("checkpoint of a key cannot be restored: its records go to the dead-letter sink "
+                            "(processing_error) until the checkpoint is repaired or deleted",
+                            extra={"key": key, "error": f"{type(exc).__name__}: {exc}"})
+            raise
+        if loaded is None:
             ks = KeyState(detector=self.factory.create(key, self.dim or dim), dim=self.dim or dim)
         self.keys[key] = ks
         return ks
@@ -177,7 +200,7 @@ class Pipeline:
         ref = tuple(meta["last_ref"]) if meta.get("last_ref") else None
         ks = KeyState(detector=det, dim=int(meta["dim"]), count=int(meta["count"]),
                       last_ts=float(meta["last_ts"]), last_ref=ref, seq=int(meta.get("seq", 0)))
-        if ref is not None:
+        if ref is not None and self.replay_gates:
             ks.replay_gate = (ref[0], int(ref[1]), ks.last_ts)
         return ks
 
@@ -246,10 +269,18 @@ class Pipeline:
         """Per-record checks (replay gate, dimension, timestamps); True if it goes to the detector."""
         ref = item.ref
         if ks.replay_gate is not None and ref is not None and ref[0] == ks.replay_gate[0]:
-            if ref[1] <= ks.replay_gate[1] and item.timestamp <= ks.replay_gate[2]:
-                self.skipped_replays += 1  # already folded into the restored state
+            if ref[1] > ks.replay_gate[1]:
+                ks.replay_gate = None  # past the checkpoint's position: the replay is over
+            elif item.timestamp <= ks.replay_gate[2] or not self.check_timestamps:
+                # folded into the restored state before the checkpoint (without timestamp checks the
+                # timestamps promise no order, and the position alone decides)
+                self.skipped_replays += 1
                 return False
-            ks.replay_gate = None
+            # else at or before the position but newer than the state: judged on its own below, and
+            # the check goes on. A replayed record that was dead-lettered for a far-future timestamp
+            # is dead-lettered again and must not end the check (the records after it would all be
+            # 'timestamp_backwards'); records of a partition whose positions started again (a topic
+            # made anew, a file replaced) are new and newer, and are taken.
         if item.values.shape[0] != ks.dim:
             bad.append(item.rejected("wrong_dimension", f"key {item.key!r} has dimension {ks.dim}, record has "
                                      f"{item.values.shape[0]}"))

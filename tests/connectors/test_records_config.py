@@ -256,3 +256,31 @@ def test_configs_that_would_fail_at_run_time_fail_validation(doc, where, says):
 def test_the_port_range_ends_are_valid():
     for port in (0, 65535):
         assert parse_config({"source": {"type": "stdin"}, "metrics": {"port": port}}).metrics["port"] == port
+
+
+@pytest.mark.parametrize("section,option", [
+    ("source", "poll_interval_s"), ("source", "connect_timeout_s"), ("pipeline", "idle_evict_s"),
+    ("pipeline", "max_timestamp_ahead"), ("checkpoint", "every_s"), ("checkpoint", "timeout_s"),
+    ("detector", "alpha"), ("detector", "score_threshold"),
+])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+def test_nan_and_infinite_numbers_are_config_errors_naming_the_option(section, option, value):
+    """TOML's nan and inf passed validation: NaN passes every comparison with a bound (every_s = nan
+    never checkpointed by time, idle_evict_s = nan never evicted), and inf overflowed the daemon's
+    timers at run time (time.sleep, int(1000 * inf))."""
+    doc = {"source": {"type": "stdin"}, "detector": {"kind": "anomaly"} if option == "score_threshold" else {}}
+    doc.setdefault(section, {})[option] = value
+    with pytest.raises(ValueError) as err:
+        parse_config(doc)
+    assert str(err.value) == f"{section}.{option}: must be a finite number; got {value!r}"
+
+
+def test_nan_and_inf_in_a_toml_file_fail_validation_naming_the_option(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[source]\ntype = "stdin"\npoll_interval_s = nan\nconnect_timeout_s = inf\n'
+                    '[checkpoint]\nevery_s = -inf\n')
+    with pytest.raises(ValueError) as err:
+        load_config(path)
+    assert str(err.value).splitlines() == ["source.poll_interval_s: must be a finite number; got nan",
+                                           "source.connect_timeout_s: must be a finite number; got inf",
+                                           "checkpoint.every_s: must be a finite number; got -inf"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
 
 from ratiowatch.connectors.metrics import Metrics
 from ratiowatch.connectors.sinks import JsonlFileSink
+from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.stream.engine.config import parse_config
 from ratiowatch.stream.engine.daemon import Daemon
 from ratiowatch.connectors.records import Alert
@@ -297,3 +299,68 @@ def test_file_lines_that_are_not_utf8_are_dead_lettered_as_not_utf8_not_folded_i
     dead = read_jsonl(tmp_path / "dead.jsonl")
     assert [(x["reason"], x["ref"][1]) for x in dead] == [("not_utf8", 0), ("not_utf8", 1), ("not_utf8", 2)]
     assert list(d.pipeline.keys) == ["a"] and d.stats["records"] == 1
+
+
+def test_a_replay_after_a_far_future_timestamp_repeats_only_that_dead_letter(tmp_path):
+    """A crash between a checkpoint's write and its commit makes the next start read the records
+    again; the one with a far-future timestamp among them is dead-lettered again and must not end
+    the replay check (the 69 records after it were all dead-lettered as timestamp_backwards)."""
+    data = tmp_path / "in.jsonl"
+    rows = good_rows(100, 60, keys=("a",))
+    rows[30] = {"host": "a", "ts": 1e12, "v": 0.0}
+    write_jsonl(data, rows)
+    cfg = make_cfg(tmp_path, data, checkpoint={"every_records": 1000})
+    assert Daemon(cfg, factory=MeanShiftFactory()).run() == 0
+    dead = read_jsonl(tmp_path / "dead.jsonl")
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert [(x["reason"], x["ref"][1]) for x in dead] == [("timestamp_too_far_ahead", 30)] and len(alerts) == 1
+    store = CheckpointStore(tmp_path / "state")
+    store.save_json("offsets-in.jsonl.json", {"file:in.jsonl": 10})  # the commit that never happened
+    d2 = Daemon(cfg, factory=MeanShiftFactory())
+    assert d2.run() == 0
+    assert d2.pipeline.skipped_replays == 89 and d2.stats["records"] == 0 and d2.stats["bad"] == 1
+    again = read_jsonl(tmp_path / "dead.jsonl")
+    assert [(x["reason"], x["ref"][1]) for x in again] == [("timestamp_too_far_ahead", 30)] * 2
+    assert read_jsonl(tmp_path / "alerts.jsonl") == alerts
+
+
+def test_a_second_stdin_run_with_arrival_order_goes_on_from_the_first(tmp_path, monkeypatch):
+    """stdin's line numbers started at 0 again, and the restored key took every record of the second
+    run for a replay of the first: all of them were dropped without a word."""
+    def run(values):
+        text = "".join(json.dumps({"host": "a", "v": v}) + "\n" for v in values)
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+        cfg = parse_config({"source": {"type": "stdin", "max_poll_records": 30},
+                            "fields": {"key": "host", "timestamp": "", "values": ["v"]},
+                            "checkpoint": {"dir": str(tmp_path / "state"), "every_records": 40},
+                            "sinks": [{"type": "jsonl", "path": str(tmp_path / "alerts.jsonl")}],
+                            "dead_letter": {"type": "file", "path": str(tmp_path / "dead.jsonl")},
+                            "metrics": {"enabled": False}})
+        d = Daemon(cfg, factory=MeanShiftFactory())
+        assert d.run() == 0
+        return d
+
+    series = step_series(200, 150)
+    first = run(series[:100])
+    second = run(series[100:])
+    assert first.stats["records"] == second.stats["records"] == 100
+    assert second.pipeline.skipped_replays == 0 and second.stats["bad"] == 0
+    assert read_jsonl(tmp_path / "dead.jsonl") == []
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert [(a["key"], a["change_index"], a["timestamp"]) for a in alerts] == [("a", 150, 154.0)]
+
+
+def test_a_file_line_of_megabytes_is_one_oversized_dead_letter_and_the_run_goes_on(tmp_path):
+    data = tmp_path / "in.jsonl"
+    rows = good_rows(100, 60)
+    huge = json.dumps({"host": "a", "ts": 50, "v": 1.0, "pad": "x" * (4 << 20)})
+    write_jsonl(data, rows[:100] + [huge] + rows[100:])
+    d = Daemon(make_cfg(tmp_path, data), factory=MeanShiftFactory())
+    assert d.run() == 0
+    assert d.stats["records"] == len(rows)
+    dead = read_jsonl(tmp_path / "dead.jsonl")
+    assert [(x["reason"], x["ref"], x["detail"]) for x in dead] == [
+        ("oversized", ["file:in.jsonl", 100], f"line has {len(huge)} bytes, more than max_record_bytes=200")]
+    assert dead[0]["raw"].startswith('{"host": "a", "ts": 50') and len(dead[0]["raw"]) < 300
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert sorted((a["key"], a["change_index"]) for a in alerts) == [("a", 60), ("b", 60)]

@@ -143,3 +143,28 @@ def test_broker_killed_and_restarted_daemon_reconnects_by_itself(broker_factory,
     alerts = read_topic(broker2.bootstrap, f"{topic}-alerts", expect=1, timeout_s=30)
     assert d.stats["records"] == 110
     assert [(a["key"], a["change_index"]) for a in alerts] == [("a", 80)]
+
+
+def test_a_key_that_is_not_valid_unicode_is_dead_lettered_to_kafka_and_the_daemon_goes_on(kafka_broker, tmp_path):
+    """``{"key": "\\ud800", ...}`` is valid JSON; its key could not be encoded as UTF-8, which stopped
+    the Kafka dead-letter sink's worker: the daemon exited at that offset on every restart."""
+    topic = f"in-{uuid.uuid4().hex[:8]}"
+    for t in (topic, f"{topic}-alerts", f"{topic}-dlq"):
+        kafka_broker.create_topic(t)
+    rows = rows_for(["a"], 80, 40)
+    rows.insert(30, b'{"key": "\\ud800", "ts": 1, "v": 1}')
+    rows.insert(31, b'{"key": NaN, "ts": 1, "v": 1}')
+    produce(kafka_broker.bootstrap, topic, rows)
+    d = Daemon(cfg_for(kafka_broker.bootstrap, tmp_path, topic, "g-key"), factory=MeanShiftFactory())
+    code = []
+    th = threading.Thread(target=lambda: code.append(d.run()), daemon=True)
+    th.start()
+    assert wait_for(lambda: d.stats["records"] + d.stats["bad"] >= len(rows))
+    d.stop()
+    th.join(30)
+    assert code == [0]
+    dlq = read_topic(kafka_broker.bootstrap, f"{topic}-dlq", expect=2)
+    assert [(x["reason"], x["ref"][1]) for x in dlq] == [("bad_key", 30), ("bad_key", 31)]
+    alerts = read_topic(kafka_broker.bootstrap, f"{topic}-alerts", expect=1)
+    assert [(a["key"], a["change_index"]) for a in alerts] == [("a", 40)]
+    assert committed(kafka_broker.bootstrap, topic, "g-key") == len(rows)
