@@ -21,7 +21,7 @@ Windows out of kernel reach of each other (every kernel value between them under
 samples. That is the largest change the windows can show, not an error, and both scores are then
 :data:`KL_NO_OVERLAP`, a finite ceiling (so thresholds, ``exceeds`` and score histories take it like
 any other score). Only a sigma below every pairwise distance (no kernel mass between any two samples,
-within a window or between them) is refused, with a ``ValueError``.
+within a window or between them) is refused, with a :class:`NoKernelMassError` (a ``ValueError``).
 
 The kernel sums are updated by additions and subtractions, which leave residues of ~1e-14 of either
 sign where every term is 0; a rebuild gives exact zeros. Every push re-sums the sums within the
@@ -58,6 +58,16 @@ _STATE_VERSION = 1
 #: tests/core/test_kliep_window.py), and any nonzero kernel value is at least exp(-230) (the flush
 #: level of :mod:`ratiowatch.core.kernels`).
 KL_NO_OVERLAP = float(-np.log(LOG_FLOOR_VALUE))
+
+
+class NoKernelMassError(ValueError):
+    """Raised by :meth:`TwoWindowKLIEP.scores` when sigma is below every pairwise distance of the
+    windows' samples (only the kernel's unit diagonal survives): no ratio can be fitted.
+
+    A caller that scores draws of its own making rather than data (the detector's null, whose AR
+    surrogates of values around one gross value can spread that far) may take such a draw as
+    windows that share no kernel mass, :data:`KL_NO_OVERLAP` in both directions.
+    """
 
 
 @njit(cache=True)
@@ -228,7 +238,7 @@ class TwoWindowKLIEP(SlidingWindowPair):
                                self.eps_schedule, iters, LOG_FLOOR_VALUE)
         if kl1 == np.inf or kl2 == np.inf:  # no kernel mass between the windows (exact, see _slide)
             if np.count_nonzero(self._gram) == 2 * self.n:  # only the unit diagonal survives
-                raise ValueError(f"sigma={self.sigma:g} is too small for these windows: every kernel value "
+                raise NoKernelMassError(f"sigma={self.sigma:g} is too small for these windows: every kernel value "
                                  "between any two samples underflows to 0; use a larger sigma")
             self._cold = True  # no coefficients to warm-start from
             return (KL_NO_OVERLAP if kl1 == np.inf else float(kl1),

@@ -42,7 +42,9 @@ from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
 from ratiowatch.stream.calibration.correlation import normal_scores, surrogate_zdiff
 from ratiowatch.stream.calibration.levels import surrogate_level_diffs, unit_root_rejected
 from ratiowatch.stream.calibration.split_test import clip_gross
+from ratiowatch.core.kliep_window import KL_NO_OVERLAP, NoKernelMassError
 from ratiowatch.stream.series.embedding import embed
+from ratiowatch.stream.detectors.outlier_stream import _damaged, checkpoint_class, state_array, state_range
 from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_channels, fit_ar_models,
                                                      line_and_step, shrink_slopes, simulate_ar,
                                                      surrogate_null_rulsif)
@@ -297,7 +299,12 @@ class NullCalibrator:
             for i in range(count):
                 st = make_state()
                 st.push_many(embed(sims[i], self.k))
-                null[i] = st.scores()
+                try:
+                    null[i] = st.scores()
+                except NoKernelMassError:
+                    # a surrogate spread beyond the kernel's reach at every pair (AR fitted around
+                    # one gross value): windows sharing no kernel mass, as KLIEP scores them
+                    null[i] = KL_NO_OVERLAP
             if not self.symmetric:
                 null = null[:, :1]
         self._add_to_pool(null)
@@ -539,38 +546,61 @@ class NullCalibrator:
             arrays["level_thr"] = self.level_thresholds.copy()
         return meta, arrays
 
-    def load_state(self, meta: Mapping, arrays: Mapping) -> None:
-        """Restore what :meth:`to_state` wrote (checkpoints from before the correlation and channel views included)."""
-        self.threshold = float(meta["perm_threshold"])
+    def load_state(self, meta: Mapping, arrays: Mapping, dim: int | None = None, seen: int | None = None) -> None:
+        """Restore what :meth:`to_state` wrote (checkpoints from before the correlation and channel views included).
+
+        Every pool and threshold array must have the shape this calibrator's parameters and the
+        stream's ``dim`` channels give (``m (m - 1) / 2`` pairs for the correlation view, ``2 m``
+        statistics for the channel view, ``m`` for the level view), and every count must be an
+        integer >= 0; a ``ValueError`` naming the entry otherwise (the compiled views index them
+        by those sizes). ``dim`` None: the views' arrays are read as they are. ``seen``: the
+        samples the stream has seen; a pool takes at most one calibration per sample beyond the
+        ``NULL_POOL`` rows a new window size starts with, so no count exceeds ``NULL_POOL + 2 seen``.
+        """
+        what = checkpoint_class(arrays, "NullCalibrator")
+
+        def count(name, default=None):
+            value = meta[name] if default is None or name in meta else default
+            return state_range(value, name, what, 0, None if seen is None else NULL_POOL + 2 * seen + 1, meta="meta")
+
+        def real(name, default=None):
+            value = meta[name] if default is None or name in meta else default
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _damaged(what, name, f"must be a number; got {value!r}", "meta")
+            return float(value)
+
+        self.threshold = real("perm_threshold")
         # checkpoints from before these were kept: the threshold in force stands for the AR one
-        self.ar_threshold = float(meta.get("ar_threshold", self.threshold))
-        self.floor_threshold = float(meta.get("floor_threshold", math.nan))
-        self.kernel_rate = float(meta.get("kernel_rate", self.kernel_rate))
-        self.pool_count = int(meta["nullpool_i"])
-        self.corr_count = int(meta.get("cpool_i", 0))
-        self.pool = np.asarray(arrays["nullpool"], dtype=np.float64).copy()
-        if "fpool" in arrays and arrays["fpool"].shape == self.floor_pool.shape:
-            self.floor_pool = np.asarray(arrays["fpool"], dtype=np.float64).copy()
-            self.floor_count = int(meta.get("fpool_i", 0))
+        self.ar_threshold = real("ar_threshold", self.threshold)
+        self.floor_threshold = real("floor_threshold", math.nan)
+        self.kernel_rate = real("kernel_rate", self.kernel_rate)
+        self.pool_count = count("nullpool_i")
+        self.corr_count = count("cpool_i", 0)
+        self.pool = state_array(arrays, "nullpool", self.pool.shape, finite=False).astype(np.float64)
+        if "fpool" in arrays and np.shape(arrays["fpool"]) == self.floor_pool.shape:
+            self.floor_pool = state_array(arrays, "fpool", self.floor_pool.shape, finite=False).astype(np.float64)
+            self.floor_count = count("fpool_i", 0)
         else:  # a checkpoint from before the floor: the next calibration fills its pool
             self.floor_count = 0
         # checkpoints from before the flag: recomputed from the kernel pool (the floor is newer still)
         self.degenerate = bool(meta.get("degenerate", self.pool_count > 0 and _constant(
             self.pool[: min(self.pool_count, NULL_POOL)])))
-        if "cpool" in arrays:
-            self.corr_pool = np.asarray(arrays["cpool"], dtype=np.float64).copy()
-        if "corr_thr" in arrays:
-            self.corr_thresholds = np.asarray(arrays["corr_thr"], dtype=np.float64).copy()
-        self.channel_count = int(meta.get("chpool_i", 0))
-        if "chpool" in arrays:
-            self.channel_pool = np.asarray(arrays["chpool"], dtype=np.float64).copy()
-        if "channel_thr" in arrays:
-            self.channel_thresholds = np.asarray(arrays["channel_thr"], dtype=np.float64).copy()
-        self.level_count = int(meta.get("lvpool_i", 0))  # checkpoints from before the level view: 0
-        if "lvpool" in arrays:
-            self.level_pool = np.asarray(arrays["lvpool"], dtype=np.float64).copy()
-        if "level_thr" in arrays:
-            self.level_thresholds = np.asarray(arrays["level_thr"], dtype=np.float64).copy()
+        m = 0 if dim is None else int(dim)
+        sizes = {"corr": m * (m - 1) // 2, "channel": 2 * m, "level": m}
+        for view, pool_key, thr_key, count_key in (("corr", "cpool", "corr_thr", "cpool_i"),
+                                                   ("channel", "chpool", "channel_thr", "chpool_i"),
+                                                   ("level", "lvpool", "level_thr", "lvpool_i")):
+            if view != "corr":  # checkpoints from before the channel and level views: 0
+                setattr(self, f"{view}_count", count(count_key, 0))
+            for key, shape, attr in ((pool_key, (NULL_POOL, self.n_perm, sizes[view]), f"{view}_pool"),
+                                     (thr_key, (sizes[view],), f"{view}_thresholds")):
+                if key not in arrays:
+                    continue
+                if dim is None:  # shapes unknown here (the detector always passes its channels)
+                    setattr(self, attr, np.asarray(arrays[key], dtype=np.float64).copy())
+                    continue
+                # thresholds are inf for statistics whose draws never vary
+                setattr(self, attr, state_array(arrays, key, shape, finite=False).astype(np.float64))
 
 
 def _ar_threshold(draws: np.ndarray, rate: float, log_tail: bool = False) -> float:

@@ -75,6 +75,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import numbers
@@ -95,7 +96,8 @@ from ratiowatch.stream.calibration.levels import level_ratio
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
-from ratiowatch.stream.detectors.state_file import open_checkpoint, state_version
+from ratiowatch.stream.detectors.outlier_stream import _damaged, state_array, state_range
+from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
 
 METHODS = ("rulsif", "ulsif", "kliep", "lsdd")
@@ -182,6 +184,43 @@ class KeysChangedWarning(UserWarning):
 
         warnings.simplefilter("error", KeysChangedWarning)
     """
+
+
+#: the dict keys a checkpoint gives back as they were (JSON's strings and integers; tuples as lists)
+CHANNEL_KEY_TYPES = "str, int (numpy integers included) or tuples of these"
+
+
+def _channel_key(k):
+    """A dict sample's key as the detector keeps it: numpy integers become ``int`` (equal, with
+    the same hash, so later samples' keys match), tuples are checked element by element; any
+    other type is refused, as a checkpoint could not give it back.
+
+    >>> _channel_key(np.int64(3)), _channel_key(("a", 1))
+    (3, ('a', 1))
+    >>> _channel_key(1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: the first sample has the key 1.5 of type float; channel names must be str, int (numpy integers included) or tuples of these (a checkpoint could not restore other keys): rename the channels, e.g. with str(key)
+    """
+    if isinstance(k, str):
+        return str(k)
+    if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+        return int(k)
+    if isinstance(k, tuple):
+        return tuple(_channel_key(e) for e in k)
+    raise ValueError(f"the first sample has the key {k!r} of type {type(k).__name__}; channel names must be "
+                     f"{CHANNEL_KEY_TYPES} (a checkpoint could not restore other keys): rename the channels, "
+                     "e.g. with str(key)")
+
+
+def _encode_key(k):
+    """A channel name as a checkpoint's JSON holds it (tuples as lists)."""
+    return [_encode_key(e) for e in k] if isinstance(k, tuple) else k
+
+
+def _decode_key(k):
+    """A channel name read back from a checkpoint's JSON: lists (JSON's tuples) become tuples again."""
+    return tuple(_decode_key(e) for e in k) if isinstance(k, list) else k
 
 
 #: constructor parameters by type (lower bound of the integers); ranges are checked in __init__
@@ -397,6 +436,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._n_eff = 0
         self._scale: np.ndarray | None = None
         self._t = -1  # index of the last input sample
+        # [first index, length] of the runs of samples with every value missing that the windows
+        # may still reach (see _skip_step)
+        self._gaps: list = []
         self._since_reselect = 0
         self._since_calib = 0
         self._threshold = math.nan
@@ -437,26 +479,33 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         return rungs
 
     # ------------------------------------------------------------------ input
-    def _as_vector(self, x) -> np.ndarray:
+    def _as_vector(self, x, take: bool = True) -> np.ndarray:
+        """``x`` as a vector of the channels' values (NaN = missing), or a ``ValueError``.
+
+        The channels (a first dict's keys, a first sample's size) are fixed only by a sample that
+        is taken: a refused first sample leaves the detector free to start with the next one.
+        ``take=False``: only check ``x`` (nothing is fixed, no key warning is given).
+        """
         if self._dim == 1 and type(x) in (float, np.float64) and -MAX_MAGNITUDE <= x <= MAX_MAGNITUDE:
             return np.array((x,))  # fast path of the common univariate case (NaN takes the slow one)
+        keys = self._keys
         if isinstance(x, Mapping):
-            if self._keys is None:
-                self._keys = sorted(x, key=str)
-                if not self._keys:
+            if keys is None:
+                if not x:
                     raise ValueError("the first sample is an empty dict; give at least one numeric field")
-            elif len(x) != len(self._keys) or x.keys() != set(self._keys):
-                self._warn_keys(x)
+                keys = sorted((_channel_key(k) for k in x), key=str)
             # features that appear later are ignored; a field that disappears counts as missing
             vals = []
-            for key in self._keys:
+            for key in keys:
                 v = x.get(key)
                 vals.append(np.nan if v is None else v)
-            x = vals
+            x_vals = vals
         elif x is None:
-            x = [np.nan] * (self._dim or 1)
+            x_vals = [np.nan] * (self._dim or 1)
+        else:
+            x_vals = x
         try:
-            a = np.asarray(x, dtype=np.float64)
+            a = np.asarray(x_vals, dtype=np.float64)
         except OverflowError:  # a Python int beyond float64: an error code rather than a reading
             raise ValueError(f"sample {x!r} holds a value beyond {MAX_MAGNITUDE:.0e} in magnitude (an error code "
                              "rather than a reading); pass NaN/None for a missing value. The sample was not "
@@ -467,14 +516,21 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             raise ValueError(f"sample must be a number, a 1-d array or a dict of numbers; got an array of shape "
                              f"{a.shape} (feed a block of samples one row at a time)")
         v = a.reshape(-1)
-        if self._dim is None:
-            if v.size == 0:
-                raise ValueError("empty sample; give at least one value")
-            self._dim = v.size
-        if v.size != self._dim:
+        if self._dim is None and v.size == 0:
+            raise ValueError("empty sample; give at least one value")
+        if self._dim is not None and v.size != self._dim:
             raise ValueError(f"sample has {v.size} values but the detector was started with {self._dim}")
         if not np.abs(v).max() <= MAX_MAGNITUDE:  # NaN (missing), inf or too large: look closer
             check_magnitude(v)
+        if not take:
+            return v
+        # taken: the first sample fixes the channels; later keys that differ are said once
+        if self._keys is None and keys is not None:
+            self._keys = keys
+        elif isinstance(x, Mapping) and (len(x) != len(keys) or x.keys() != set(keys)):
+            self._warn_keys(x)
+        if self._dim is None:
+            self._dim = v.size
         return v
 
     def _warn_keys(self, x: Mapping) -> None:
@@ -499,8 +555,70 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
     # ------------------------------------------------------------------ main loop
     def step(self, x) -> Alarm | None:
-        """Feed one sample (float, 1-d array or dict; NaN/None = missing). Returns the alarm raised now."""
+        """Feed one sample (float, 1-d array or dict; NaN/None = missing). Returns the alarm raised now.
+
+        All or nothing: a sample that is refused, or a step that builds, re-selects or
+        calibrates and raises, leaves the detector as it was. A sample whose every value is
+        missing (once the stream has started) counts as a time step and nothing else: the
+        windows, their score and the threshold stay as they were (see
+        :mod:`ratiowatch.stream.series.preprocess`).
+        """
         v = self._as_vector(x)
+        if v[0] != v[0] and self._pre is not None and np.isnan(v).all():
+            self._skip_step()
+            return None
+        if self._pre is not None and self._may_rebuild():  # the costly steps, and the ones that can fail
+            saved = copy.deepcopy(self.__dict__)
+            try:
+                return self._advance(v)
+            except BaseException:
+                self.__dict__.clear()
+                self.__dict__.update(saved)
+                raise
+        return self._advance(v)
+
+    def _may_rebuild(self) -> bool:
+        """Whether the next sample may build, re-select or calibrate: the steps that draw a null
+        and fit windows afresh, whose computations can fail on valid input. ``step`` keeps a copy
+        of the detector for them (a few percent of a calibration's cost). The per-step checks of
+        a stream of mostly one value (a score confirmed by permutations, a null recalibrated from a
+        constant one) are not covered: a copy at every step would cost three times the step."""
+        if self._n_eff != self._rung_list[-1]:
+            target = self._target_rung(self._hist.count + 1)
+            if target is not None and target != self._n_eff:
+                return True
+        if self._win is None:
+            return False
+        return (self._since_reselect + 1 >= (self.reselect_every or self._n_eff)
+                or self._since_calib + 1 >= self._calib_period())
+
+    def _skip_step(self) -> None:
+        """A sample with every value missing: time moves on, the windows do not (see :meth:`step`).
+
+        Carried forward into the windows, a gap is a run of one repeated value, which the kernel
+        score takes for a change where the gap starts and again where it ends. The gap is kept
+        (while it lies within the windows' reach) so that change indices stay the input's."""
+        self._t += 1
+        self._drift_detected = False
+        gaps = self._gaps
+        if gaps and gaps[-1][0] + gaps[-1][1] == self._t:
+            gaps[-1][1] += 1
+        else:
+            gaps.append([self._t, 1])
+        reach = self._skip_gaps(self._t - self.n - self.k)  # no boundary goes further back
+        while gaps and gaps[0][0] + gaps[0][1] - 1 < reach:
+            gaps.pop(0)
+
+    def _skip_gaps(self, b: int) -> int:
+        """Input index of the held sample ``t - b`` samples before the newest (index ``t``): ``b``
+        moved back by the gaps (samples with every value missing) between them."""
+        for start, length in reversed(self._gaps):
+            if start + length - 1 >= b:
+                b -= length
+        return b
+
+    def _advance(self, v: np.ndarray) -> Alarm | None:
+        """:meth:`step` for a sample ``v`` that was taken."""
         self._t += 1
         self._drift_detected = False
         if self._pre is None:
@@ -574,7 +692,8 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
     def boundary(self) -> int:
         """Change index implied by the current windows (first index of the current window's span)."""
-        return self._t - self._n_eff + 1 - (self.k - 1) // 2
+        b = self._t - self._n_eff + 1 - (self.k - 1) // 2
+        return self._skip_gaps(b) if self._gaps else b
 
     def _views_step(self) -> tuple[float, float]:
         """(correlation, channel) views: each one's max |statistic| / threshold (NaN: off or not yet).
@@ -976,6 +1095,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             for v in x.values():
                 if v is not None and not isinstance(v, (int, float, np.number)):
                     raise ValueError(f"sample values must be numbers or None; got {v!r}")
+        self._as_vector(x, take=False)  # the ValueError learn_one would raise
         s, thr = self._score, self._threshold
         if not (np.isfinite(s) and np.isfinite(thr)) or thr <= 0:
             r = 0.0
@@ -1038,8 +1158,10 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 "level_on": self._level_on, "level_ratio": self._level_ratio,
                 "null_mode": self._null_mode, "atom": self._atom, "floor_checked": self._floor_checked,
                 "last_alarm": None if self._last_alarm is None else self._last_alarm.to_dict()}
-        if self._keys is not None:
-            meta["keys"] = [str(k) for k in self._keys]
+        if self._keys is not None:  # as JSON holds them: strings and integers come back as they were
+            meta["keys"] = [_encode_key(k) for k in self._keys]
+        if self._gaps:
+            meta["gaps"] = [list(g) for g in self._gaps]
         null_meta, null_arrays = self._null_cal.to_state()
         meta.update(null_meta)
         out: dict = {"meta": json.dumps(meta), "shist": self._shist.copy(), **null_arrays}
@@ -1056,10 +1178,15 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
     @classmethod
     def from_state(cls, state: Mapping) -> "ChangePointDetector":
-        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
+        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped.
+
+        Another class's checkpoint, or a damaged one (an entry missing, of the wrong type or
+        shape, a count or position out of its range), is refused with a ``ValueError`` that names
+        the entry: the compiled loops index the restored arrays without bounds checks.
+        """
         state, meta = open_checkpoint(state, cls.__name__)
         state_version(meta, cls.__name__, readable=(_STATE_VERSION,))
-        params = dict(meta["params"])
+        params = dict(checkpoint_params(meta, cls))
         # checkpoints written before the AR null existed ran (and pooled) the permutation null
         params.setdefault("null", "permutation")
         # ... and checkpoints written before the correlation view existed ran without it
@@ -1068,43 +1195,136 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         params.setdefault("level_view", False)  # ... and the level view
         params.setdefault("robust_line", False)  # ... and those before the option fitted the plain line
         obj = cls(**params)
-        obj._keys, obj._dim = meta["keys"], meta["dim"]
-        obj._n_eff, obj._t = int(meta["n_eff"]), int(meta["t"])
-        obj._diff_on = bool(meta["diff_on"])
-        obj._since_reselect, obj._since_calib = int(meta["since_reselect"]), int(meta["since_calib"])
-        obj._threshold = float(meta["threshold"])
-        obj._score = float(meta["score"])
-        obj._shist_n = int(meta["shist_n"])
-        obj._guard, obj._guard_stale = float(meta["guard"]), bool(meta["guard_stale"])
-        obj._null_mode = meta.get("null_mode", obj._null_mode)  # older checkpoints: the configured null
-        obj._atom = bool(meta.get("atom", False))
-        obj._floor_checked = bool(meta.get("floor_checked", False))
-        obj._null_cal = obj._new_calibrator()
-        obj._null_cal.load_state(meta, state)
-        obj._shist = np.asarray(state["shist"], dtype=np.float64).copy()
-        obj._drift_detected = bool(meta["drift"])
-        obj._corr_on = bool(meta.get("corr_on", False))
-        obj._corr_ratio = float(meta.get("corr_ratio", math.nan))
-        obj._channel_on = bool(meta.get("channel_on", False))
-        obj._channel_ratio = float(meta.get("channel_ratio", math.nan))
-        obj._level_on = bool(meta.get("level_on", False))
-        obj._level_ratio = float(meta.get("level_ratio", math.nan))
+        try:
+            obj._restore(state, meta)
+        except (TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError, OverflowError) as exc:
+            raise ValueError(f"not a {cls.__name__} checkpoint, or a damaged one: {type(exc).__name__}: "
+                             f"{exc}") from None
+        return obj
+
+    def _restore(self, state: Mapping, meta: Mapping) -> None:
+        """The body of :meth:`from_state` on a fresh detector with the checkpoint's parameters."""
+        what = type(self).__name__
+
+        def count(name, low=0, high=None, default=None):
+            value = meta[name] if default is None or name in meta else default
+            return state_range(value, name, what, low, high, meta="meta")
+
+        def real(name, default=None):
+            value = meta[name] if default is None or name in meta else default
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _damaged(what, name, f"must be a number; got {value!r}", "meta")
+            return float(value)
+
+        dim = meta["dim"]
+        if dim is not None:
+            dim = state_range(dim, "dim", what, 1, meta="meta")
+        keys = meta["keys"]
+        if keys is not None:
+            if not isinstance(keys, list) or len(keys) != dim:
+                raise _damaged(what, "keys", f"must be a list of the {dim} channels' names; got {keys!r}", "meta")
+            keys = [_decode_key(k) for k in keys]
+            try:
+                keys = [_channel_key(k) for k in keys]
+            except ValueError:
+                raise _damaged(what, "keys", f"must hold names of the types {CHANNEL_KEY_TYPES}; got {keys!r}",
+                               "meta") from None
+        self._keys, self._dim = keys, dim
+        self._t = count("t", -1)
+        n_eff = count("n_eff")
+        if n_eff and n_eff not in self._rung_list:
+            raise _damaged(what, "n_eff", f"is {n_eff}, not a window size of these parameters "
+                           f"({self._rung_list})", "meta")
+        self._n_eff = n_eff
+        self._diff_on = bool(meta["diff_on"])
+        self._since_reselect, self._since_calib = count("since_reselect"), count("since_calib")
+        self._threshold = real("threshold")
+        self._score = real("score")
+        self._shist_n = count("shist_n")
+        self._guard, self._guard_stale = real("guard"), bool(meta["guard_stale"])
+        null_mode = meta.get("null_mode", self._null_mode)  # older checkpoints: the configured null
+        if null_mode not in ("ar", "permutation"):
+            raise _damaged(what, "null_mode", f"must be 'ar' or 'permutation'; got {null_mode!r}", "meta")
+        self._null_mode = null_mode
+        self._atom = bool(meta.get("atom", False))
+        self._floor_checked = bool(meta.get("floor_checked", False))
+        self._null_cal = self._new_calibrator()
+        self._null_cal.load_state(meta, state, dim=dim, seen=self._t + 1)
+        self._shist = state_array(state, "shist", (_SCORE_HISTORY,), finite=False).astype(np.float64)
+        self._drift_detected = bool(meta["drift"])
+        self._corr_on = bool(meta.get("corr_on", False))
+        self._corr_ratio = real("corr_ratio", math.nan)
+        self._channel_on = bool(meta.get("channel_on", False))
+        self._channel_ratio = real("channel_ratio", math.nan)
+        self._level_on = bool(meta.get("level_on", False))
+        self._level_ratio = real("level_ratio", math.nan)
         if meta["last_alarm"] is not None:
-            obj._last_alarm = Alarm.from_dict(meta["last_alarm"])
+            self._last_alarm = _alarm_from(meta["last_alarm"], what)
+        gaps = meta.get("gaps", [])
+        if not (isinstance(gaps, list) and all(
+                isinstance(g, list) and len(g) == 2 and all(isinstance(e, int) and not isinstance(e, bool) for e in g)
+                and 0 <= g[0] <= self._t and g[1] >= 1 for g in gaps)):
+            raise _damaged(what, "gaps", f"must be a list of [first index, length] pairs; got {gaps!r}", "meta")
+        self._gaps = [list(g) for g in gaps]
 
         def part(prefix):
             return {k[len(prefix) + 1:]: (v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v)
                     for k, v in state.items() if k.startswith(prefix + ".")}
 
         if "pre.dim" in state:
-            obj._pre = Differencer.from_state(part("pre"))
-            obj._hist = History.from_state(part("hist"))
-        if "win.ring" in state:
-            obj._scale = np.asarray(state["scale"], dtype=np.float64).copy()
-            obj._win = _state_class(obj.method).from_state(part("win"))
-            obj._lsdd_unitless = getattr(obj._win, "unitless", True)
-            obj._picker = PeakPicker.from_state(json.loads(str(state["picker"])))
-        return obj
+            if dim is None:
+                raise _damaged(what, "dim", "is None, but the checkpoint holds a preprocessed history", "meta")
+            self._pre = _part_from(Differencer, part, "pre", what)
+            self._hist = _part_from(History, part, "hist", what)
+            for name, got, want in (("pre.dim", self._pre.dim, dim), ("hist.dim", self._hist.dim, dim),
+                                    ("hist.capacity", self._hist.capacity, self._held)):
+                if got != want:
+                    raise _damaged(what, name, f"is {got}, where the checkpoint's parameters give {want}")
+            if self._hist.count > self._t + 1:
+                raise _damaged(what, "hist.count", f"is {self._hist.count}, more than the {self._t + 1} samples "
+                               "the checkpoint has seen")
+        if ("win.ring" in state) != bool(n_eff) or (n_eff and self._pre is None):
+            raise _damaged(what, "n_eff", f"is {n_eff}, but the checkpoint holds "
+                           f"{'no' if 'win.ring' not in state else 'a'} window state"
+                           f"{'' if self._pre is not None else ' and no history'}", "meta")
+        if n_eff:
+            scale = state_array(state, "scale", (dim,)).astype(np.float64)
+            if not (scale > 0).all():
+                raise _damaged(what, "scale", f"must hold positive scales; got {scale.tolist()}")
+            self._scale = scale.copy()
+            self._win = _part_from(_state_class(self.method), part, "win", what)
+            for name, got, want in (("win.n", self._win.n, n_eff), ("win.dim", self._win.dim, self.k * dim)):
+                if got != want:
+                    raise _damaged(what, name, f"is {got}, where the checkpoint's parameters give {want}")
+            self._lsdd_unitless = getattr(self._win, "unitless", True)
+            try:
+                self._picker = PeakPicker.from_state(json.loads(str(state["picker"])))
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                raise _damaged(what, "picker", f"is not a peak picker's state ({type(exc).__name__}: "
+                               f"{exc})") from None
+
+
+def _part_from(cls, part, prefix: str, what: str):
+    """``cls`` restored from the checkpoint's entries ``prefix.*``; its ``ValueError`` (a damaged
+    entry) as the checkpoint's, with the part named."""
+    try:
+        return cls.from_state(part(prefix))
+    except ValueError as exc:
+        raise ValueError(f"not a {what} checkpoint, or a damaged one: its part {prefix + '.*'!r}: {exc}") from None
+
+
+def _alarm_from(d, what: str) -> Alarm:
+    """An :class:`Alarm` read from a checkpoint's meta (``last_alarm``), or a ``ValueError``."""
+    fields = ("change_index", "alarm_index", "score", "threshold")
+    if not (isinstance(d, Mapping) and all(f in d for f in fields)
+            and all(isinstance(d[f], int) and not isinstance(d[f], bool) for f in fields[:2])
+            and all(isinstance(d[f], (int, float)) and not isinstance(d[f], bool) for f in fields[2:])):
+        raise _damaged(what, "last_alarm", f"is not an alarm (integers change_index, alarm_index and numbers "
+                       f"score, threshold); got {d!r}", "meta")
+    try:
+        return Alarm.from_dict(d)
+    except TypeError as exc:
+        raise _damaged(what, "last_alarm", f"is not an alarm ({exc})", "meta") from None
 
 
 def _mostly_one_value(values: np.ndarray) -> bool:

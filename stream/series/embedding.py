@@ -89,11 +89,26 @@ class History:
 
     @classmethod
     def from_state(cls, state: dict) -> "History":
-        obj = cls(int(state["capacity"]), int(state["dim"]))
-        buf = np.asarray(state["buf"], dtype=np.float64)
-        if buf.shape != (obj.capacity, obj.dim):
-            raise ValueError(f"history buffer has shape {buf.shape}, expected {(obj.capacity, obj.dim)}")
+        """Restore :meth:`to_state`'s dict; a ``ValueError`` naming the entry if a size, the
+        buffer's shape, the write position (in ``[0, capacity)``) or the count (``>= 0``, and equal
+        to the position modulo the capacity) is out of place."""
+        def integer(name, low):
+            v = state[name]
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"history state: {name!r} must be an integer >= {low}; got {v!r}")
+            return int(v)
+
+        obj = cls(integer("capacity", 1), integer("dim", 1))
+        buf = np.asarray(state["buf"])
+        if buf.shape != (obj.capacity, obj.dim) or buf.dtype.kind not in "fiu":
+            raise ValueError(f"history buffer has shape {buf.shape} and dtype {buf.dtype}, expected real numbers "
+                             f"of shape {(obj.capacity, obj.dim)}")
+        buf = np.asarray(buf, dtype=np.float64)
+        head, count = integer("head", 0), integer("count", 0)
+        if head >= obj.capacity or head != count % obj.capacity:
+            raise ValueError(f"history state: 'head' is {head}, but {count} samples pushed into a ring of "
+                             f"{obj.capacity} put it at {count % obj.capacity}")
         obj._buf[:obj.capacity] = buf
         obj._buf[obj.capacity:] = buf
-        obj._head, obj._count = int(state["head"]), int(state["count"])
+        obj._head, obj._count = head, count
         return obj

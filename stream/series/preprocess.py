@@ -75,9 +75,18 @@ class Differencer:
 
     @classmethod
     def from_state(cls, state: dict) -> "Differencer":
-        obj = cls(int(state["dim"]), bool(state["difference"]))
-        obj._last = np.asarray(state["last"], dtype=np.float64).copy()
-        obj._prev = np.asarray(state["prev"], dtype=np.float64).copy()
+        """Restore :meth:`to_state`'s dict; a ``ValueError`` naming the entry if ``dim`` is not an
+        integer >= 1 or ``last`` / ``prev`` are not ``dim`` real numbers (NaN: never observed)."""
+        dim = state["dim"]
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 1:
+            raise ValueError(f"Differencer state: 'dim' must be an integer >= 1; got {dim!r}")
+        obj = cls(int(dim), bool(state["difference"]))
+        for name in ("last", "prev"):
+            arr = np.asarray(state[name])
+            if arr.shape != (obj.dim,) or arr.dtype.kind not in "fiu" or np.isinf(arr).any():
+                raise ValueError(f"Differencer state: {name!r} must hold {obj.dim} real numbers (NaN: not seen "
+                                 f"yet); got shape {arr.shape}, dtype {arr.dtype}")
+            setattr(obj, "_" + name, np.asarray(arr, dtype=np.float64).copy())
         obj._complete = not np.isnan(obj._last).any()
         return obj
 

@@ -232,3 +232,14 @@ def test_scores_equal_a_plain_numpy_kliep_through_a_separation():
             np.testing.assert_allclose(st.scores(), ref, rtol=1e-9, atol=1e-9)
             checked += 1
     assert checked > 10 and ref == [KL_NO_OVERLAP, KL_NO_OVERLAP]
+
+
+def test_windows_without_kernel_mass_between_any_two_samples_raise_a_value_error_of_their_own():
+    from ratiowatch.core.kliep_window import NoKernelMassError
+
+    st = TwoWindowKLIEP(dim=1, n=4, sigma=1e-3)
+    for v in range(8):
+        st.push(np.array([float(v)]))
+    with pytest.raises(NoKernelMassError, match="too small for these windows") as info:
+        st.scores()
+    assert isinstance(info.value, ValueError)

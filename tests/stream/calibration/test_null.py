@@ -407,3 +407,40 @@ def test_the_calibrator_fits_the_robust_line_when_asked():
     cal.calibrate_ar(clean[-53:], 20, 1.0, 0.1, np.random.default_rng(0), trend_values=clean)
     assert thresholds[False] > 2 * cal.threshold
     assert thresholds[True] == pytest.approx(cal.threshold, rel=0.25)
+
+
+def test_kliep_surrogate_windows_beyond_the_kernels_reach_score_as_windows_without_overlap():
+    # AR surrogates fitted around one gross value can spread every pair of samples beyond the
+    # kernel's reach; such a draw is a maximal change of the null, not an error of the stream
+    from ratiowatch.core.kliep_window import KL_NO_OVERLAP, TwoWindowKLIEP
+
+    values = np.random.default_rng(0).normal(size=(60, 1))
+    values[30, 0] = 1e6
+    cal = _calibrator(method="kliep")
+    cal.calibrate_ar(values, 20, 1e-4, 0.1, np.random.default_rng(1),
+                     make_state=lambda: TwoWindowKLIEP(3, 20, 1e-4))
+    assert (cal.pool == KL_NO_OVERLAP).all() and cal.threshold == pytest.approx(KL_NO_OVERLAP)
+
+
+def _views_state():
+    cal = _calibrator()
+    cal.calibrate_ar(_ar_values(80, channels=3), 24, 1.0, 0.1, np.random.default_rng(1), corr_view=True,
+                     channel_view=True)
+    return cal.to_state()
+
+
+@pytest.mark.parametrize("key, bad", [("corr_thr", np.ones(1)), ("channel_thr", np.ones(5)),
+                                      ("cpool", np.ones((NULL_POOL, 10, 2))), ("nullpool", np.ones(2))])
+def test_restoring_pools_or_thresholds_of_the_wrong_shape_for_the_channels_is_refused_naming_them(key, bad):
+    meta, arrays = _views_state()
+    back = _calibrator()
+    back.load_state(meta, arrays, dim=3)  # as written: 3 pairs, 6 channel statistics
+    with pytest.raises(ValueError, match=f"damaged one: '{key}' has shape"):
+        back.load_state(meta, {**arrays, key: bad}, dim=3)
+
+
+@pytest.mark.parametrize("count", [-1, 1.5, "8", 10**9])
+def test_restoring_a_pool_count_that_is_no_count_is_refused_naming_it(count):
+    meta, arrays = _views_state()
+    with pytest.raises(ValueError, match="'nullpool_i' in 'meta'"):
+        _calibrator().load_state({**meta, "nullpool_i": count}, arrays, dim=3, seen=400)

@@ -885,3 +885,215 @@ class TestGrossValues:
     def test_the_switch_must_be_a_bool(self):
         with pytest.raises(ValueError, match="robust_line"):
             ChangePointDetector(robust_line="yes")
+
+
+# ---------------------------------------------------------------- refused input changes nothing
+@pytest.mark.parametrize("first, then", [([1.0, math.inf], 1.0), ({}, {"a": 1.0}), ("abc", [1.0, 2.0])])
+def test_a_refused_first_sample_fixes_neither_the_channels_nor_the_keys(first, then):
+    det = ChangePointDetector(**SMALL)
+    fresh = state_bytes(det)
+    with pytest.raises(ValueError):
+        det.step(first)
+    assert state_bytes(det) == fresh
+    det.step(then)
+    det.step(then)  # the channels are the taken sample's
+    assert det._dim == np.size(list(then.values()) if isinstance(then, dict) else then)
+
+
+def test_a_refused_first_sample_fixes_nothing_in_the_routed_detector_either():
+    from ratiowatch.stream.detectors.routed import PeriodRoutedDetector
+
+    det = PeriodRoutedDetector()
+    with pytest.raises(ValueError):
+        det.update([1.0, math.inf])
+    det.update(1.0)
+    assert det.n_seen == 1
+
+
+def test_a_step_that_raises_leaves_the_detector_as_it_was(monkeypatch):
+    from ratiowatch.stream.calibration.null import NullCalibrator
+
+    det = ChangePointDetector(**SMALL)
+    x = variance_change(300).tolist()
+    for v in x[:150]:
+        det.step(v)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("calibration failed")
+
+    monkeypatch.setattr(NullCalibrator, "calibrate_ar", fail)
+    for v in x[150:]:  # up to the next calibration
+        before = state_bytes(det)
+        try:
+            det.step(v)
+        except RuntimeError:
+            break
+    else:
+        pytest.fail("no calibration was due")
+    assert state_bytes(det) == before
+
+
+def test_kliep_streams_through_a_gross_value_that_spreads_its_surrogates_beyond_the_kernels_reach():
+    # AR surrogates fitted over the value 1e6 left only the kernel's diagonal in their windows:
+    # the calibration raised "sigma too small" at sample 747 of this stream
+    x = np.random.default_rng(0).normal(size=1500)
+    x[700] = 1e6
+    det = ChangePointDetector(method="kliep")
+    for v in x:
+        det.step(float(v))
+    assert det._t == 1499 and math.isfinite(det.threshold)
+
+
+def test_score_one_refuses_what_learn_one_refuses_and_changes_nothing():
+    det = ChangePointDetector(**SMALL)
+    for v in variance_change(100):
+        det.learn_one(float(v))
+    before = state_bytes(det)
+    for bad in ("abc", [1.0, 2.0, 3.0], math.inf, [[1.0, 2.0], [3.0, 4.0]]):
+        with pytest.raises(ValueError):
+            det.score_one(bad)
+    assert isinstance(det.score_one(0.5), float) and state_bytes(det) == before
+    fresh = ChangePointDetector(**SMALL)
+    with pytest.raises(ValueError):
+        fresh.score_one({})
+    fresh.score_one({"a": 1.0, "b": 2.0})  # scoring fixes no channels
+    fresh.learn_one({"a": 1.0})
+    assert fresh._keys == ["a"]
+
+
+# ---------------------------------------------------------------- samples with every value missing
+def test_a_gap_of_missing_samples_adds_no_change_point_at_either_end():
+    # carried forward into the windows, the gap was a flat run: alarms at 999 and ~1098 for each seed
+    for seed in range(3):
+        x = np.random.default_rng(seed).normal(size=2000)
+        x[1000:1100] = np.nan
+        det = ChangePointDetector()
+        assert [a for a in map(det.step, x.tolist()) if a] == []
+        assert det._t == 1999
+
+
+def test_a_missing_sample_moves_time_on_and_nothing_else():
+    det = ChangePointDetector(**SMALL)
+    for v in variance_change(100):
+        det.step(float(v))
+    windows = (det._win.past().copy(), det._win.current().copy(), det.score, det.threshold)
+    for missing in (math.nan, None, [math.nan]):
+        assert det.step(missing) is None and not det.drift_detected
+    assert det._t == 102 and det._hist.count == 100
+    np.testing.assert_array_equal(det._win.past(), windows[0])
+    np.testing.assert_array_equal(det._win.current(), windows[1])
+    assert (det.score, det.threshold) == windows[2:]
+
+
+def test_change_indices_after_a_gap_stay_the_inputs():
+    x = np.random.default_rng(1).normal(size=2000)
+    x[1200:] += 4.0
+    x[1100:1150] = np.nan
+    det = ChangePointDetector()
+    alarms = [a for a in map(det.step, x.tolist()) if a]
+    kept = np.r_[0:1100, 1150:2000]
+    ref = ChangePointDetector()
+    ref_alarms = [a for a in map(ref.step, x[kept].tolist()) if a]
+    assert [a.change_index for a in alarms] == [int(kept[a.change_index]) for a in ref_alarms]
+    assert len(alarms) == 1 and abs(alarms[0].change_index - 1200) <= 10
+
+
+def test_a_gap_is_kept_across_a_checkpoint():
+    x = np.random.default_rng(1).normal(size=1400)
+    x[1200:] += 4.0
+    x[1100:1150] = np.nan
+    ref = ChangePointDetector()
+    a_ref, a_res = _continue_after_restore(ref, x.tolist(), split=1160)
+    assert a_ref == a_res and any(a is not None and abs(a.change_index - 1200) <= 10 for a in a_res)
+
+
+# ---------------------------------------------------------------- dict keys across checkpoints
+@pytest.mark.parametrize("names", [(0, 1), (np.int64(3), np.int64(7)), (("a", 0), ("a", 1)), ("x", "y")])
+def test_dict_keys_come_back_from_a_checkpoint_as_they_were(names):
+    x = np.random.default_rng(0).normal(size=(700, 2))
+    x[500:] += 4.0
+    rows = [dict(zip(names, r)) for r in x]
+    ref = ChangePointDetector(n=20)
+    a_ref, a_res = [], []
+    for r in rows[:400]:
+        ref.step(r)
+    back = ChangePointDetector.from_state(_roundtrip_npz(ref.to_state()))
+    assert back._keys == ref._keys == sorted((n if isinstance(n, tuple) else int(n) if not isinstance(n, str)
+                                              else n for n in names), key=str)
+    for r in rows[400:]:
+        a_ref.append(ref.step(r))
+        a_res.append(back.step(r))
+    assert a_ref == a_res and any(a is not None and abs(a.change_index - 500) <= 10 for a in a_res)
+
+
+@pytest.mark.parametrize("key", [1.5, True, frozenset({1})])
+def test_dict_keys_a_checkpoint_could_not_give_back_are_refused_at_the_first_sample(key):
+    det = ChangePointDetector(**SMALL)
+    with pytest.raises(ValueError, match="channel names must be .*e.g. with str"):
+        det.step({key: 1.0, "b": 2.0})
+    assert det._keys is None and det._dim is None
+
+
+# ---------------------------------------------------------------- damaged and foreign checkpoints
+@pytest.fixture(scope="module")
+def multichannel_state():
+    det = ChangePointDetector(n=20)
+    for row in np.random.default_rng(0).normal(size=(400, 4)):
+        det.step(row)
+    assert det.to_state()["corr_thr"].shape == (6,)
+    return det.to_state()
+
+
+def _damage(state, entry=None, value=None, **meta_changes):
+    out = dict(state)
+    if entry is not None:
+        out[entry] = value
+    meta = json.loads(str(out["meta"]))
+    meta.update(meta_changes)
+    out["meta"] = json.dumps(meta)
+    return out
+
+
+@pytest.mark.parametrize("entry, value, named", [
+    ("corr_thr", np.ones(1), "'corr_thr' has shape"),
+    ("channel_thr", np.ones(3), "'channel_thr' has shape"),
+    ("cpool", np.ones((8, 10, 2)), "'cpool' has shape"),
+    ("shist", np.ones(3), "'shist' has shape"),
+    ("scale", np.ones(1), "'scale' has shape"),
+    ("scale", np.zeros(4), "'scale' must hold positive"),
+    ("nullpool", np.ones(2), "'nullpool' has shape"),
+    ("hist.head", np.array(-7), "'hist.*'.*'head'"),
+    ("hist.count", np.array(-7), "'hist.*'.*'count'"),
+    ("pre.last", np.ones(3), "'pre.*'.*'last'"),
+    ("picker", "{}", "'picker' is not"),
+])
+def test_a_damaged_checkpoint_entry_is_refused_naming_it(multichannel_state, entry, value, named):
+    ChangePointDetector.from_state(multichannel_state)  # as written, it restores
+    with pytest.raises(ValueError, match=f"not a ChangePointDetector checkpoint, or a damaged one: .*{named}"):
+        ChangePointDetector.from_state(_damage(multichannel_state, entry, value))
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({"nullpool_i": 10**9}, "'nullpool_i'"), ({"nullpool_i": 1.5}, "'nullpool_i'"), ({"t": -5}, "'t'"),
+    ({"dim": 3}, "'cpool' has shape"), ({"keys": ["a", "b"]}, "'keys'"), ({"n_eff": 10000}, "'n_eff'"),
+    ({"threshold": None}, "'threshold'"), ({"shist_n": -1}, "'shist_n'"),
+    ({"last_alarm": {"x": 1}}, "'last_alarm'"),
+    ({"last_alarm": {"change_index": "a", "alarm_index": 1, "score": 1.0, "threshold": 1.0}}, "'last_alarm'"),
+    ({"null_mode": "bootstrap"}, "'null_mode'"),
+])
+def test_a_damaged_checkpoint_meta_entry_is_refused_naming_it(multichannel_state, changes, named):
+    with pytest.raises(ValueError, match=f"damaged one: {named}"):
+        ChangePointDetector.from_state(_damage(multichannel_state, **changes))
+
+
+def test_another_detectors_checkpoint_is_refused_with_a_value_error():
+    from ratiowatch.stream.detectors.anomaly import TimeSeriesAnomalyDetector
+
+    other = TimeSeriesAnomalyDetector()
+    for v in np.random.default_rng(0).normal(size=300):
+        other.learn_one(float(v))
+    with pytest.raises(ValueError, match="not a ChangePointDetector checkpoint"):
+        ChangePointDetector.from_state(other.to_state())
+    det = ChangePointDetector(**SMALL)
+    with pytest.raises(ValueError, match="not a ChangePointDetector checkpoint"):
+        ChangePointDetector.from_state(_damage(det.to_state(), params=[1, 2]))
