@@ -240,6 +240,41 @@ def compute_g(K, pt, z, p, a, b, ridge, G):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def margin_residual(K, pt, z, p, a, c, b, ridge, Mlist, nM):  # pragma: no cover - compiled
+    """What the incremental updates left of the region equations, recomputed from scratch.
+
+    Returns ``(worst, eq, suma, pmax, cmax)``: the largest ``|G_m|`` over the margin
+    (``G = Q a + p + z b``, 0 in exact arithmetic), ``|z'a|``, and the scales a tolerance for them
+    is made of (``sum |a|``, ``max |p|``, ``max c``). One pass over the variables and one kernel
+    row per margin index: about the cost of one event.
+    """
+    w = np.zeros(K.shape[0])
+    eq = 0.0
+    suma = 0.0
+    pmax = 0.0
+    cmax = 0.0
+    for v in range(z.shape[0]):
+        av = a[v]
+        if av != 0.0:
+            w[pt[v]] += z[v] * av
+            eq += z[v] * av
+            suma += abs(av)
+        pmax = max(pmax, abs(p[v]))
+        cmax = max(cmax, c[v])
+    worst = 0.0
+    for k in range(nM):
+        m = Mlist[k]
+        row = K[pt[m]]
+        s = 0.0
+        for u in range(K.shape[0]):
+            s += row[u] * w[u]
+        g = abs(z[m] * s + p[m] + ridge * a[m] + z[m] * b)
+        if g > worst:
+            worst = g
+    return worst, abs(eq), suma, pmax, cmax
+
+
+@njit(cache=True)
 def rebuild(K, pt, z, p, c0, d, a, G, st, Mlist, R, h, fsc, isc, ridge):  # pragma: no cover
     """Refactor from scratch: R = inverse bordered matrix, exact region solution (a_M, b), G, h.
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from numba import njit
+
 from ratiowatch.core.kernels import check_width, gauss_kernel
 
 KERNELS = ("rbf", "linear")
@@ -41,6 +43,26 @@ def gamma_from_sigma(sigma: float) -> float:
     return 0.5 / (sigma * sigma)
 
 
+@njit(cache=True)
+def linear_kernel(x: np.ndarray, c: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``K[i, j] = x_i . c_j``, each entry summed over the features in order.
+
+    An entry is the same bits whichever block of rows or columns it is computed in (a BLAS
+    product sums in an order that depends on the shapes): the kernel rows a stream installs one
+    point at a time and the matrix a checkpoint rebuilds at once agree exactly, and so do
+    ``K[i, j]`` and ``K[j, i]``.
+    """
+    n, m, dim = x.shape[0], c.shape[0], x.shape[1]
+    out = np.empty((n, m))
+    for i in range(n):
+        for j in range(m):
+            s = 0.0
+            for k in range(dim):
+                s += x[i, k] * c[j, k]
+            out[i, j] = s
+    return out
+
+
 def kernel_matrix(x: np.ndarray, c: np.ndarray, kernel: str, gamma: float) -> np.ndarray:
     """Kernel values ``K[i, j] = k(x_i, c_j)`` (float64, C-contiguous), shape (len(x), len(c)).
 
@@ -53,7 +75,7 @@ def kernel_matrix(x: np.ndarray, c: np.ndarray, kernel: str, gamma: float) -> np
     x = np.ascontiguousarray(x, dtype=np.float64)
     c = np.ascontiguousarray(c, dtype=np.float64)
     if kernel == "linear":
-        return np.ascontiguousarray(x @ c.T)
+        return linear_kernel(x, c)
     # gauss_kernel uses exp(-d^2 / (2 sigma^2)); gamma = 1 / (2 sigma^2).
     sigma = np.sqrt(0.5 / gamma)
     return gauss_kernel(x, c, sigma)

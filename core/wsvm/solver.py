@@ -39,10 +39,17 @@ def midpoint_or(u, w, fallback):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def smo(K, pt, z, p, C, a, g, ridge, eps, max_iter):  # pragma: no cover - compiled
-    """SMO on the generic dual, in place on ``a`` and ``g = Q a + p``; returns (iterations, b)."""
+def smo(K, pt, z, p, C, a, g, ridge, eps, max_iter, floor_coef=0.0):  # pragma: no cover - compiled
+    """SMO on the generic dual, in place on ``a`` and ``g = Q a + p``; returns (iterations, b).
+
+    Stops at a gap below ``max(eps, floor_coef * sum(a))``: ``floor_coef * sum(a)`` is what
+    rounding leaves in ``g`` at the current solution's scale (see :func:`rounding_floor`).
+    """
     nv = a.shape[0]
     it = 0
+    suma = 0.0
+    for t in range(nv):
+        suma += a[t]
     gmax = 0.0
     gmin = 0.0
     while it < max_iter:
@@ -89,7 +96,7 @@ def smo(K, pt, z, p, C, a, g, ridge, eps, max_iter):  # pragma: no cover - compi
                     if obj <= objmin:
                         objmin = obj
                         j = t
-        if i < 0 or j < 0 or gmax - gmin < eps:
+        if i < 0 or j < 0 or gmax - gmin < max(eps, floor_coef * suma):
             break
         # move a_i += z_i delta, a_j -= z_j delta (keeps z'a = 0), delta > 0 lowers the objective
         valj = -z[j] * g[j]
@@ -108,12 +115,15 @@ def smo(K, pt, z, p, C, a, g, ridge, eps, max_iter):  # pragma: no cover - compi
             delta = bj
             snap_j = True
             snap_i = bi <= delta
+        ai_old = a[i]
+        aj_old = a[j]
         a[i] += z[i] * delta
         a[j] -= z[j] * delta
         if snap_i:  # land exactly on the bound: no 1e-17 residues that look "free"
             a[i] = C[i] if z[i] > 0.0 else 0.0
         if snap_j:
             a[j] = 0.0 if z[j] > 0.0 else C[j]
+        suma += (a[i] - ai_old) + (a[j] - aj_old)
         pi = pt[i]
         pj = pt[j]
         for t in range(nv):
@@ -176,12 +186,18 @@ def margin_scale(p) -> float:
     return min(1.0, pmax) + pmax
 
 
-def rounding_floor(K, pt, C) -> float:
-    """What rounding alone leaves in ``G = Q a + p``: ``|Q a| <= max K_uu * sum C``, times the unit
+def rounding_floor(K, pt, a) -> float:
+    """What rounding alone leaves in ``G = Q a + p``: ``|Q a| <= max K_uu * sum a``, times the unit
     roundoff. A tolerance below it is never met (a linear kernel on features of scale 1e3 ran SMO
-    to its iteration cap and then failed the polish)."""
+    to its iteration cap and then failed the polish). It is taken at the solution ``a``, not at
+    the bounds: with ``sum C`` a very large C (1e14) made the tolerance larger than the gradients
+    at ``a = 0``, and SMO returned that as the solution."""
+    return _floor_coef(K, pt) * float(np.abs(a).sum())
+
+
+def _floor_coef(K, pt) -> float:
     kmax = float(np.abs(np.diag(K)).max(initial=0.0)) if pt.shape[0] else 0.0
-    return float(np.finfo(np.float64).eps) * kmax * float(np.sum(C))
+    return float(np.finfo(np.float64).eps) * kmax
 
 
 def polish(K, pt, z, p, C, a, ridge, *, kkt_tol: float = 1e-9, max_rounds: int = 60, gfloor: float = 0.0):
@@ -278,7 +294,7 @@ def solve(K, pt, z, p, C, *, ridge: float, a0=None, eps: float = 1e-10, max_iter
     """
     a = feasible_start(z, C, a0)
     g = gradient(K, pt, z, p, a, 0.0, ridge)
-    floor = rounding_floor(K, pt, C)
-    iters, _ = smo(K, pt, z, p, C, a, g, float(ridge), max(eps * margin_scale(p), floor), int(max_iter))
-    a, b, st, G = polish(K, pt, z, p, C, a, ridge, gfloor=floor)
+    coef = _floor_coef(K, pt)
+    iters, _ = smo(K, pt, z, p, C, a, g, float(ridge), eps * margin_scale(p), int(max_iter), coef)
+    a, b, st, G = polish(K, pt, z, p, C, a, ridge, gfloor=rounding_floor(K, pt, a))
     return a, b, st, G, int(iters)

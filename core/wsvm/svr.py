@@ -39,6 +39,8 @@ class WeightedSVR(WeightedSVMBase):
     def _check_targets(self, y, n: int, partial: bool = False) -> np.ndarray:
         try:
             y = np.asarray(y, dtype=np.float64).ravel()
+        except OverflowError:
+            raise ValueError("y holds a number too large for a float64 (beyond about 1.8e308)") from None
         except (TypeError, ValueError):
             raise ValueError("y must be numeric targets") from None
         if y.shape[0] != n:

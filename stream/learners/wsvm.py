@@ -67,6 +67,8 @@ class _WindowedSVM:
             raise ValueError(f"x must be a dict of feature -> number; got {type(x).__name__}")
         try:
             return np.array([float(x.get(f, 0.0)) for f in features], dtype=np.float64)
+        except OverflowError:
+            raise ValueError("a feature value of x is too large for a float64 (beyond about 1.8e308)") from None
         except (TypeError, ValueError):
             raise ValueError("feature values must be numbers") from None
 
@@ -93,6 +95,8 @@ class _WindowedSVM:
         if isinstance(X, np.ndarray) or (isinstance(X, (list, tuple)) and X and not isinstance(X[0], dict)):
             try:
                 X = np.asarray(X, dtype=np.float64)
+            except OverflowError:
+                raise ValueError("X holds a number too large for a float64 (beyond about 1.8e308)") from None
             except (TypeError, ValueError):
                 raise ValueError("X must be an (n, d) array of numbers or a list of dicts") from None
             if X.ndim != 2:
@@ -207,10 +211,18 @@ class _WindowedSVM:
         names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
         obj = cls(**{n: state[n] for n in names})
         obj._features = json.loads(state["features"]) if state["features"] else None
-        obj._ids = [int(i) for i in np.asarray(state["ids"]).tolist()]
+        ids = np.asarray(state["ids"])
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+            raise ValueError(f"damaged {cls.__name__} state: entry 'ids' must be a 1-d array of point ids")
+        obj._ids = [int(i) for i in ids.tolist()]
         obj.n_updates_ = int(state["n_updates"])
         if int(state["has_model"]):
+            # the model's own from_state checks its arrays and its solution
             obj._model = obj._make_model().from_state(state.part("model."))
+            if obj._model._pf is None or obj._model.ids_.tolist() != obj._ids:
+                raise ValueError(f"damaged {cls.__name__} state: entry 'ids' does not match the points of its model")
+        elif obj._ids:
+            raise ValueError(f"damaged {cls.__name__} state: entry 'ids' lists points but the state holds no model")
         obj._load_extra(state)
         return obj
 
@@ -269,6 +281,8 @@ class OnlineWeightedSVR(_WindowedSVM, base.Regressor):
         """Add one sample; the oldest leaves once the window is full (one path update)."""
         try:
             y = float(y)
+        except OverflowError:
+            raise ValueError("y is too large for a float64 (beyond about 1.8e308)") from None
         except (TypeError, ValueError):
             raise ValueError(f"y must be a finite number; got {type(y).__name__}") from None
         if not math.isfinite(y):
@@ -282,6 +296,8 @@ class OnlineWeightedSVR(_WindowedSVM, base.Regressor):
             X = self._matrix(X)
             try:
                 y = np.asarray(y, dtype=np.float64).ravel()
+            except OverflowError:
+                raise ValueError("y holds a number too large for a float64 (beyond about 1.8e308)") from None
             except (TypeError, ValueError):
                 raise ValueError("y must be numeric targets") from None
             if y.shape[0] != X.shape[0]:
@@ -361,6 +377,9 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
     def _load_extra(self, state: dict) -> None:
         self._labels = json.loads(state["labels"])
         self._sign = dict(zip(np.asarray(state["sign_ids"]).tolist(), np.asarray(state["sign_vals"]).tolist()))
+        if sorted(self._sign) != sorted(self._ids) or not all(v in (-1.0, 1.0) for v in self._sign.values()):
+            raise ValueError("damaged OnlineWeightedSVC state: entries 'sign_ids' and 'sign_vals' must give a "
+                             "label -1 or +1 to each point of the window")
 
     def _make_model(self) -> WeightedSVC:
         return WeightedSVC(self.C, kernel=self.kernel, gamma=self.gamma, ridge=self.ridge)

@@ -192,3 +192,118 @@ def test_invalid_parameters_and_states_are_refused_with_value_errors():
     del state["M"]
     with pytest.raises(ValueError, match="missing key 'M'"):
         WeightedSVC.from_state(state)
+
+
+def _repeated_inputs(seed, n=60):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 4, size=(n, 2)).astype(float)  # a 4 x 4 grid: every input repeats
+    y = np.where(X[:, 0] + rng.normal(size=n) > 1.5, 1.0, -1.0)
+    return X, y, rng
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_path_to_all_zero_weights_with_repeated_inputs_ends_at_zero_and_can_return(seed):
+    # before: nearly every such problem raised "no feasible bias": the margin emptied a rounding
+    # step short of theta = 1 while z'a kept a residue larger than what was left of the weights
+    X, y, rng = _repeated_inputs(seed)
+    sw = rng.uniform(0.5, 1.5, size=y.size)
+    for cls, target in ((WeightedSVC, y), (WeightedSVR, X[:, 0] - X[:, 1])):
+        model = cls(C=10.0, gamma=0.5, ridge=1e-6).fit(X, target)
+        model.path(np.zeros(y.size))
+        assert np.all(model.dual_coef() == 0.0)
+        assert model.kkt_violation() == 0.0
+        model.path(sw)  # and back up: the model of a fresh fit at those weights
+        refit = cls(C=10.0, gamma=0.5, ridge=1e-6).fit(X, target, sw)
+        assert model.kkt_violation() < 1e-6  # repeated inputs: margin systems of condition ~1e7
+        np.testing.assert_allclose(model.decision_function(X), refit.decision_function(X), atol=1e-6)
+
+
+def test_weights_whose_product_with_C_overflows_are_refused_by_fit():
+    # before: C * sample_weight = inf was accepted and the "solution" had a KKT violation of 1
+    X, y = _classification(4, n=20)
+    model = WeightedSVC(C=10.0, kernel="linear").fit(X[:10], y[:10])
+    before = model.decision_function(X)
+    with pytest.raises(ValueError, match="C \\* sample_weight overflows"):
+        model.fit(X, y, np.full(20, 1e308))
+    np.testing.assert_array_equal(model.decision_function(X), before)  # a refused fit changes nothing
+    assert model.ids_.tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("C", [1e12, 1e14, 1e16])
+def test_very_large_C_on_separable_data_gives_the_hard_margin_solution(C):
+    # before: C = 1e14 returned a = 0 (KKT violation 1.0, half the training points wrong): the
+    # rounding floor eps * max K * sum(C) became the solver's tolerance
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0)
+    model = WeightedSVC(C=C, kernel="linear").fit(X, y)
+    hard = WeightedSVC(C=1e6, kernel="linear").fit(X, y)  # no coefficient reaches 1e6 here
+    assert np.all(np.abs(hard.dual_coef()) < 1e6)
+    assert model.kkt_violation() < 1e-8
+    assert np.all(model.predict(X) == y)
+    np.testing.assert_allclose(model.decision_function(X), hard.decision_function(X), rtol=1e-6, atol=1e-6)
+
+
+def test_path_at_large_C_stays_as_exact_as_a_refit():
+    # before: 60 events at C = 1e5 left a KKT violation of 5e-5 and the decision function 2e-3
+    # away from a refit (the incrementally updated margin inverse drifts at that scale)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    Xt = rng.normal(size=(30, 2))
+    sw = rng.uniform(0, 2, 60)
+    sw[rng.random(60) < 0.2] = 0.0
+    model = WeightedSVR(C=1e5, epsilon=0.05, gamma=0.7, ridge=1e-6).fit(X, y)
+    model.path(sw)
+    refit = WeightedSVR(C=1e5, epsilon=0.05, gamma=0.7, ridge=1e-6).fit(X, y, sw)
+    assert model.kkt_violation() < 1e-8
+    np.testing.assert_allclose(model.predict(Xt), refit.predict(Xt), atol=1e-7)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda X, y: WeightedSVC().fit(X, [10**400, -1, 1, -1]), "y"),
+    (lambda X, y: WeightedSVR().fit(X, [10**400, 0.0, 1.0, 2.0]), "y"),
+    (lambda X, y: WeightedSVC().fit(X, y, [10**400, 1, 1, 1]), "sample_weight"),
+    (lambda X, y: WeightedSVC().fit(X, y).path([10**400, 1, 1, 1]), "sample_weight_new"),
+])
+def test_numbers_beyond_the_float_range_are_refused_with_value_errors(call, name):
+    # before: a bare OverflowError from the float conversion
+    X = np.random.default_rng(0).normal(size=(4, 2))
+    with pytest.raises(ValueError, match=f"^{name} holds a number too large"):
+        call(X, np.array([1.0, -1.0, 1.0, -1.0]))
+
+
+def test_a_point_that_overflows_the_kernel_is_refused_and_the_model_is_unchanged():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(20, 2))
+    model = WeightedSVR(C=1.0, kernel="linear").fit(X, X[:, 0])
+    before = model.decision_function(X)
+    with pytest.raises(ValueError, match="kernel overflows"):
+        model.add_points(np.array([[1e160, 0.0]]), [1.0])
+    assert model.ids_.tolist() == list(range(20))
+    np.testing.assert_array_equal(model.decision_function(X), before)
+    model.add_points(np.array([[1.0, 0.0]]), [1.0])  # the model goes on as before
+    model.path(np.ones(21))
+    assert model.kkt_violation() < 1e-10
+    with pytest.raises(ValueError, match="kernel overflows"):
+        WeightedSVR(C=1.0, kernel="linear").fit(np.array([[1e160, 0.0], [0.0, 1.0]]), [0.0, 1.0])
+
+
+def test_kernel_scale_follows_the_points_down_when_a_large_one_is_removed():
+    # before: the scale only grew, and tol * kscale of a point of norm 1e7 long gone filtered out
+    # every event of the path (KKT violation 8, predictions 5 away from a refit)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] - X[:, 1]
+    model = WeightedSVR(C=1.0, epsilon=0.05, kernel="linear", ridge=1e-6).fit(X[:20], y[:20])
+    model.reserve(32)  # as a stream's window: the slots are reused, never regrown
+    (big,) = model.add_points(np.array([[1e7, 0.0]]), [0.0])
+    model.path(np.r_[np.ones(20), 1.0])
+    model.path(np.r_[np.ones(20), 0.0])
+    model.remove_points([big])
+    model.add_points(X[20:], y[20:])
+    sw = np.r_[np.zeros(10), np.ones(20)]
+    model.path(sw)
+    refit = WeightedSVR(C=1.0, epsilon=0.05, kernel="linear", ridge=1e-6).fit(X, y, sw)
+    assert model.kkt_violation() < 1e-10
+    np.testing.assert_allclose(model.predict(X), refit.predict(X), atol=1e-9)

@@ -100,24 +100,37 @@ def test_river_check_estimator(model):
     checks.check_estimator(model)
 
 
-def test_checkpoint_roundtrip_continues_identically():
-    rng = np.random.default_rng(7)
-    reg = OnlineWeightedSVR(window=40, C=2.0, epsilon=0.05, gamma=2.0)
-    clf = OnlineWeightedSVC(window=40, C=2.0, gamma=1.0)
-    X = rng.uniform(size=(120, 2))
-    for u in X[:80]:
-        reg.learn_one({"a": u[0], "b": u[1]}, float(np.sin(5 * u[0])))
-        clf.learn_one({"a": u[0], "b": u[1]}, bool(u[0] > u[1]))
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+def test_checkpoint_roundtrip_continues_identically(kernel):
+    # before: with the linear kernel 49 of 200 predictions after a restore differed by 1e-13 (the
+    # kernel scale was not saved, the restored kernel was a BLAS product while the stream made its
+    # rows one point at a time, and the margin buffers came back with another capacity); the
+    # classifier with the rbf kernel drifted after about 400 more samples
+    rng = np.random.default_rng(3)
+    reg = OnlineWeightedSVR(window=50, C=5.0, epsilon=0.05, gamma=0.5, kernel=kernel)
+    clf = OnlineWeightedSVC(window=50, C=5.0, gamma=0.5, kernel=kernel)
+    draws = rng.normal(size=(1000, 3))
+    X, noise = draws[:, :2], draws[:, 2]
+
+    def learn(models, t):
+        x = {"a": X[t, 0], "b": X[t, 1]}
+        for m in models:
+            if isinstance(m, OnlineWeightedSVR):
+                m.learn_one(x, float(X[t, 0] - 0.5 * X[t, 1] + 0.1 * noise[t]))
+            else:
+                m.learn_one(x, bool(X[t, 0] + 0.3 * noise[t] > 0))
+
+    for t in range(400):
+        learn((reg, clf), t)
     reg2 = OnlineWeightedSVR.from_state(reg.to_state())
     clf2 = OnlineWeightedSVC.from_state(clf.to_state())
-    for u in X[80:]:
-        x = {"a": u[0], "b": u[1]}
+    for t in range(400, 1000):
+        x = {"a": X[t, 0], "b": X[t, 1]}
         assert reg2.predict_one(x) == reg.predict_one(x)
+        assert clf2.decision_one(x) == clf.decision_one(x)
         assert clf2.predict_proba_one(x) == clf.predict_proba_one(x)
-        for m in (reg, reg2):
-            m.learn_one(x, float(np.sin(5 * u[0])))
-        for m in (clf, clf2):
-            m.learn_one(x, bool(u[0] > u[1]))
+        learn((reg, reg2, clf, clf2), t)
+    assert reg2._model.n_events_ == reg._model.n_events_ and clf2._model.n_events_ == clf._model.n_events_
     assert reg2.kkt_violation() < 1e-6 and clf2.kkt_violation() < 1e-6
     with pytest.raises(ValueError, match="state"):
         OnlineWeightedSVC.from_state(reg.to_state())

@@ -4,7 +4,8 @@ from the margin, updates that fail half-way, refused samples and batches, invali
 import numpy as np
 import pytest
 
-from ratiowatch.stream.learners.wsvm import OnlineWeightedSVC, OnlineWeightedSVR
+from ratiowatch.core.wsvm import WeightedSVC, WeightedSVR
+from ratiowatch.stream.learners.wsvm import OnlineWeightedSVC, OnlineWeightedSVR, cao_tay_weights
 
 
 def test_svc_window_turning_to_one_class_drives_every_weight_to_zero_and_predicts_it():
@@ -149,3 +150,96 @@ def test_invalid_queries_and_batches_are_refused_with_value_errors():
     with pytest.raises(ValueError, match="y must be a finite number"):
         svr.learn_one({"a": 1.0}, None)
     assert svr.n_points == 1 and svc.n_points == 2
+
+
+def test_svc_window_of_repeated_inputs_turning_to_one_class_keeps_learning():
+    # before: with integer features every update raised "no feasible bias" while the window held
+    # one class (the margin emptied near theta = 1 with a rounding residue left in z'a)
+    rng = np.random.default_rng(0)
+    model = OnlineWeightedSVC(window=60, C=10.0, gamma=0.5)
+    points = rng.integers(0, 4, size=(400, 2)).astype(float)
+    noise = rng.normal(size=400)
+    for t in range(400):
+        a, b = points[t]
+        label = bool(a + b + 0.8 * noise[t] > 3) if t < 300 else True
+        model.learn_one({"a": a, "b": b}, label)
+    assert model.n_updates_ == 400 and model.n_points == 60
+    assert np.all(model._model.sample_weight_ == 0.0)
+    assert model.predict_one({"a": 0.0, "b": 0.0}) is True
+    model.learn_one({"a": 0.0, "b": 0.0}, False)  # two classes again: the SVM of a refit
+    window = points[341:]
+    Xw = np.vstack([window, [[0.0, 0.0]]])
+    yw = np.r_[np.ones(59), -1.0]
+    refit = WeightedSVC(C=10.0, gamma=0.5, ridge=1e-6).fit(Xw, yw, cao_tay_weights(60, 60, 3.0))
+    f = np.array([model.decision_one({"a": u[0], "b": u[1]}) for u in Xw])
+    np.testing.assert_allclose(f, refit.decision_function(Xw), atol=1e-6)
+
+
+def test_linear_learner_recovers_once_a_large_feature_value_has_left_the_window():
+    # before: the kernel scale of the point (1e7, 0) stayed after it left the window, and with it a
+    # tolerance that filtered out every event: KKT violation 8, predictions 5 away from a refit
+    rng = np.random.default_rng(0)
+    model = OnlineWeightedSVR(window=20, kernel="linear", C=1.0, epsilon=0.05)
+    xs, ys = [], []
+
+    def learn(x, y):
+        model.learn_one({"a": x[0], "b": x[1]}, y)
+        xs.append(x)
+        ys.append(y)
+
+    for _ in range(30):
+        u = rng.normal(size=2)
+        learn(u, float(u[0] - u[1]))
+    learn(np.array([1e7, 0.0]), 0.0)
+    for _ in range(100):
+        u = rng.normal(size=2)
+        learn(u, float(u[0] - u[1]))
+    refit = WeightedSVR(C=1.0, epsilon=0.05, kernel="linear", ridge=1e-6).fit(
+        np.array(xs[-20:]), np.array(ys[-20:]), cao_tay_weights(20, 20, 3.0))
+    Xt = rng.normal(size=(5, 2))
+    assert model.kkt_violation() < 1e-8
+    np.testing.assert_allclose(model.predict_batch(Xt), refit.predict(Xt), atol=1e-8)
+
+
+def test_a_sample_that_overflows_the_kernel_is_refused_and_the_learner_is_unchanged():
+    rng = np.random.default_rng(0)
+    model = OnlineWeightedSVR(window=20, kernel="linear", C=1.0)
+    for u in rng.normal(size=(30, 2)):
+        model.learn_one({"a": u[0], "b": u[1]}, float(u[0]))
+    before = model.to_state()
+    f = model.predict_one({"a": 1.0, "b": 0.0})
+    with pytest.raises(ValueError, match="kernel overflows"):
+        model.learn_one({"a": 1e160, "b": 0.0}, 1.0)
+    assert model.predict_one({"a": 1.0, "b": 0.0}) == f
+    assert model.to_state()["ids"].tolist() == before["ids"].tolist()
+    model.learn_one({"a": 0.5, "b": 0.5}, 0.5)
+    assert model.kkt_violation() < 1e-10
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: OnlineWeightedSVR().learn_one({"a": 10**400}, 1.0), "a feature value of x"),
+    (lambda: OnlineWeightedSVR().learn_one({"a": 1.0}, 10**400), "y"),
+    (lambda: OnlineWeightedSVR().learn_batch([[1.0]], [10**400]), "y"),
+    (lambda: OnlineWeightedSVR().learn_batch([[10**400]], [1.0]), "X"),
+    (lambda: OnlineWeightedSVC().learn_one({"a": 10**400}, True), "a feature value of x"),
+])
+def test_numbers_beyond_the_float_range_are_refused_with_value_errors(call, name):
+    # before: a bare OverflowError from the float conversion
+    with pytest.raises(ValueError, match=f"^{name} (holds a number|is) too large"):
+        call()
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda s: s["model.M"].__setitem__(0, 10**9), "'M'"),
+    (lambda s: s.__setitem__("ids", s["ids"][1:]), "'ids'"),
+    (lambda s: s["sign_vals"].__setitem__(0, 0.5), "'sign_ids' and 'sign_vals'"),
+])
+def test_a_damaged_learner_state_is_refused(damage, match):
+    rng = np.random.default_rng(2)
+    model = OnlineWeightedSVC(window=20, C=2.0, gamma=0.5)
+    for u in rng.normal(size=(30, 2)):
+        model.learn_one({"a": u[0], "b": u[1]}, bool(u[0] > 0))
+    state = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in model.to_state().items()}
+    damage(state)
+    with pytest.raises(ValueError, match=match):
+        OnlineWeightedSVC.from_state(state)
