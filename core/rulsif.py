@@ -232,14 +232,9 @@ def _loocv_grid(d_nu, d_de, sigmas, lambdas, alpha, clip):
 
 
 @njit(cache=True)
-def _solve_theta(k_nu, k_de, alpha, lam, clip):
-    n_nu, b = k_nu.shape
-    n_de = k_de.shape[0]
-    h_mat = alpha / n_nu * (k_nu.T @ k_nu) + (1.0 - alpha) / n_de * (k_de.T @ k_de)
-    h = np.zeros(b)
-    for i in range(n_nu):
-        h += k_nu[i]
-    h /= n_nu
+def _ridge_clipped(h_mat, h, lam, clip):
+    """``max(0, (h_mat + lam I)^-1 h)`` (``h_mat`` is overwritten)."""
+    b = h.shape[0]
     for k in range(b):
         h_mat[k, k] += lam
     # hand Cholesky (ratiowatch.core.linalg): LAPACK's per-call overhead dominates at b ~ 50-100
@@ -249,6 +244,18 @@ def _solve_theta(k_nu, k_de, alpha, lam, clip):
             if theta[k] < 0.0:
                 theta[k] = 0.0
     return theta
+
+
+@njit(cache=True)
+def _solve_theta(k_nu, k_de, alpha, lam, clip):
+    n_nu, b = k_nu.shape
+    n_de = k_de.shape[0]
+    h_mat = alpha / n_nu * (k_nu.T @ k_nu) + (1.0 - alpha) / n_de * (k_de.T @ k_de)
+    h = np.zeros(b)
+    for i in range(n_nu):
+        h += k_nu[i]
+    h /= n_nu
+    return _ridge_clipped(h_mat, h, lam, clip)
 
 
 @njit(cache=True)
@@ -397,20 +404,6 @@ def ratio_at_added(
     h_mat = (alpha / n_nu + (1.0 - alpha) / n_de) * (k_nu.T @ k_nu) + (1.0 - alpha) / n_de * (k_add.T @ k_add)
     theta = _ridge_clipped(h_mat, k_nu.mean(axis=0), float(lam), bool(clip))
     return k_add @ theta
-
-
-@njit(cache=True)
-def _ridge_clipped(h_mat, h, lam, clip):
-    """``max(0, (h_mat + lam I)^-1 h)`` (``h_mat`` is overwritten)."""
-    b = h.shape[0]
-    for k in range(b):
-        h_mat[k, k] += lam
-    theta = cholesky_solve(h_mat, h)
-    if clip:
-        for k in range(b):
-            if theta[k] < 0.0:
-                theta[k] = 0.0
-    return theta
 
 
 def fit_ulsif(x_nu, x_de, sigma: float | None = None, lam: float | None = None, **kwargs) -> RatioFit:
