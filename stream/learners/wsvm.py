@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 from river import base
@@ -40,7 +41,13 @@ def cao_tay_weights(n_points: int, window: int, decay: float) -> np.ndarray:
 
 def check_state(state, cls) -> CheckpointEntries:
     """``state`` as :class:`CheckpointEntries` of ``cls``, if it is a checkpoint of version 1 of that
-    class (``to_state`` records both); else a ``ValueError`` that says what it is not."""
+    class (``to_state`` records both); else a ``ValueError`` that says what it is not.
+
+    A state read back from an ``.npz`` file (``write_state`` / ``read_state``, or ``np.savez`` /
+    ``np.load``) holds each scalar as a 0-d array: those are read as the scalars they hold.
+    """
+    if isinstance(state, Mapping) and not isinstance(state, CheckpointEntries):  # a part is read already
+        state = {k: v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v for k, v in state.items()}
     state = CheckpointEntries(state, cls.__name__)
     version, name = state.get("version"), state.get("class")
     if name != cls.__name__:

@@ -177,3 +177,28 @@ def test_a_truncated_checkpoint_says_which_key_it_lacks(drop):
 def test_what_is_no_checkpoint_of_this_class_and_version_is_refused_as_such(state, match):
     with pytest.raises(ValueError, match=match):
         OnlineWeightedSVR.from_state(state)
+
+
+def test_a_checkpoint_written_to_an_npz_file_and_read_back_restores_each_learner(tmp_path):
+    # write_state / read_state give every scalar back as a 0-d array: the version check refused them
+    from ratiowatch.stream.detectors.state_file import read_state, write_state
+    from ratiowatch.stream.learners.forecast import ForecastResidualDetector
+
+    cases = [
+        (OnlineWeightedSVR(window=20), lambda m, i: m.learn_one({"a": float(i % 7)}, float(i % 5)),
+         lambda m: m.predict_one({"a": 3.0})),
+        (OnlineWeightedSVC(window=20), lambda m, i: m.learn_one({"a": float(i % 7) + 0.1 * (i % 11)}, i % 3 == 0),
+         lambda m: m.predict_one({"a": 3.0})),
+        (ForecastResidualDetector(), lambda m, i: m.learn_one({"y": float(np.sin(i / 5))}),
+         lambda m: m.score_one({"y": 0.3})),
+    ]
+    for k, (model, feed, probe) in enumerate(cases):
+        for i in range(60):
+            feed(model, i)
+        path = tmp_path / f"state{k}.npz"
+        write_state(path, model.to_state())
+        restored = type(model).from_state(read_state(path))
+        for i in range(60, 120):
+            feed(model, i)
+            feed(restored, i)
+        assert probe(restored) == probe(model)
