@@ -95,3 +95,62 @@ def make_rng(seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed)
+
+
+# --- checkpoint entries, checked before they reach the compiled loops -------------------------------
+# A checkpoint is a mapping of names to arrays; a part of one (a view's state inside a detector's)
+# may name its entries and its class by ``entry_name(key)`` and ``checkpoint_class`` (as
+# ratiowatch.stream.detectors.state_file.CheckpointEntries does), so an error names the entry as
+# the whole checkpoint has it.
+def entry_name(state, key: str) -> str:
+    """``key`` as the whole checkpoint names it (with the prefix of the part it was read from)."""
+    name = getattr(state, "entry_name", None)
+    return name(key) if callable(name) else key
+
+
+def checkpoint_class(state, default: str) -> str:
+    """The class the whole checkpoint is of, or ``default`` when ``state`` does not say."""
+    return getattr(state, "checkpoint_class", None) or default
+
+
+def damaged_state(what: str, name: str, problem: str, meta: str | None = None) -> ValueError:
+    """The error for entry ``name`` of a checkpoint of class ``what`` (of its meta entry ``meta``).
+
+    >>> damaged_state("Detector", "ring", "is 7, out of its range [0, 5)")
+    ValueError("not a Detector checkpoint, or a damaged one: 'ring' is 7, out of its range [0, 5)")
+    """
+    where = f" in {meta!r}" if meta is not None else ""
+    return ValueError(f"not a {what} checkpoint, or a damaged one: {name!r}{where} {problem}")
+
+
+def state_array(state, key: str, shape: tuple, *, integer: bool = False, finite: bool = True) -> np.ndarray:
+    """Entry ``key`` of a checkpoint as an array of exactly ``shape``: integers if ``integer``, else
+    real numbers (finite if ``finite``). A ``ValueError`` that names the entry otherwise: the
+    compiled loops index rings by such arrays, and a wrong shape would be broadcast or cut silently.
+
+    >>> state_array({"ring": np.zeros(3)}, "ring", (4,))
+    Traceback (most recent call last):
+    ...
+    ValueError: not a detector checkpoint, or a damaged one: 'ring' has shape (3,), where its parameters give (4,)
+    """
+    arr = np.asarray(state[key])
+    name, what = entry_name(state, key), checkpoint_class(state, "detector")
+    if arr.shape != tuple(shape):
+        raise damaged_state(what, name, f"has shape {arr.shape}, where its parameters give {tuple(shape)}")
+    if arr.dtype.kind not in ("iu" if integer else "fiu"):
+        raise damaged_state(what, name, f"must hold {'integers' if integer else 'real numbers'}; got dtype {arr.dtype}")
+    if not integer and finite and not np.isfinite(arr).all():
+        raise damaged_state(what, name, "holds NaN or infinite values")
+    return arr
+
+
+def state_range(value, name: str, what: str, low: int, high: int | None = None, meta: str | None = None) -> int:
+    """A count or ring position read from a checkpoint (entry ``name``, of the JSON entry ``meta``
+    if given): an integer in ``[low, high)`` (no upper bound if ``high`` is None); a
+    ``ValueError`` that names it otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise damaged_state(what, name, f"must be an integer; got {value!r}", meta)
+    if value < low or (high is not None and value >= high):
+        bound = f"[{low}, {high})" if high is not None else f">= {low}"
+        raise damaged_state(what, name, f"is {int(value)}, out of its range {bound}", meta)
+    return int(value)

@@ -44,7 +44,7 @@ from ratiowatch.stream.calibration.levels import surrogate_level_diffs, unit_roo
 from ratiowatch.stream.calibration.split_test import clip_gross
 from ratiowatch.core.kliep_window import KL_NO_OVERLAP, NoKernelMassError
 from ratiowatch.stream.series.embedding import embed
-from ratiowatch.stream.detectors.outlier_stream import _damaged, checkpoint_class, state_array, state_range
+from ratiowatch.core.validation import checkpoint_class, damaged_state, state_array, state_range
 from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_channels, fit_ar_models,
                                                      line_and_step, shrink_slopes, simulate_ar,
                                                      surrogate_null_rulsif)
@@ -566,7 +566,7 @@ class NullCalibrator:
         def real(name, default=None):
             value = meta[name] if default is None or name in meta else default
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise _damaged(what, name, f"must be a number; got {value!r}", "meta")
+                raise damaged_state(what, name, f"must be a number; got {value!r}", "meta")
             return float(value)
 
         self.threshold = real("perm_threshold")

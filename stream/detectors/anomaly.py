@@ -60,9 +60,9 @@ from numba import njit
 from river.base import AnomalyDetector
 
 from ratiowatch.core.params import check_choice, check_int, check_real, check_seed
-from ratiowatch.core.validation import as_plain, as_samples
+from ratiowatch.core.validation import as_plain, as_samples, state_array, state_range
 from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE
-from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector, state_array, state_range
+from ratiowatch.stream.detectors.outlier_stream import StreamingOutlierDetector
 from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state, state_version,
                                                      write_state)
 from ratiowatch.stream.calibration.likelihood import TailProbability

@@ -96,7 +96,7 @@ from ratiowatch.stream.calibration.levels import level_ratio
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
-from ratiowatch.stream.detectors.outlier_stream import _damaged, state_array, state_range
+from ratiowatch.core.validation import damaged_state, state_array, state_range
 from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
 
@@ -1213,7 +1213,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         def real(name, default=None):
             value = meta[name] if default is None or name in meta else default
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise _damaged(what, name, f"must be a number; got {value!r}", "meta")
+                raise damaged_state(what, name, f"must be a number; got {value!r}", "meta")
             return float(value)
 
         dim = meta["dim"]
@@ -1222,18 +1222,18 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         keys = meta["keys"]
         if keys is not None:
             if not isinstance(keys, list) or len(keys) != dim:
-                raise _damaged(what, "keys", f"must be a list of the {dim} channels' names; got {keys!r}", "meta")
+                raise damaged_state(what, "keys", f"must be a list of the {dim} channels' names; got {keys!r}", "meta")
             keys = [_decode_key(k) for k in keys]
             try:
                 keys = [_channel_key(k) for k in keys]
             except ValueError:
-                raise _damaged(what, "keys", f"must hold names of the types {CHANNEL_KEY_TYPES}; got {keys!r}",
+                raise damaged_state(what, "keys", f"must hold names of the types {CHANNEL_KEY_TYPES}; got {keys!r}",
                                "meta") from None
         self._keys, self._dim = keys, dim
         self._t = count("t", -1)
         n_eff = count("n_eff")
         if n_eff and n_eff not in self._rung_list:
-            raise _damaged(what, "n_eff", f"is {n_eff}, not a window size of these parameters "
+            raise damaged_state(what, "n_eff", f"is {n_eff}, not a window size of these parameters "
                            f"({self._rung_list})", "meta")
         self._n_eff = n_eff
         self._diff_on = bool(meta["diff_on"])
@@ -1244,7 +1244,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         self._guard, self._guard_stale = real("guard"), bool(meta["guard_stale"])
         null_mode = meta.get("null_mode", self._null_mode)  # older checkpoints: the configured null
         if null_mode not in ("ar", "permutation"):
-            raise _damaged(what, "null_mode", f"must be 'ar' or 'permutation'; got {null_mode!r}", "meta")
+            raise damaged_state(what, "null_mode", f"must be 'ar' or 'permutation'; got {null_mode!r}", "meta")
         self._null_mode = null_mode
         self._atom = bool(meta.get("atom", False))
         self._floor_checked = bool(meta.get("floor_checked", False))
@@ -1264,7 +1264,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if not (isinstance(gaps, list) and all(
                 isinstance(g, list) and len(g) == 2 and all(isinstance(e, int) and not isinstance(e, bool) for e in g)
                 and 0 <= g[0] <= self._t and g[1] >= 1 for g in gaps)):
-            raise _damaged(what, "gaps", f"must be a list of [first index, length] pairs; got {gaps!r}", "meta")
+            raise damaged_state(what, "gaps", f"must be a list of [first index, length] pairs; got {gaps!r}", "meta")
         self._gaps = [list(g) for g in gaps]
 
         def part(prefix):
@@ -1273,34 +1273,34 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
 
         if "pre.dim" in state:
             if dim is None:
-                raise _damaged(what, "dim", "is None, but the checkpoint holds a preprocessed history", "meta")
+                raise damaged_state(what, "dim", "is None, but the checkpoint holds a preprocessed history", "meta")
             self._pre = _part_from(Differencer, part, "pre", what)
             self._hist = _part_from(History, part, "hist", what)
             for name, got, want in (("pre.dim", self._pre.dim, dim), ("hist.dim", self._hist.dim, dim),
                                     ("hist.capacity", self._hist.capacity, self._held)):
                 if got != want:
-                    raise _damaged(what, name, f"is {got}, where the checkpoint's parameters give {want}")
+                    raise damaged_state(what, name, f"is {got}, where the checkpoint's parameters give {want}")
             if self._hist.count > self._t + 1:
-                raise _damaged(what, "hist.count", f"is {self._hist.count}, more than the {self._t + 1} samples "
+                raise damaged_state(what, "hist.count", f"is {self._hist.count}, more than the {self._t + 1} samples "
                                "the checkpoint has seen")
         if ("win.ring" in state) != bool(n_eff) or (n_eff and self._pre is None):
-            raise _damaged(what, "n_eff", f"is {n_eff}, but the checkpoint holds "
+            raise damaged_state(what, "n_eff", f"is {n_eff}, but the checkpoint holds "
                            f"{'no' if 'win.ring' not in state else 'a'} window state"
                            f"{'' if self._pre is not None else ' and no history'}", "meta")
         if n_eff:
             scale = state_array(state, "scale", (dim,)).astype(np.float64)
             if not (scale > 0).all():
-                raise _damaged(what, "scale", f"must hold positive scales; got {scale.tolist()}")
+                raise damaged_state(what, "scale", f"must hold positive scales; got {scale.tolist()}")
             self._scale = scale.copy()
             self._win = _part_from(_state_class(self.method), part, "win", what)
             for name, got, want in (("win.n", self._win.n, n_eff), ("win.dim", self._win.dim, self.k * dim)):
                 if got != want:
-                    raise _damaged(what, name, f"is {got}, where the checkpoint's parameters give {want}")
+                    raise damaged_state(what, name, f"is {got}, where the checkpoint's parameters give {want}")
             self._lsdd_unitless = getattr(self._win, "unitless", True)
             try:
                 self._picker = PeakPicker.from_state(json.loads(str(state["picker"])))
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                raise _damaged(what, "picker", f"is not a peak picker's state ({type(exc).__name__}: "
+                raise damaged_state(what, "picker", f"is not a peak picker's state ({type(exc).__name__}: "
                                f"{exc})") from None
 
 
@@ -1319,12 +1319,12 @@ def _alarm_from(d, what: str) -> Alarm:
     if not (isinstance(d, Mapping) and all(f in d for f in fields)
             and all(isinstance(d[f], int) and not isinstance(d[f], bool) for f in fields[:2])
             and all(isinstance(d[f], (int, float)) and not isinstance(d[f], bool) for f in fields[2:])):
-        raise _damaged(what, "last_alarm", f"is not an alarm (integers change_index, alarm_index and numbers "
+        raise damaged_state(what, "last_alarm", f"is not an alarm (integers change_index, alarm_index and numbers "
                        f"score, threshold); got {d!r}", "meta")
     try:
         return Alarm.from_dict(d)
     except TypeError as exc:
-        raise _damaged(what, "last_alarm", f"is not an alarm ({exc})", "meta") from None
+        raise damaged_state(what, "last_alarm", f"is not an alarm ({exc})", "meta") from None
 
 
 def _mostly_one_value(values: np.ndarray) -> bool:

@@ -26,9 +26,10 @@ from river.base import AnomalyDetector
 
 from ratiowatch.core.kernels import MIN_SCALE, gauss_row, median_distance, row_sq_dist
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
-from ratiowatch.core.validation import as_plain, as_samples, check_alpha, make_rng
+from ratiowatch.core.validation import (as_plain, as_samples, check_alpha, checkpoint_class, damaged_state, entry_name,
+                                        make_rng, state_array, state_range)
 from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE, local_scale
-from ratiowatch.stream.detectors.state_file import (CheckpointEntries, checkpoint_params, open_checkpoint, read_state,
+from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state,
                                                      state_version, write_state)
 
 #: checkpoint format of :meth:`StreamingOutlierDetector.to_state`; states written before the
@@ -284,58 +285,6 @@ def _check_spread(ref: np.ndarray) -> None:
                          "(multiply them by a constant, or standardise them)")
 
 
-# --- checkpoint entries, checked before they reach the compiled loops -------------------------------
-def _entry_name(entries, key: str) -> str:
-    """``key`` as the whole checkpoint names it (with the prefix of the part it was read from)."""
-    prefix = ""
-    while isinstance(entries, CheckpointEntries):
-        prefix = entries._prefix + prefix
-        entries = entries._entries
-    return prefix + key
-
-
-def checkpoint_class(entries, default: str) -> str:
-    """The class the whole checkpoint is of (``entries`` may be a part of it: a view's state is
-    part of a :class:`~ratiowatch.stream.detectors.anomaly.TimeSeriesAnomalyDetector`'s)."""
-    what = default
-    while isinstance(entries, CheckpointEntries):
-        what = entries._what
-        entries = entries._entries
-    return what
-
-
-def _damaged(what: str, name: str, problem: str, meta: str | None = None) -> ValueError:
-    """The error for entry ``name`` of a checkpoint (of its meta entry ``meta``, if given)."""
-    where = f" in {meta!r}" if meta is not None else ""
-    return ValueError(f"not a {what} checkpoint, or a damaged one: {name!r}{where} {problem}")
-
-
-def state_array(state, key: str, shape: tuple, *, integer: bool = False, finite: bool = True) -> np.ndarray:
-    """Entry ``key`` of a checkpoint as an array of exactly ``shape``: integers if ``integer``, else
-    real numbers (finite if ``finite``). A ``ValueError`` that names the entry otherwise: the
-    compiled loops index rings by such arrays, and a wrong shape would be broadcast or cut silently.
-    """
-    arr = np.asarray(state[key])
-    name, what = _entry_name(state, key), checkpoint_class(state, "detector")
-    if arr.shape != tuple(shape):
-        raise _damaged(what, name, f"has shape {arr.shape}, where its parameters give {tuple(shape)}")
-    if arr.dtype.kind not in ("iu" if integer else "fiu"):
-        raise _damaged(what, name, f"must hold {'integers' if integer else 'real numbers'}; got dtype {arr.dtype}")
-    if not integer and finite and not np.isfinite(arr).all():
-        raise _damaged(what, name, "holds NaN or infinite values")
-    return arr
-
-
-def state_range(value, name: str, what: str, low: int, high: int | None = None, meta: str | None = None) -> int:
-    """A count or ring position read from a checkpoint (entry ``name``, of the JSON entry ``meta``
-    if given): an integer in ``[low, high)`` (no upper bound if ``high`` is None); a
-    ``ValueError`` that names it otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise _damaged(what, name, f"must be an integer; got {value!r}", meta)
-    if value < low or (high is not None and value >= high):
-        bound = f"[{low}, {high})" if high is not None else f">= {low}"
-        raise _damaged(what, name, f"is {int(value)}, out of its range {bound}", meta)
-    return int(value)
 
 
 #: a column whose values spread over at most this fraction of its largest magnitude is constant up to
@@ -924,21 +873,21 @@ class StreamingOutlierDetector(AnomalyDetector):
         state_version(meta, cls.__name__, readable=(STATE_VERSION,), unversioned=1)
         det = cls(**checkpoint_params(meta, cls))
         what = checkpoint_class(state, cls.__name__)
-        at = _entry_name(state, "meta")
+        at = entry_name(state, "meta")
         dim = state_range(meta["dim"], "dim", what, 0, meta=at)
         # JSON writes a tuple key as a list, which cannot be a key: every list was a tuple
         det._features = None if meta["features"] is None else [_decode_key(f) for f in meta["features"]]
         if (det._features is not None) if not dim else not (isinstance(det._features, list)
                                                             and len(det._features) == dim):
-            raise _damaged(what, "features", f"do not match its dimension {dim}: {meta['features']!r}", at)
+            raise damaged_state(what, "features", f"do not match its dimension {dim}: {meta['features']!r}", at)
         det._keyed = bool(meta.get("keyed", True))
         fitted = meta["fitted"]
         if not isinstance(fitted, bool):
-            raise _damaged(what, "fitted", f"must be true or false; got {fitted!r}", at)
+            raise damaged_state(what, "fitted", f"must be true or false; got {fitted!r}", at)
         sigma, lam = meta["sigma"], meta["lam"]
         for name, v in (("sigma", sigma), ("lam", lam)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < math.inf:
-                raise _damaged(what, name, f"must be a positive finite number; got {v!r}", at)
+                raise damaged_state(what, name, f"must be a positive finite number; got {v!r}", at)
         n_learned = state_range(meta["n_learned"], "n_learned", what, 0, meta=at)
         since_refit = state_range(meta["since_refit"], "since_refit", what, 0, int(det.refit_every), meta=at)
         if dim:
@@ -955,22 +904,22 @@ class StreamingOutlierDetector(AnomalyDetector):
                 else:  # written whole (before the upper triangles were kept)
                     m[...] = state_array(state, k, m.shape, integer=m.dtype.kind == "i", finite=k != "_params")
             if np.isnan(det._params).any() or not np.isfinite(np.delete(det._params, 2)).all():  # [2]: inf unfitted
-                raise _damaged(what, _entry_name(state, "_params"), "holds NaN or infinite values")
+                raise damaged_state(what, entry_name(state, "_params"), "holds NaN or infinite values")
             # the compiled loops write at these ring positions and read as many rows as these counts
             cap, w, cap_held = det._ref_buf.shape[0], det._win_buf.shape[0], det._held_buf.shape[0]
             for arr, key, highs in ((det._ref_state, "_ref_state", (cap + 1, cap, None, None)),
                                     (det._win_state, "_win_state", (w + 1, w)),
                                     (det._held_state, "_held_state", (cap_held + 1, cap_held))):
                 for i, high in enumerate(highs):
-                    state_range(arr[i], f"{_entry_name(state, key)}[{i}]", what, 0, high)
+                    state_range(arr[i], f"{entry_name(state, key)}[{i}]", what, 0, high)
             if not fitted and det._ref_state[0] >= int(det.warmup):
-                raise _damaged(what, f"{_entry_name(state, '_ref_state')}[0]",
+                raise damaged_state(what, f"{entry_name(state, '_ref_state')}[0]",
                                f"is {int(det._ref_state[0])}: the warm-up of {det.warmup} points is over, yet "
                                "the detector records no fit")
             try:
                 det._rng.bit_generator.state = meta["rng"]
             except (TypeError, ValueError, KeyError) as exc:
-                raise _damaged(what, "rng", f"is not a random generator's state ({exc})", at) from None
+                raise damaged_state(what, "rng", f"is not a random generator's state ({exc})", at) from None
         det._fitted, det._sigma, det._lam = fitted, sigma, lam
         if dim and "_win_phi" in state:  # written when states held the kernel rows
             det._win_phi[...] = state_array(state, "_win_phi", det._win_phi.shape)

@@ -67,6 +67,24 @@ class CheckpointEntries(Mapping):
                              f"(what to_state returns){where}; got {type(entries).__name__}")
         self._entries, self._what, self._where, self._prefix = entries, what, where, prefix
 
+    def entry_name(self, key: str) -> str:
+        """``key`` as the whole checkpoint names it (with the prefixes of the parts it was read from)."""
+        entries, prefix = self, ""
+        while isinstance(entries, CheckpointEntries):
+            prefix = entries._prefix + prefix
+            entries = entries._entries
+        return prefix + key
+
+    @property
+    def checkpoint_class(self) -> str:
+        """The class of the whole checkpoint (a part's class may be another: a view's state is part
+        of a time-series anomaly detector's)."""
+        entries, what = self, self._what
+        while isinstance(entries, CheckpointEntries):
+            what = entries._what
+            entries = entries._entries
+        return what
+
     def part(self, prefix: str) -> "CheckpointEntries":
         """The entries whose keys start with ``prefix``, under the rest of their keys."""
         return CheckpointEntries(self, self._what, self._where, prefix)
