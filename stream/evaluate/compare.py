@@ -15,10 +15,10 @@ default set that their means use.
 
 Two runs of a synthetic suite (``ratiowatch eval synthetic ... --json``, ``eval synthetic-anomaly
 --json``) are compared kind by kind instead: every number of every table (``by_kind``,
-``by_length``, ``overall``, ...) in both runs, with its change; by default only the rows that
-changed are printed. Any other result of ``ratiowatch eval ... --json`` (``nab``, ``odds``) is
-compared number by number: every number both results hold, by its path, that changed (timings
-left out).
+``by_length``, ``overall``, ``cells`` with its rows named ``kind.length``, ...) in both runs, with
+its change; by default only the rows that changed are printed. Any other result of ``ratiowatch
+eval ... --json`` (``nab``, ``odds``) is compared number by number: every number both results
+hold, by its path, that changed (timings left out).
 
 Examples
 --------
@@ -254,10 +254,29 @@ def _suites(result: Mapping) -> list[str]:
 
 
 def _numbers(row) -> dict[str, float]:
-    """The numeric fields of a table row (booleans are flags, not numbers)."""
+    """The numeric fields of a table row (booleans are flags, not numbers); a field that is itself a
+    mapping gives its numbers as ``field.key`` (``found.3.0``)."""
     if not isinstance(row, Mapping):
         return {}
-    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out: dict[str, float] = {}
+    for k, v in row.items():
+        if isinstance(v, Mapping):
+            out.update({f"{k}.{sub}": x for sub, x in _numbers(v).items()})
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = v
+    return out
+
+
+def _rows(table: Mapping, prefix: str = "") -> dict[str, Mapping]:
+    """``{row name: row}`` of a table; a row that only groups further rows (``cells``: kind, then
+    length) is replaced by them, named ``kind.length``."""
+    out: dict[str, Mapping] = {}
+    for name, row in table.items():
+        if isinstance(row, Mapping) and row and all(isinstance(v, Mapping) for v in row.values()):
+            out.update(_rows(row, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = row
+    return out
 
 
 def _row_change(a, b) -> dict[str, list]:
@@ -296,7 +315,8 @@ def compare_suites(base: Mapping, new: Mapping) -> dict:
             if key not in b or not isinstance(a[key], Mapping):
                 continue
             if all(isinstance(v, Mapping) for v in a[key].values()) and a[key]:  # a table: one row per name
-                rows = {name: _row_change(row, b[key].get(name)) for name, row in a[key].items() if name in b[key]}
+                rows_a, rows_b = _rows(a[key]), _rows(b[key])
+                rows = {name: _row_change(row, rows_b.get(name)) for name, row in rows_a.items() if name in rows_b}
                 rows = {name: r for name, r in rows.items() if r}
                 if rows:
                     tables[key] = rows

@@ -310,10 +310,13 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
         cps = list(range(half, length, half))[:5]
         x = rng.normal(size=length) + 2.0 * ((np.arange(length) // half) % 2 == 1)
     elif kind == "mean_staircase":
-        step = length // 10
-        cps = list(range(step, length, step))
+        step = length // 10  # ten segments; the last one also holds the remainder of length / 10
+        if step < 1:
+            raise ValueError(f"mean_staircase needs segment >= 4 (ten segments of a tenth of 3 x segment "
+                             f"samples); got segment={seg}")
+        cps = [i * step for i in range(1, 10)]
         levels = np.r_[0.0, np.cumsum(2.0 * rng.choice([-1.0, 1.0], size=len(cps)))]
-        x = rng.normal(size=length) + np.repeat(levels, step)
+        x = rng.normal(size=length) + levels[np.minimum(np.arange(length) // step, 9)]
     elif kind == "mean_ar":
         x = _ar1(rng, length, 0.5, sd=1.0 / np.sqrt(0.75)) + 2.0 * mid
     elif kind == "mean_smooth":

@@ -27,7 +27,7 @@ def load_series(path: Path) -> tuple[str, np.ndarray]:
     """(name, T x d float array with NaN for missing) of one TCPD json file.
 
     Every problem of the file is a ValueError naming it: a dataset holds ``series``, a list of
-    ``{"raw": [number or null, ...]}`` of one length.
+    ``{"raw": [finite number or null, ...]}`` of one length.
     """
     d = read_json(path)
     if not isinstance(d, dict) or not isinstance(d.get("series"), list):
@@ -37,11 +37,7 @@ def load_series(path: Path) -> tuple[str, np.ndarray]:
         raw = s.get("raw") if isinstance(s, dict) else None
         if not isinstance(raw, list):
             raise ValueError(f'{path}: series[{i}] has no "raw" list of values')
-        try:
-            cols.append([np.nan if v is None else float(v) for v in raw])
-        except (TypeError, ValueError):
-            bad = next(j for j, v in enumerate(raw) if not _is_number(v))
-            raise ValueError(f"{path}: series[{i}].raw[{bad}] is {raw[bad]!r}, not a number or null") from None
+        cols.append([_value(v, path, i, j) for j, v in enumerate(raw)])
     if not cols:
         raise ValueError(f"{path}: no series")
     lengths = sorted({len(c) for c in cols})
@@ -55,14 +51,23 @@ def load_series(path: Path) -> tuple[str, np.ndarray]:
     return name, np.array(cols, dtype=np.float64).T
 
 
-def _is_number(v) -> bool:
+def _value(v, path: Path, i: int, j: int) -> float:
+    """``series[i].raw[j]`` as a float: a JSON number, or NaN for ``null`` (missing; JSON's ``NaN``
+    is read the same way). ValueError naming the file and the index on anything else: a boolean,
+    a string (even one that reads as a number), an infinite or unrepresentable number."""
     if v is None:
-        return True
+        return np.nan
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{path}: series[{i}].raw[{j}] is {v!r}, not a number or null")
     try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
+        x = float(v)
+    except OverflowError:
+        x = np.inf
+    if np.isinf(x):
+        shown = repr(v) if len(repr(v)) <= 40 else f"{repr(v)[:20]}... ({len(repr(v))} digits)"
+        raise ValueError(f"{path}: series[{i}].raw[{j}] is {shown}, not a finite number "
+                         "(null marks a missing value)")
+    return x
 
 
 def load_dir(root: Path) -> tuple[dict[str, np.ndarray], dict[str, dict]]:

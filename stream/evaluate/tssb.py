@@ -26,40 +26,85 @@ import numpy as np
 from ratiowatch.stream.evaluate.datasets import add_eval_arguments, run_eval
 
 
-def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
-    """``[(name, values, change points)]`` in desc.txt's order; ValueError naming desc.txt (with its
-    line) or the data file on bad data: a name listed twice, a change point that is not an index
-    inside the series, a data file that is missing, empty or not one number per line."""
-    root = Path(root)
-    desc = root / "desc.txt"
+def _read_text(path: Path) -> str:
+    """The text of ``path``; ValueError naming it when it is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _desc_lines(root: Path) -> tuple[Path, list[tuple[int, str, list[str]]]]:
+    """(desc.txt, ``[(line number, name, change point fields)]``) of the lines of ``root/desc.txt``
+    that are not blank; ValueError naming desc.txt and the line on an empty name or window size (an
+    empty field would shift the fields after it: the first change point read as the window size)."""
+    desc = Path(root) / "desc.txt"
     if not desc.is_file():
         raise ValueError(f"{root} is not a TSSB folder: {desc} missing")
     out = []
-    lines: dict[str, int] = {}
-    for k, line in enumerate(desc.read_text().splitlines(), start=1):
-        parts = [p.strip() for p in line.split(",") if p.strip()]
-        if not parts:
+    for k, line in enumerate(_read_text(desc).splitlines(), start=1):
+        if not line.strip():
             continue
-        name = parts[0]
+        parts = [p.strip() for p in line.split(",")]
+        while len(parts) > 2 and not parts[-1]:  # trailing commas
+            parts.pop()
+        if not parts[0]:
+            raise ValueError(f"{desc} line {k}: the series name is empty; lines are name,window_size,cp1,...")
+        if len(parts) < 2 or not parts[1]:
+            raise ValueError(f"{desc} line {k}: {parts[0]}: the window size is empty; "
+                             "lines are name,window_size,cp1,...")
+        out.append((k, parts[0], parts[2:]))
+    return desc, out
+
+
+def _read_values(path: Path) -> np.ndarray:
+    """The values of a data file, one number per line; ValueError naming the file (and the line) when
+    it is not UTF-8, holds a blank line before its last value (which would move every later value to
+    an earlier index), a value that is not a number or not finite, or no value."""
+    lines = _read_text(path).splitlines()
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    blank = next((i for i in range(filled[-1]) if not lines[i].strip()), None) if filled else None
+    if blank is not None:
+        raise ValueError(f"{path} line {blank + 1}: blank line inside the data; every line holds one value")
+    try:
+        with warnings.catch_warnings():  # an empty file is reported below, in one line
+            warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
+            x = np.loadtxt(path, dtype=np.float64, ndmin=1)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not one number per line ({exc})") from None
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"{path}: expected one number per line; got "
+                         f"{'no values' if x.size == 0 else 'several columns'}")
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        j = int(bad[0])
+        where = f" line {filled[j] + 1}" if len(filled) == x.size else ""
+        raise ValueError(f"{path}{where}: value {x[j]} at index {j} is not finite; "
+                         "every value must be a finite number")
+    return x
+
+
+def load_dir(root: Path) -> list[tuple[str, np.ndarray, list[int]]]:
+    """``[(name, values, change points)]`` in desc.txt's order; ValueError naming desc.txt (with its
+    line) or the data file on bad data: an empty name or window size, a name listed twice, a change
+    point that is not an index inside the series, a file that is not UTF-8, a data file that is
+    missing, empty, not one finite number per line or has a blank line inside."""
+    root = Path(root)
+    desc, entries = _desc_lines(root)
+    out = []
+    lines: dict[str, int] = {}
+    for k, name, fields in entries:
         if name in lines:
             raise ValueError(f"{desc} lists {name} twice (lines {lines[name]} and {k}); series names must be unique")
         lines[name] = k
         try:
-            cps = [int(c) for c in parts[2:]]
+            cps = [int(c) for c in fields]
         except ValueError:
-            raise ValueError(f"{desc} line {k}: {name}: change points must be integers; got {', '.join(parts[2:])}") from None
+            raise ValueError(f"{desc} line {k}: {name}: change points must be integers; got {', '.join(fields)}") from None
         path = root / "datasets" / f"{name}.txt"
         if not path.is_file():
             raise ValueError(f"{path} not found (listed in {desc} line {k})")
-        try:
-            with warnings.catch_warnings():  # an empty file is reported below, in one line
-                warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
-                x = np.loadtxt(path, dtype=np.float64, ndmin=1)
-        except ValueError as exc:
-            raise ValueError(f"{path}: not one number per line ({exc})") from None
-        if x.ndim != 1 or x.size == 0:
-            raise ValueError(f"{path}: expected one number per line; got "
-                             f"{'no values' if x.size == 0 else 'several columns'}")
+        x = _read_values(path)
         outside = [c for c in cps if not 0 <= c < x.size]
         if outside:
             raise ValueError(f"{desc} line {k}: {name}: change point {outside[0]} outside the series "
@@ -79,10 +124,7 @@ def _config(params: dict) -> dict:
 
 def series_names(root: Path) -> list[str]:
     """Names of the series listed in ``root/desc.txt`` (the halves are split over all of them)."""
-    desc = Path(root) / "desc.txt"
-    if not desc.is_file():
-        raise ValueError(f"{root} is not a TSSB folder: {desc} missing")
-    return sorted({line.split(",")[0].strip() for line in desc.read_text().splitlines() if line.strip()})
+    return sorted({name for _, name, _ in _desc_lines(root)[1]})
 
 
 STORED_COLUMNS = ("dataset", "found_cps", "alarm_index", "f1_margin_1pct", "covering")
@@ -92,45 +134,55 @@ def load_stored(root: Path, names=None) -> dict[str, dict[str, dict]]:
     """``{method: {name: {"cover", "f1", "change_points", "alarm_index", "delay_mean"}}}`` from
     ``root/streaming_results/*.csv`` (empty when the folder is absent); the stored scores as published.
 
-    ValueError naming the file (and its line) on a missing column or a cell that does not parse.
+    ValueError naming the file (and its line) on a missing column, a cell that does not parse or a
+    file that is not UTF-8.
     """
     out: dict[str, dict[str, dict]] = {}
     folder = Path(root) / "streaming_results"
     if not folder.is_dir():
         return out
     for f in sorted(folder.glob("*.csv")):
-        per: dict[str, dict] = {}
-        with f.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in STORED_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ValueError(f"{f}: missing column(s) {', '.join(missing)}; stored results have the columns "
-                                 "dataset,true_cps,found_cps,alarm_index,f1_margin_1pct,covering")
-            for rec in reader:
-                line = reader.line_num
-                if rec.get(None):
-                    raise ValueError(f"{f} line {line}: more fields than the header (is a list of change "
-                                     "points not quoted?)")
-                name = rec["dataset"]
-                if names is not None and name not in names:
-                    continue
-                try:
-                    found = _indices(rec["found_cps"])
-                    alarm = _indices(rec["alarm_index"])
-                except ValueError:
-                    raise ValueError(f"{f} line {line}: found_cps / alarm_index must be JSON lists of indices; "
-                                     f"got {rec['found_cps']!r} / {rec['alarm_index']!r}") from None
-                try:
-                    cover, f1 = float(rec["covering"]), float(rec["f1_margin_1pct"])
-                except (TypeError, ValueError):
-                    raise ValueError(f"{f} line {line}: covering / f1_margin_1pct must be numbers; "
-                                     f"got {rec['covering']!r} / {rec['f1_margin_1pct']!r}") from None
-                delay = [a - c for a, c in zip(alarm, found)]
-                per[name] = {"cover": cover, "f1": f1,
-                             "change_points": found, "alarm_index": alarm,
-                             "delay_mean": round(float(np.mean(delay)), 2) if delay else None}
+        try:
+            per = _read_stored(f, names)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         out[f.stem] = per
     return out
+
+
+def _read_stored(f: Path, names) -> dict[str, dict]:
+    """``{name: scores}`` of one stored results file (:func:`load_stored`)."""
+    per: dict[str, dict] = {}
+    with f.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in STORED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{f}: missing column(s) {', '.join(missing)}; stored results have the columns "
+                             "dataset,true_cps,found_cps,alarm_index,f1_margin_1pct,covering")
+        for rec in reader:
+            line = reader.line_num
+            if rec.get(None):
+                raise ValueError(f"{f} line {line}: more fields than the header (is a list of change "
+                                 "points not quoted?)")
+            name = rec["dataset"]
+            if names is not None and name not in names:
+                continue
+            try:
+                found = _indices(rec["found_cps"])
+                alarm = _indices(rec["alarm_index"])
+            except ValueError:
+                raise ValueError(f"{f} line {line}: found_cps / alarm_index must be JSON lists of indices; "
+                                 f"got {rec['found_cps']!r} / {rec['alarm_index']!r}") from None
+            try:
+                cover, f1 = float(rec["covering"]), float(rec["f1_margin_1pct"])
+            except (TypeError, ValueError):
+                raise ValueError(f"{f} line {line}: covering / f1_margin_1pct must be numbers; "
+                                 f"got {rec['covering']!r} / {rec['f1_margin_1pct']!r}") from None
+            delay = [a - c for a, c in zip(alarm, found)]
+            per[name] = {"cover": cover, "f1": f1,
+                         "change_points": found, "alarm_index": alarm,
+                         "delay_mean": round(float(np.mean(delay)), 2) if delay else None}
+    return per
 
 
 def _indices(cell: str | None) -> list[int]:

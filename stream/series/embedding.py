@@ -28,7 +28,9 @@ def embed(x: np.ndarray, k: int) -> np.ndarray:
     if x.ndim == 1:
         x = x[:, None]
     t, m = x.shape
-    if k < 1 or t < k:
+    if k < 1:
+        raise ValueError(f"k (the subsequence length) must be >= 1; got k={k}")
+    if t < k:
         raise ValueError(f"need at least k={k} samples to embed subsequences; got {t}")
     win = np.lib.stride_tricks.sliding_window_view(x, (k, m))[:, 0]  # (t-k+1, k, m)
     return np.ascontiguousarray(win.reshape(t - k + 1, k * m))

@@ -127,6 +127,10 @@ def significant_period(x: np.ndarray, min_acf: float = 0.0, level: float = PERIO
     max_lag = t_len // 3  # at least three cycles in view
     if max_lag < 4:
         return 0
+    bad = int((~np.isfinite(x)).sum())  # counted here: the line fitted below would spread one NaN to all
+    if bad:
+        raise ValueError(f"significant_period needs finite values; got {t_len} values ({bad} non-finite): "
+                         "fill missing values first")
     x = unit_scaled(x)  # exact: the period of x, and no overflow near 1e300
     tt = np.arange(t_len, dtype=np.float64)
     y = winsorised(x - np.polyval(np.polyfit(tt, x, 1), tt))

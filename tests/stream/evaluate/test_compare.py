@@ -153,6 +153,38 @@ def test_synthetic_suites_are_compared_kind_by_kind():
     assert "  no number changed (2 rows)" in lines  # the change suite
 
 
+def test_the_kind_by_length_cells_of_a_synthetic_suite_are_compared_row_by_row():
+    # the cells table (kind, then length) held no number at its first level and was left out
+    from ratiowatch.stream.evaluate.compare import compare_suites, format_suite_comparison
+
+    def run(ar0_15, t3_50):
+        cells = {"ar0": {"15": {"series": 2, "rate": ar0_15, "in_spec": True}, "50": {"series": 2, "rate": 0.0}},
+                 "t3": {"15": {"series": 2, "rate": 0.0}, "50": {"series": 2, "rate": t3_50}}}
+        return {"benchmark": "synthetic", "mode": "offline",
+                "null": {"suite": "null", "seeds": 2, "cells": cells, "overall": {"series": 8, "rate": 0.125}}}
+
+    res = compare_suites(run(0.5, 0.0), run(0.0, 0.5))
+    cells = res["suites"]["null"]["tables"]["cells"]
+    assert cells["ar0.15"] == {"series": [2, 2, 0], "rate": [0.5, 0.0, -0.5]}
+    assert cells["t3.50"]["rate"] == [0.0, 0.5, 0.5] and cells["ar0.50"]["rate"] == [0.0, 0.0, 0.0]
+    lines = format_suite_comparison(res)
+    assert any("cells" in line and "ar0.15" in line and "rate 0.500 -> 0.000" in line for line in lines)
+    assert not any("ar0.50" in line for line in lines)
+
+
+def test_numbers_nested_in_a_row_are_compared_by_their_path():
+    # the anomaly suite's cells hold {"series", "found": {threshold: count}, "median_peak"} per kind x base
+    from ratiowatch.stream.evaluate.compare import compare_suites
+
+    def run(found):
+        return {"benchmark": "synthetic-anomaly",
+                "found": {"suite": "anomaly_found", "seeds": 5,
+                          "cells": {"spike": {"ar0": {"series": 5, "found": {"3.0": found}, "median_peak": 4.5}}}}}
+
+    row = compare_suites(run(4), run(5))["suites"]["found"]["tables"]["cells"]["spike.ar0"]
+    assert row == {"series": [5, 5, 0], "found.3.0": [4, 5, 1], "median_peak": [4.5, 4.5, 0.0]}
+
+
 def test_synthetic_runs_with_other_settings_are_compared_with_a_warning():
     from ratiowatch.stream.evaluate.compare import compare_suites, format_suite_comparison
 

@@ -166,6 +166,30 @@ def test_change_series_change_what_they_say_where_they_say():
     assert young.x[yseg:2 * yseg].min() > young.x[np.r_[:yseg, 2 * yseg:3 * yseg]].max()
 
 
+@pytest.mark.parametrize("segment", [4, 7, 333, 501])
+def test_a_staircase_of_any_segment_has_ten_steps_the_last_one_holding_the_remainder(segment):
+    # np.repeat of the ten levels over a tenth of the series did not fill it when 3 x segment is
+    # not a multiple of 10
+    stairs = S.change_series("mean_staircase", 0, segment=segment)
+    length, tenth = 3 * segment, 3 * segment // 10
+    assert stairs.x.shape == (length,) and np.isfinite(stairs.x).all()
+    assert stairs.change_points == [i * tenth for i in range(1, 10)]
+
+
+def test_a_staircase_too_short_for_ten_steps_is_refused_with_the_segment_it_needs():
+    with pytest.raises(ValueError, match="mean_staircase needs segment >= 4"):
+        S.change_series("mean_staircase", 0, segment=3)
+
+
+def test_the_evaluation_guide_lists_every_stress_kind():
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[3] / "docs" / "evaluation.md").read_text()
+    stress = guide[guide.index("**Stress suite**"):]
+    stress = stress[:stress.index("\n\n")]
+    assert [k for k in S.STRESS_KINDS if f"`{k}`" not in stress] == []
+
+
 def test_offline_null_scorer_counts_series_with_any_change():
     # a fake detector that reports one change on series longer than 100 samples
     res = S.score_null_offline(lambda x: [len(x) // 2] if len(x) > 100 else [], seeds=3,

@@ -133,3 +133,10 @@ def test_constant_and_bad_inputs():
         subsequence_width(np.r_[1.0, np.nan, 2.0])
     with pytest.raises(ValueError):
         subsequence_width(np.zeros(100), default=0)
+
+
+def test_significant_period_counts_the_non_finite_values_it_was_given():
+    # one NaN spread through the fitted line, and the message counted every value as non-finite
+    x = np.r_[np.sin(np.arange(100.0)), np.nan]
+    with pytest.raises(ValueError, match=r"got 101 values \(1 non-finite\)"):
+        significant_period(x)
