@@ -117,6 +117,45 @@ def _median(x):
 #: float (about 1.5e-150), so that a width of 1e-3 times it still has a normal square
 MIN_SCALE = 1e4 * float(np.sqrt(np.finfo(np.float64).tiny))
 
+#: a column whose values spread over at most this fraction of its largest magnitude is constant up to
+#: rounding (the relative floor of :func:`ratiowatch.stream.series.preprocess.robust_scale`)
+ROUNDING_SPREAD = 1e-12
+
+
+@njit(cache=True)
+def constant_up_to_rounding(x):
+    """Whether every column of ``x`` (2-d) is constant up to rounding: its spread (max - min) is at
+    most :data:`ROUNDING_SPREAD` x its largest magnitude (0 for a constant column).
+
+    The scale rules fall back from a zero median distance to the mean nonzero distance: on a
+    constant series whose values differ in the last bit (1.0 and 1.0 + 2.2e-16, or 0.1 + 0.2 and
+    0.3) that is a width of ulps, and a rounding difference would score as a far outlier or a
+    maximal change. Callers give such data the width of constant data. Compiled, one pass per
+    column that stops at the first column that varies: the detectors call it at every refit.
+
+    Examples
+    --------
+    >>> bool(constant_up_to_rounding(np.array([[0.1 + 0.2], [0.3]])))
+    True
+    >>> bool(constant_up_to_rounding(np.array([[1.0], [1.0 + 1e-9]])))
+    False
+    """
+    n, d = x.shape
+    if n == 0:
+        return False
+    for j in range(d):
+        lo = x[0, j]
+        hi = lo
+        for i in range(1, n):
+            v = x[i, j]
+            if v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+        if hi - lo > ROUNDING_SPREAD * max(abs(lo), abs(hi)):
+            return False
+    return True
+
 
 def data_scale(x: np.ndarray) -> float:
     """The power of two nearest below the largest per-feature range of ``x`` (1.0 for constant data).

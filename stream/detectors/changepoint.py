@@ -872,10 +872,17 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._picker.delay, self._picker.min_spacing = delay, spacing
 
     def _select_params(self, past: np.ndarray, cur: np.ndarray) -> tuple[float, float]:
-        from ratiowatch.core.kernels import median_distance
+        from ratiowatch.core.kernels import constant_up_to_rounding, median_distance
 
+        pooled = np.vstack([past, cur])
+        if constant_up_to_rounding(pooled):
+            # values that differ in the last bits only (0.1 + 0.2 and 0.3) are chosen for as the
+            # constant windows they are: their median distance would be a width of ulps, and the
+            # rounding a maximal change. Exactly constant windows select as before.
+            pooled = np.repeat(pooled[:1], pooled.shape[0], axis=0)
+            past, cur = pooled[: past.shape[0]], pooled[past.shape[0]:]
         if self.select == "median":
-            return self.sigma_factor * median_distance(np.vstack([past, cur])), self.lam
+            return self.sigma_factor * median_distance(pooled), self.lam
         if self.method in ("rulsif", "ulsif"):
             from ratiowatch.core.rulsif import fit_rulsif
 

@@ -72,7 +72,7 @@ from ratiowatch.core.split_profile import ChannelwiseProfile, MultiWidthProfile,
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import cycle_permutation_test, permutation_profile
 from ratiowatch.stream.calibration.split_test import MAX_ORDER, SplitTest, check_max_order, max_split_test
-from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing
+from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing, standardise_columns
 from ratiowatch.stream.series.width import CYCLE_PARTS, DEFAULT_WIDTH, MIN_ROWS, subsequence_width
 
 
@@ -131,11 +131,7 @@ def _as_rows(series) -> np.ndarray:
 
 def _standardise(x: np.ndarray) -> np.ndarray:
     x = clip_unrepresentable(fill_missing(x))  # an error code such as 9.9e37 would round the rest away
-    # divide by the largest magnitude first: the squares of values near 1e-300 underflow
-    big = np.abs(x).max(axis=0)
-    x = x / np.where(big > 0, big, 1.0)
-    sd = x.std(axis=0)
-    return (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    return standardise_columns(x)
 
 
 def _config(params: dict) -> dict:

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 from river.base import AnomalyDetector
 
-from ratiowatch.core.kernels import MIN_SCALE, gauss_row, median_distance, row_sq_dist
+from ratiowatch.core.kernels import MIN_SCALE, constant_up_to_rounding, gauss_row, median_distance, row_sq_dist
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import (as_plain, as_samples, check_alpha, checkpoint_class, damaged_state, entry_name,
                                         make_rng, state_array, state_range)
@@ -285,39 +285,6 @@ def _check_spread(ref: np.ndarray) -> None:
                          "(multiply them by a constant, or standardise them)")
 
 
-
-
-#: a column whose values spread over at most this fraction of its largest magnitude is constant up to
-#: rounding (the relative floor of :func:`ratiowatch.stream.series.preprocess.robust_scale`)
-ROUNDING_SPREAD = 1e-12
-
-
-@njit(cache=True)
-def _rounding_noise(ref):
-    """Whether every column of the reference is constant up to rounding: its spread (max - min) is
-    at most :data:`ROUNDING_SPREAD` x its largest magnitude (0 for a constant column).
-
-    The scale rules fall back from a zero median distance to the mean nonzero distance: on a
-    constant series whose values differ in the last bit (1.0 and 1.0 + 2.2e-16, or 0.1 + 0.2 and
-    0.3) that is a width of ulps, and a rounding difference would score as a far outlier. Such a
-    reference gets the width of a constant one (1.0: every point is alike to the kernel).
-    Compiled, one pass per column that stops at the first column that varies: it runs at every refit.
-    """
-    n, d = ref.shape
-    if n == 0:
-        return False
-    for j in range(d):
-        lo = ref[0, j]
-        hi = lo
-        for i in range(1, n):
-            v = ref[i, j]
-            if v < lo:
-                lo = v
-            elif v > hi:
-                hi = v
-        if hi - lo > ROUNDING_SPREAD * max(abs(lo), abs(hi)):
-            return False
-    return True
 
 
 #: dict keys a :class:`StreamingOutlierDetector` takes as feature names: they are kept in its
@@ -623,7 +590,7 @@ class StreamingOutlierDetector(AnomalyDetector):
             cidx = self._rng.choice(n, size=b, replace=False)
         self._centres = np.ascontiguousarray(ref[cidx])
         seed = int(self._rng.integers(2**31))
-        if _rounding_noise(ref):  # as if constant: a width of ulps would make rounding a maximal outlier
+        if constant_up_to_rounding(ref):  # as if constant: a width of ulps would make rounding a maximal outlier
             med = 1.0
         elif self.scale == "local":
             med = local_scale(ref, max_query=300, seed=seed)

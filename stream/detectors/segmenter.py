@@ -111,7 +111,7 @@ from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, 
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
 from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
-from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing
+from ratiowatch.stream.series.preprocess import clip_unrepresentable, fill_missing, standardise_columns
 from ratiowatch.stream.series.width import subsequence_width
 
 #: growth of the window between calibrations while it fills
@@ -426,12 +426,7 @@ class SplitProfileDetector(base.DriftDetector):
     def _window(self, w: np.ndarray | None = None) -> np.ndarray:
         """The window (or ``w``, rows of it) scaled and z-normalised per channel."""
         w = self._buf[self._lo:self._hi] if w is None else w
-        w = clip_unrepresentable(w)  # an error code such as 9.9e37 would round the rest away
-        # divide by the largest magnitude first: squares of values near 1e300 overflow
-        scale = np.abs(w).max(axis=0)
-        w = w / np.where(scale > 0, scale, 1.0)
-        sd = w.std(axis=0)
-        return (w - w.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        return standardise_columns(clip_unrepresentable(w))  # an error code such as 9.9e37 would round the rest away
 
     def _calibrate(self) -> None:
         w = self._window()

@@ -29,6 +29,8 @@ import math
 
 import numpy as np
 
+from ratiowatch.core.kernels import constant_up_to_rounding
+
 
 class Differencer:
     """Missing-value filling plus optional first differencing of an m-variate stream."""
@@ -184,3 +186,28 @@ def clip_unrepresentable(x: np.ndarray, far: float = UNREPRESENTABLE_SD) -> np.n
     if not np.any(peak > bound):
         return x
     return np.clip(x, med - bound, med + bound)
+
+
+def standardise_columns(x: np.ndarray) -> np.ndarray:
+    """Each column of ``x`` (T, m) centred and divided by its standard deviation; a column that is
+    constant up to rounding (:func:`ratiowatch.core.kernels.constant_up_to_rounding`) becomes 0.
+
+    Each column is divided by its largest magnitude first: the squares of values near 1e-300
+    underflow and those near 1e300 overflow. A column whose values differ in the last bits only
+    (0.1 + 0.2 and 0.3) would otherwise turn its rounding into a step of two standard deviations.
+    An exactly constant column keeps one value in every row, as before the rounding rule.
+
+    Examples
+    --------
+    >>> standardise_columns(np.array([[0.0, 0.1 + 0.2], [2.0, 0.3]])).tolist()
+    [[-1.0, 0.0], [1.0, 0.0]]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    big = np.abs(x).max(axis=0)
+    x = x / np.where(big > 0, big, 1.0)
+    sd = x.std(axis=0)
+    z = (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    flat = [j for j in np.flatnonzero(sd > 0) if constant_up_to_rounding(np.ascontiguousarray(x[:, j:j + 1]))]
+    if flat:
+        z[:, flat] = 0.0
+    return z

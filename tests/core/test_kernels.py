@@ -4,7 +4,7 @@ width whose square float64 cannot hold is refused by everything that takes one."
 import numpy as np
 import pytest
 
-from ratiowatch.core.kernels import FLUSH_EXPONENT, MIN_SCALE, check_width, gauss_entries, gauss_entry, scaled_width
+from ratiowatch.core.kernels import FLUSH_EXPONENT, MIN_SCALE, check_width, constant_up_to_rounding, gauss_entries, gauss_entry, scaled_width
 
 
 def test_block_entries_equal_the_scalar_entry_and_flush_the_same_values():
@@ -61,3 +61,18 @@ def test_every_estimator_refuses_a_width_whose_square_underflows(name):
     # was a ZeroDivisionError from -0.5 / sigma**2 deep in a compiled kernel
     with pytest.raises(ValueError, match="sigma"):
         _width_consumers()[name](1e-170)
+
+
+class TestConstantUpToRounding:
+    @pytest.mark.parametrize("values", [[0.1 + 0.2, 0.3], [1.0, np.nextafter(1.0, 2.0)], [5.0, 5.0], [0.0, 0.0]])
+    def test_values_equal_but_for_their_last_bits_are_constant(self, values):
+        assert constant_up_to_rounding(np.array(values)[:, None])
+
+    @pytest.mark.parametrize("values", [[1.0, 1.0 + 1e-9], [0.0, 1e-300], [1e-13, 2e-13]])
+    def test_any_difference_above_rounding_of_the_magnitude_varies(self, values):
+        # relative to the values' own magnitude: data in small units keep their differences
+        assert not constant_up_to_rounding(np.array(values)[:, None])
+
+    def test_every_column_must_be_constant(self):
+        x = np.array([[0.3, 1.0], [0.1 + 0.2, 2.0]])
+        assert not constant_up_to_rounding(x) and constant_up_to_rounding(x[:, :1].copy())

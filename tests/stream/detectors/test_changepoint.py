@@ -1097,3 +1097,32 @@ def test_another_detectors_checkpoint_is_refused_with_a_value_error():
     det = ChangePointDetector(**SMALL)
     with pytest.raises(ValueError, match="not a ChangePointDetector checkpoint"):
         ChangePointDetector.from_state(_damage(det.to_state(), params=[1, 2]))
+
+
+def _rounding_step(t=600, seed=0):
+    """0.1 + 0.2 and 0.3 (the same number up to its last bit), in random order after t // 2."""
+    rng = np.random.default_rng(seed)
+    return np.r_[np.full(t // 2, 0.1 + 0.2), np.where(rng.random(t - t // 2) < 0.5, 0.3, 0.1 + 0.2)]
+
+
+@pytest.mark.parametrize("method", ["rulsif", "ulsif", "lsdd", "kliep"])
+def test_values_equal_but_for_rounding_are_no_change(method):
+    # the windows' median distance was a width of ulps, and the rounding a maximal change
+    det = ChangePointDetector(method=method, seed=0)
+    assert [a for a in (det.step(v) for v in _rounding_step()) if a is not None] == []
+
+
+@pytest.mark.parametrize("method", ["rulsif", "ulsif"])
+def test_offline_values_equal_but_for_rounding_are_no_change(method):
+    # standardised by its sd, the rounding was a step of two sd
+    assert detect(_rounding_step(), method=method) == []
+    assert detect(np.c_[_rounding_step(), np.random.default_rng(1).normal(size=600)], method=method) == []
+
+
+@pytest.mark.parametrize("method", ["rulsif", "ulsif", "lsdd", "kliep"])
+def test_a_real_step_after_rounding_noise_is_found(method):
+    x = _rounding_step()
+    x = np.r_[x, x[-300:] + 1.0]
+    det = ChangePointDetector(method=method, seed=0)
+    alarms = [a for a in (det.step(v) for v in x) if a is not None]
+    assert len(alarms) == 1 and abs(alarms[0].change_index - 600) <= 5

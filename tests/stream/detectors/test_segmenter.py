@@ -145,6 +145,13 @@ class TestFalseAlarms:
         det, alarms = run(np.full(6000, value))
         assert alarms == [] and math.isfinite(det.threshold)
 
+    def test_values_equal_but_for_rounding_never_alarm(self):
+        # 0.1 + 0.2 and 0.3: standardised by their sd, the rounding was a step of two sd (an alarm)
+        rng = np.random.default_rng(0)
+        x = np.r_[np.full(300, 0.1 + 0.2), np.where(rng.random(2000) < 0.5, 0.3, 0.1 + 0.2)]
+        det, alarms = run(x)
+        assert alarms == [] and math.isfinite(det.threshold)
+
     @pytest.mark.parametrize("after", ["noise", "step"])
     def test_a_stuck_stream_that_starts_to_move_is_found_at_once(self, after):
         rng = np.random.default_rng(0)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ratiowatch.stream.detectors.offline import detect
-from ratiowatch.stream.series.preprocess import clip_unrepresentable, robust_scale
+from ratiowatch.stream.series.preprocess import clip_unrepresentable, robust_scale, standardise_columns
 
 
 def test_small_units_keep_their_own_scale():
@@ -60,3 +60,21 @@ def test_clip_unrepresentable_asks_for_columns():
     for x in (np.r_[np.zeros(5), 1.0, 1.0, 1.0, 9.9e37], np.arange(6.0)):
         with pytest.raises(ValueError, match=r"\(T, m\)"):
             clip_unrepresentable(x)
+
+
+class TestStandardiseColumns:
+    def test_columns_get_mean_zero_and_unit_sd(self):
+        x = np.random.default_rng(0).normal(3.0, 7.0, size=(200, 2))
+        z = standardise_columns(x)
+        assert np.allclose(z.mean(axis=0), 0.0) and np.allclose(z.std(axis=0), 1.0)
+
+    @pytest.mark.parametrize("level", [0.3, 1.0, 1e6, -2e-8])
+    def test_a_column_constant_up_to_rounding_is_constant(self, level):
+        # 0.1 + 0.2 and 0.3: divided by its sd, the rounding was a step of two sd
+        flat = np.where(np.arange(100) < 50, level, level + np.spacing(level))[:, None]
+        assert np.array_equal(standardise_columns(flat), np.zeros((100, 1)))
+
+    def test_values_near_the_float_limits_neither_underflow_nor_overflow(self):
+        for scale in (1e-300, 1e300):
+            z = standardise_columns(scale * np.arange(4.0)[:, None])
+            assert np.allclose(z.ravel(), (np.arange(4.0) - 1.5) / np.arange(4.0).std())
