@@ -19,6 +19,13 @@ Two failure policies, as before the queues:
   breaker, its failure keeps it open for another ``reset_s``;
 - the other sinks (files, Kafka) and the dead-letter sink itself fail only when their backend is
   down: the worker retries with backoff until it is back. Its queue fills and the loop waits.
+  An ``OSError`` such a sink raises from ``deliver`` or ``flush`` (a full disk, a lost
+  connection) counts as the failure of the whole batch and is retried the same way, except a
+  ``BrokenPipeError`` (the reader of a pipe is gone and cannot come back). Any other exception is
+  a bug, which no retry mends: it ends the worker, and the loop stops without committing (the
+  records are read again once it is fixed) rather than wait on a retry that cannot succeed.
+  A ``dead_letter_on_failure`` sink that raises on an item dead-letters that item, with the
+  exception as its reason.
 
 Examples
 --------
@@ -246,9 +253,21 @@ class SinkWorker:
         else:
             self._deliver_until_done(items)
 
+    def _attempt(self, items: list[Any]) -> list[tuple[Any, str]]:
+        """Deliver and flush ``items``; an OSError the sink raised (its backend: a disk, a socket)
+        fails the whole batch, to be retried like the failures the sink returns."""
+        try:
+            failures = self.sink.deliver(items) if items else []
+            failures += self.sink.flush()
+        except BrokenPipeError:  # the reader of a pipe is gone for good: no retry can deliver
+            raise
+        except OSError as exc:
+            log.warning("sink raised", extra={"sink": self.name, "error": f"{type(exc).__name__}: {exc}"})
+            return [(it, f"{type(exc).__name__}: {exc}") for it in items]
+        return failures
+
     def _deliver_until_done(self, items: list[Any]) -> None:
-        failures = self.sink.deliver(items) if items else []
-        failures += self.sink.flush()
+        failures = self._attempt(items)
         delay = 0.2
         while failures:
             self.failing = failures[0][1]
@@ -257,8 +276,7 @@ class SinkWorker:
             if self._stop.wait(delay):
                 raise RuntimeError(f"sink {self.name} is failing ({self.failing}); stopped before it recovered")
             delay = min(2 * delay, 5.0)
-            failures = self.sink.deliver([it for it, _ in failures])
-            failures += self.sink.flush()
+            failures = self._attempt([it for it, _ in failures])
         self.failing = None
 
     def _deliver_or_dead_letter(self, items: list[Any]) -> None:
@@ -269,8 +287,12 @@ class SinkWorker:
             if not breaker.allow():
                 dead.append(_dead(it, f"sink {self.name}: circuit open after repeated failures; not tried"))
                 continue
-            failures = self.sink.deliver([it])
-            failures += self.sink.flush()
+            try:
+                failures = self.sink.deliver([it])
+                failures += self.sink.flush()
+            except Exception as exc:  # noqa: BLE001 - this item's failure: dead-lettered with the reason
+                log.warning("sink raised", extra={"sink": self.name, "error": f"{type(exc).__name__}: {exc}"})
+                failures = [(it, f"sink {self.name}: {type(exc).__name__}: {exc}")]
             breaker.record(not failures)
             if failures:
                 if breaker.state == "open":

@@ -173,7 +173,9 @@ _CHECKPOINT = [
 
 _SINK = [
     Opt("type", "str", None, "alert sink", ("jsonl", "stdout", "kafka", "webhook"), required=True),
-    Opt("path", "str", None, "jsonl: output file (appended)", required_when=("type", "jsonl")),
+    Opt("path", "str", None, "jsonl: output file (appended); each sink, the dead-letter sink and the file source "
+                             "need their own file (a character device such as /dev/null may be shared)",
+        required_when=("type", "jsonl")),
     Opt("topic", "str", None, "kafka: alerts topic", required_when=("type", "kafka")),
     Opt("bootstrap_servers", "list[str]", None, "kafka: brokers; default: the source's",),
     Opt("url", "str", None, "webhook: URL receiving an HTTP POST of each alert as JSON",
@@ -183,7 +185,8 @@ _SINK = [
     Opt("backoff_s", "float", 0.5, "webhook: first retry delay, doubled each retry, plus a random jitter below "
                                     "backoff_s / 2; a 429 or 503 with Retry-After waits what the server asks "
                                     "(at most 60 s)", minimum=0.0),
-    Opt("headers", "table", {}, "webhook: extra HTTP headers"),
+    Opt("headers", "table", {}, "webhook: extra HTTP headers; names are HTTP tokens, values integers or "
+                                "strings of Latin-1 characters without line breaks"),
     Opt("options", "table", {}, "kafka: extra KafkaProducer settings passed through"),
     Opt("queue_size", "int", 1000, "batches of alerts waiting for this sink's delivery thread; when full, the "
                                    "daemon stops reading until there is room (nothing is dropped)", minimum=1),
@@ -426,6 +429,51 @@ def _check_option_types(where: str, kind: str, options: dict[str, Any], errors: 
             errors.append(f"{where}.{name}: {why}")
 
 
+def _check_distinct_paths(out: dict[str, Any], base_dir: Path, errors: list[str]) -> None:
+    """source.path, every sinks[].path and dead_letter.path must name different files.
+
+    Two sinks appending to one file interleave their lines (and each cuts the other's unacknowledged
+    lines after a failed write), and a sink writing the file a source follows reads its own output
+    back, without end. Paths are compared after resolving symbolic links (and by inode for files
+    that exist). A character device (``/dev/null``, a terminal) may be named by several entries.
+    """
+    import os
+    import stat
+
+    entries: list[tuple[str, str]] = []
+    src = out["source"]
+    if src["type"] == "file" and isinstance(src["path"], str) and src["path"].strip():
+        entries.append(("source.path", src["path"]))
+    for i, s in enumerate(out["sinks"]):
+        if s["type"] == "jsonl" and isinstance(s["path"], str) and s["path"]:
+            entries.append((f"sinks[{i}].path", s["path"]))
+    dl = out["dead_letter"]
+    if dl["type"] == "file" and isinstance(dl["path"], str) and dl["path"]:
+        entries.append(("dead_letter.path", dl["path"]))
+    seen: dict[Any, str] = {}
+    for where, raw in entries:
+        p = Path(raw)
+        p = p if p.is_absolute() else base_dir / p
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            st = None
+        if st is not None and stat.S_ISCHR(st.st_mode):
+            continue  # /dev/null, a terminal: shared without harm
+        try:
+            ident: Any = (st.st_dev, st.st_ino) if st is not None else str(p.resolve())
+        except (OSError, RuntimeError):  # a symlink loop
+            ident = str(p)
+        if ident in seen:
+            first = seen[ident]
+            why = ("a sink writing the file the source reads reads its own output back" if first == "source.path"
+                   else "two sinks appending to one file interleave their lines")
+            errors.append(f"{where}: {raw!r} is the same file as {first}; {why}: give each of source.path, "
+                          "sinks[].path and dead_letter.path its own file")
+        else:
+            seen[ident] = where
+
+
 def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     """Validate a decoded TOML document; raises :class:`ConfigError` (a ``ValueError``) listing every
     problem, one line each, each naming the offending key."""
@@ -517,7 +565,16 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     for i, s in enumerate(out["sinks"]):
         if s["type"] == "kafka" and not (s["bootstrap_servers"] or src.get("bootstrap_servers")):
             errors.append(f"sinks[{i}].bootstrap_servers: required for a kafka sink when the source is not kafka")
+    for i, s in enumerate(out["sinks"]):
+        if s["type"] == "webhook" and isinstance(s["headers"], dict):
+            from ratiowatch.connectors.sinks import header_problem
+
+            for name, value in s["headers"].items():
+                why = header_problem(name, value)
+                if why:
+                    errors.append(f"sinks[{i}].headers: {why}")
     dl = out["dead_letter"]
+    _check_distinct_paths(out, base_dir or Path.cwd(), errors)
     if dl["type"] == "kafka" and not (dl["bootstrap_servers"] or src.get("bootstrap_servers")):
         errors.append("dead_letter.bootstrap_servers: required for a kafka dead-letter sink when the source "
                       "is not kafka")

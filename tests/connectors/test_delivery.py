@@ -98,3 +98,53 @@ def test_on_ack_is_called_once_per_put_after_its_items_are_acknowledged():
         assert acked >= tickets[i] and alert(i) in delivered
     w.close()
     assert len(calls) == 3
+
+
+class RaisingSink(ListSink):
+    """Raises ``exc`` from deliver ``times`` times, then delivers."""
+
+    def __init__(self, exc: BaseException, times: int = 10**9, name: str = "raising"):
+        super().__init__(name)
+        self.exc = exc
+        self.times = times
+        self.calls = 0
+
+    def deliver(self, items):
+        self.calls += 1
+        if self.calls <= self.times:
+            raise self.exc
+        return super().deliver(items)
+
+
+def test_an_oserror_from_a_sink_is_a_failure_of_the_batch_retried_but_a_programming_error_stops_the_worker():
+    sink = RaisingSink(OSError(28, "No space left on device"), times=2)
+    w = SinkWorker(sink)
+    t = w.put([alert(0), alert(1)])
+    assert w.wait(t, timeout_s=10)   # retried after 0.2 s, 0.4 s
+    assert sink.items == [alert(0), alert(1)] and sink.calls == 3 and w.error is None and w.failing is None
+    assert w.close()
+    # a bug, which no retry mends: the worker ends and the loop is told (it stops without committing)
+    w = SinkWorker(RaisingSink(TypeError("a bug")))
+    t = w.put([alert(0)])
+    with pytest.raises(RuntimeError, match="sink raising failed: a bug"):
+        w.wait(t, timeout_s=10)
+    with pytest.raises(RuntimeError, match="a bug"):
+        w.put([alert(1)])
+    w.close(timeout_s=1)
+
+
+def test_an_item_a_dead_lettering_sink_raises_on_goes_to_the_dead_letter_sink_with_the_reason():
+    class Raising(RaisingSink):
+        dead_letter_on_failure = True
+
+    dead = ListSink("dead")
+    dlw = SinkWorker(dead)
+    sink = Raising(ValueError("Invalid header value"), times=1)
+    w = SinkWorker(sink, dead_letter=dlw)
+    t = w.put([alert(0), alert(1)])
+    assert w.wait(t, timeout_s=10) and w.error is None
+    assert sink.items == [alert(1)]
+    assert [(d.reason, Alert.from_json(d.raw)) for d in dead.items] == [("delivery_failed", alert(0))]
+    assert "ValueError: Invalid header value" in dead.items[0].detail
+    w.close()
+    dlw.close()

@@ -60,3 +60,31 @@ def test_lines_written_through_the_descriptor_arrive_whole_and_in_order(tmp_path
     lines = path.read_text().splitlines()
     assert lines[0] == "before"
     assert [json.loads(x)["ref"][1] for x in lines[1:]] == [0, 1, 2, 3]
+
+
+def test_a_non_blocking_descriptor_that_fills_up_is_waited_on_and_no_line_is_torn():
+    r, w = os.pipe()
+    os.set_blocking(w, False)  # as a parent process may leave a shared pipe
+    stream = os.fdopen(w, "w")
+    sink = StreamSink(stream, name="stdout")
+    items = [bad(i) for i in range(2000)]  # far more than the pipe holds
+    received = bytearray()
+
+    def read_slowly():
+        time.sleep(0.2)  # the pipe is full by now
+        while True:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read_slowly, daemon=True)
+    reader.start()
+    try:
+        assert sink.deliver(items) == []
+    finally:
+        stream.close()
+        reader.join(10)
+        os.close(r)
+    got = bytes(received).decode().splitlines()
+    assert [json.loads(x)["ref"][1] for x in got] == list(range(2000))
