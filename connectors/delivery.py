@@ -108,6 +108,11 @@ class CircuitBreaker:
             self._opened_at = self._clock()
 
 
+#: items a worker's queue holds before :meth:`SinkWorker.put` blocks (backpressure): dead letters
+#: keep at most ~4 KB of their record each, so the bound keeps a stalled sink's queue within ~200 MB
+MAX_QUEUED_ITEMS = 50_000
+
+
 class SinkWorker:
     """A sink behind a bounded queue and its own thread.
 
@@ -119,6 +124,10 @@ class SinkWorker:
         Where the items go that a ``dead_letter_on_failure`` sink gave up on.
     maxsize : int
         Batches the queue holds before :meth:`put` blocks.
+    max_items : int
+        Items the queue holds (those being delivered included) before :meth:`put` blocks: the
+        bound on memory, whatever the batches' sizes (a batch larger than the bound is taken
+        alone, when nothing else waits).
     breaker : CircuitBreaker, optional
         For ``dead_letter_on_failure`` sinks; a default one is made when omitted.
     on_dead_letter : callable, optional
@@ -126,7 +135,7 @@ class SinkWorker:
     """
 
     def __init__(self, sink: Any, *, dead_letter: "SinkWorker | None" = None, maxsize: int = 1000,
-                 breaker: CircuitBreaker | None = None,
+                 max_items: int = MAX_QUEUED_ITEMS, breaker: CircuitBreaker | None = None,
                  on_dead_letter: Callable[[list[BadRecord]], None] | None = None):
         self.sink = sink
         self.name = getattr(sink, "name", type(sink).__name__)
@@ -140,6 +149,8 @@ class SinkWorker:
         self._lock = threading.Lock()
         self._cond = threading.Condition()
         self._issued = 0
+        self.max_items = int(max_items)
+        self._queued = 0                  # items put and not yet handled (under _cond)
         self.acked = 0
         self.failing: str | None = None   # the reason while the backend is failing (retries going on)
         self.error: BaseException | None = None
@@ -168,7 +179,15 @@ class SinkWorker:
             ticket = self._issued
             while True:
                 try:
-                    self._q.put((ticket, items, on_ack), timeout=0.2)
+                    self._wait_for_room(len(items))
+                    with self._cond:  # counted before the worker can take them
+                        self._queued += len(items)
+                    try:
+                        self._q.put((ticket, items, on_ack), timeout=0.2)
+                    except queue.Full:
+                        with self._cond:
+                            self._queued -= len(items)
+                        raise
                     return ticket
                 except queue.Full:
                     stop = should_stop is not None and should_stop()
@@ -178,6 +197,14 @@ class SinkWorker:
                     if stop:
                         raise RuntimeError(f"sink {self.name} is not keeping up ({self.failing or 'slow'}); "
                                            "stopping without committing") from None
+
+    def _wait_for_room(self, n: int) -> None:
+        """Wait (0.2 s at most; ``queue.Full`` after it) until ``n`` more items fit :attr:`max_items`."""
+        with self._cond:
+            if self._queued > 0 and self._queued + n > self.max_items:
+                self._cond.wait(0.2)
+                if self._queued > 0 and self._queued + n > self.max_items:
+                    raise queue.Full
 
     def wait(self, ticket: int, timeout_s: float | None = None) -> bool:
         """Block until ``ticket`` is acknowledged (True) or ``timeout_s`` passed (False)."""
@@ -236,6 +263,7 @@ class SinkWorker:
                 self._handle(batch)
                 with self._cond:
                     self.acked = last
+                    self._queued -= len(batch)
                     self._cond.notify_all()
                 for fn in acks:
                     try:

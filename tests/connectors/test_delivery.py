@@ -45,6 +45,23 @@ def test_a_full_queue_blocks_the_producer_and_drops_nothing():
     w.close()
 
 
+def test_the_queue_is_bounded_in_items_whatever_the_batch_sizes():
+    # bounded in batches only, a stalled sink held 1,000 batches of up to 2,000 records each
+    gate = threading.Event()
+    sink = ListSink(gate=gate)
+    w = SinkWorker(sink, maxsize=1000, max_items=10)
+    w.put([alert(i) for i in range(6)])      # taken by the thread, which waits at the gate
+    w.put([alert(i) for i in range(6, 10)])  # 10 items in hand: the bound
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="not keeping up"):
+        w.put([alert(10)], should_stop=lambda: time.monotonic() - t0 > 0.5)
+    gate.set()
+    assert w.wait(2, timeout_s=10)
+    w.put([alert(i) for i in range(10, 30)])  # larger than the bound: taken alone once the rest is out
+    assert w.wait(3, timeout_s=10) and sink.items == [alert(i) for i in range(30)]
+    w.close()
+
+
 def test_circuit_breaker_sends_alerts_to_the_dead_letter_sink_until_a_probe_succeeds(http_server):
     http_server["code"] = 500
     dead = ListSink("dead")
