@@ -11,12 +11,13 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from http_util import local_http_server
 
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba_cache"))
 # one BLAS thread, as the CLI and Makefile do: the engine's matrices are small, and a multi-threaded
@@ -155,9 +156,6 @@ def http_server():
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{srv.server_address[1]}/alerts"
-    yield state
-    srv.shutdown()
-    srv.server_close()
+    with local_http_server(Handler, "/alerts") as url:
+        state["url"] = url
+        yield state

@@ -7,9 +7,11 @@ import dataclasses
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+
+from http_util import local_http_server
 
 from ratiowatch.connectors.records import Alert
 from ratiowatch.connectors.sinks import RESPONSE_BODY_LIMIT, WebhookSink
@@ -42,13 +44,9 @@ def server():
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{srv.server_address[1]}/hook"
-    yield state
-    srv.shutdown()
-    srv.server_close()
+    with local_http_server(Handler, "/hook") as url:
+        state["url"] = url
+        yield state
 
 
 def status(code: int, *headers: tuple[str, str]):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from ratiowatch.stream.engine.config import parse_config
 from ratiowatch.stream.engine.daemon import Daemon
+from http_util import local_http_server
 from toy_detector import MeanShiftFactory, step_series
 
 
@@ -32,14 +33,10 @@ def hanging_server():
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{srv.server_address[1]}/alerts"
-    yield state
-    state["release"].set()
-    srv.shutdown()
-    srv.server_close()
+    with local_http_server(Handler, "/alerts") as url:
+        state["url"] = url
+        yield state
+        state["release"].set()
 
 
 def test_a_hanging_webhook_does_not_stall_other_keys_and_offsets_wait_for_it(hanging_server, tmp_path):
