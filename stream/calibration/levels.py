@@ -87,11 +87,13 @@ def adf_t_stat(x: np.ndarray) -> float:
 
     The regression is ``dx_t = a + b t + (rho - 1) x_(t-1) + sum_i g_i dx_(t-i) + e_t`` with
     ``p = floor(4 (T / 100)^(1/4))`` lagged differences (Schwert's rule); the statistic is the
-    t ratio of ``rho - 1``. NaN for fewer than 20 values or a degenerate regression (constant
-    values).
+    t ratio of ``rho - 1``. NaN for fewer than 20 values, a value that is not finite or a degenerate
+    regression (constant values).
     """
     x = np.asarray(x, dtype=np.float64).ravel()
     t_len = x.size
+    if not np.isfinite(x).all():  # undefined (LAPACK would fail on it, and print to stderr)
+        return float("nan")
     p = int(4 * (t_len / 100.0) ** 0.25)
     rows = t_len - p - 1
     if t_len < 20 or rows < p + 8:

@@ -4,8 +4,9 @@
     score. The alarm is issued when the run ends or ``delay`` steps after the
     current peak, whichever comes first; later steps of the same run raise no second alarm. The
     alarm carries the estimated change index (the window boundary at the peak, not the alarm time),
-    the alarm index and the delay between them. Alarms whose change index is closer than
-    ``min_spacing`` to the previous alarm's are dropped (one event, one alarm). "Above" means by
+    the alarm index and the delay between them. An alarm whose change index is less than
+    ``min_spacing`` after the previous alarm's (or at or before it: a boundary that moved back
+    when the windows grew) is dropped (one event, one alarm). "Above" means by
     more than rounding (:func:`exceeds`).
 
 Examples
@@ -63,7 +64,8 @@ class PeakPicker:
         An alarm is raised at most ``delay`` steps after the peak of its run (earlier if the run
         ends first).
     min_spacing : int
-        Minimum distance between the change indices of two alarms.
+        An alarm's change index must be at least this far after the previous alarm's (one
+        whose index is not after it is dropped too).
     merge_gap : int
         A run continues across dips below the threshold shorter than this many steps (1, the
         default: the first step below ends it). For scores that fluctuate on a known time scale

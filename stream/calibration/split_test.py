@@ -105,6 +105,8 @@ def gumbel_threshold(maxima: np.ndarray, level: float) -> float:
     >>> round(gumbel_threshold(z, 0.01), 1), round(2.0 - 0.5 * math.log(-math.log(0.99)), 1)
     (4.3, 4.3)
     """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.05; got {level}")
     maxima = np.asarray(maxima, dtype=np.float64)
     maxima = maxima[np.isfinite(maxima)]
     if maxima.size < 2:
@@ -607,7 +609,8 @@ class SplitTest:
 
 
 def n_surrogates(level: float) -> int:
-    """Surrogates for a test at ``level``: 2 / level - 1 (39 at 0.05), so two may exceed."""
+    """Surrogates for a test at ``level``: 2 / level - 1 (39 at 0.05). The test rejects when at
+    most one of them reaches the observed value (p = 2 / 40 = 0.05 with one; 3 / 40 with two)."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), e.g. 0.05; got {level}")
     return max(1, int(round(2.0 / level)) - 1)

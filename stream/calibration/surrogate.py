@@ -318,9 +318,10 @@ def simulate_ar(models: list[ARModel], length: int, count: int, rng: np.random.G
 
     ``start`` (None, or the (T, channels) values the models were fitted to): where the recursion
     starts, ``burn_in`` samples before the first one kept. None: from zero. Otherwise from ``p``
-    consecutive rows of ``start`` (``p`` the largest order) at a uniformly drawn position, one for
-    all channels, centred on each model's mean (the position is taken from the residual draws, so
-    the random stream is the same either way).
+    consecutive rows of ``start`` (``p`` the largest order) at a position drawn uniformly among all
+    but the newest (the position is read off the first residual draw, an index below ``T - p``,
+    so the random stream is the same either way), one for all channels, centred on each model's
+    mean.
 
     ``replace=False``: the residual rows are drawn in passes without replacement, the last pass
     ending at the last sample, so that no two of the last ``min(length, rows)`` samples share an

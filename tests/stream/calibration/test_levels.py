@@ -56,3 +56,11 @@ def test_unit_root_stands_where_the_test_is_undefined():
     assert not unit_root_rejected(np.ones(300))  # constant values
     assert not unit_root_rejected(np.arange(10.0))  # too few values
     assert np.isnan(adf_t_stat(np.ones(300)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_the_adf_statistic_of_values_that_are_not_finite_is_undefined(bad):
+    # NaN was a LinAlgError, with LAPACK's complaint printed to stderr
+    x = np.random.default_rng(0).normal(size=200)
+    x[50] = bad
+    assert np.isnan(adf_t_stat(x))

@@ -377,3 +377,12 @@ def test_a_gross_value_does_not_tilt_the_robust_line():
     assert robust[2][300, 0] > 9e5  # the residual keeps the value: the surrogates' values are the data's
     clean = rng.normal(size=(3000, 1)) + np.linspace(0, 3, 3000)[:, None]
     assert all(np.array_equal(a, b) for a, b in zip(null_fit(clean)[:3], null_fit(clean, robust_line=True)[:3]))
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, -0.1, 1.5])
+def test_a_gumbel_threshold_asks_for_a_level_strictly_between_0_and_1(level):
+    # 0 and 1 were a bare "math domain error"
+    from ratiowatch.stream.calibration.split_test import gumbel_threshold
+
+    with pytest.raises(ValueError, match="level must be in"):
+        gumbel_threshold(np.random.default_rng(0).gumbel(size=50), level)
