@@ -26,6 +26,7 @@ import json.decoder
 import json.scanner
 import math
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ REASONS = (
     "delivery_failed",
     "out_of_range",
     "bad_key",
+    "malformed_csv",
 )
 
 #: largest magnitude of a value a record may carry (``out_of_range`` beyond). No reading is that large,
@@ -341,6 +343,11 @@ def parse_record(raw: bytes | str, spec: FieldSpec, *, ref: tuple[str, int] | No
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RecordError("malformed_json", str(exc)) from None
+        except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+            if "integer string conversion" not in str(exc):
+                raise
+            raise RecordError("out_of_range", f"an integer has more than {sys.get_int_max_str_digits():,} digits; "
+                              f"values must lie within +-{MAX_VALUE:g}") from None
         return record_from_mapping(obj, spec, ref=ref, fallback_timestamp=fallback_timestamp, raw=raw)
     except RecordError:
         raise

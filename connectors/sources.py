@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import logging
 import os
 import queue
@@ -29,6 +30,18 @@ from ratiowatch.connectors.records import (PREFIX_BYTES, BadRecord, BatchParser,
 log = logging.getLogger("ratiowatch.sources")
 
 Item = Record | BadRecord
+
+class SourceUnavailableError(ValueError):
+    """The source cannot be read at all (stdin closed, a file without read permission, a damaged
+    side file). ``str()`` is one line: what is wrong and what to do (the daemon reports it as a
+    start-up error)."""
+
+
+class SourceReadError(OSError):
+    """Reading the source failed part way (e.g. stdin's read raised): raised by ``poll`` once the
+    records read before the failure were returned, so that the failure ends the run as an error,
+    not as the end of the input."""
+
 
 #: bytes read at a time from the rest of a line longer than ``max_record_bytes`` (which is dropped:
 #: only its first bytes go to the dead-letter sink), so that one huge line costs bounded memory
@@ -50,6 +63,11 @@ def _ending(chunk: bytes | str) -> int:
     return len(chunk) - len(chunk.rstrip(b"\r\n" if isinstance(chunk, bytes) else "\r\n"))
 
 
+#: the most bytes of stdin lines the stdin source's queue holds (besides ``queue_size`` lines):
+#: what a daemon slowed down by its sinks keeps of stdin, whatever the length of its lines
+STDIN_QUEUE_BYTES = 32 << 20
+
+
 class _Oversized:
     """A line longer than ``max_record_bytes``, read in bounded chunks: its first bytes and its size."""
 
@@ -60,17 +78,138 @@ class _Oversized:
         self.size = size
 
 
+def _csv_rows(text: str | Any) -> Any:
+    """The csv module's reader of ``text`` (a string or an iterable of lines): fields separated by
+    commas, a field quoted when it starts with a double quote (a doubled one inside is a quote),
+    spaces after a comma skipped, as a header's names are stripped."""
+    return csv.reader(io.StringIO(text) if isinstance(text, str) else text, skipinitialspace=True)
+
+
+def _csv_opens_quote(line: bytes | str) -> bool:
+    """Whether a CSV row starting with ``line`` ends it inside a quoted field: the row goes on on
+    the next line (RFC 4180 allows line breaks in quoted fields). As the csv module reads it: it
+    asks for another line."""
+    if (b'"' if isinstance(line, bytes) else '"') not in line:
+        return False
+    more = False
+
+    def lines():
+        nonlocal more
+        yield line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        more = True
+
+    try:
+        next(_csv_rows(lines()), None)
+    except csv.Error:
+        pass
+    return more
+
+
+def _csv_still_quoted(line: bytes | str) -> bool:
+    """Whether a CSV row that was inside a quoted field at the start of ``line`` still is at its end
+    (read as :func:`_csv_rows` reads it; linear in the line, however many lines the row has)."""
+    q, comma, space = (b'"', b",", b" ") if isinstance(line, bytes) else ('"', ",", " ")
+    i = 0
+    while True:  # inside a quoted field
+        j = line.find(q, i)
+        if j < 0:
+            return True
+        if line[j + 1:j + 2] == q:  # a doubled quote: a quote in the field
+            i = j + 2
+            continue
+        while True:  # the rest of the field is unquoted; find the next field that starts with a quote
+            j = line.find(comma, j + 1)
+            if j < 0:
+                return False
+            i = j + 1
+            while line[i:i + 1] == space:
+                i += 1
+            if line[i:i + 1] == q:
+                i += 1
+                break
+            j = i - 1
+
+
 class _LineParser:
     """Turns lines (JSONL or CSV with a header row) into Records / BadRecords.
 
     Lines come as bytes from files (bytes that are not UTF-8 are the line's ``not_utf8``, as for a
-    Kafka message) and as text from stdin."""
+    Kafka message) and as text from stdin. :meth:`feed` takes each line (with its line end) and
+    returns the rows: a CSV row whose quoted field holds a line break is the lines up to the one
+    that closes the quote, with the offset of its first line (at most ``max_record_bytes``: a longer
+    row is one ``oversized`` dead letter)."""
 
     def __init__(self, fmt: str, spec: FieldSpec, max_bytes: int):
         self.fmt = fmt
         self.spec = spec
         self.max_bytes = max_bytes
         self.header: list[str] | None = None
+        self.header_error: str | None = None  # why the CSV header could not be read: every row's dead letter
+        # a CSV row whose quoted field goes on on the next line: its lines (or, once longer than
+        # max_record_bytes, an _Oversized of them) and the ref of its first line
+        self._row: list[bytes | str] | _Oversized | None = None
+        self._row_ref: tuple[str, int] = ("", 0)
+        self._row_size = 0  # its bytes so far
+        self._row_end = 0   # the length of the line end of its last line
+
+    def reset(self) -> None:
+        """A new file starts (with its own header); a row not finished is gone with the old one."""
+        self.header = None
+        self.header_error = None
+        self._row = None
+
+    def feed(self, line: bytes | str | _Oversized, ref: tuple[str, int]
+             ) -> tuple[bytes | str | _Oversized, tuple[str, int]] | None:
+        """The row that ``line`` ends, with the ref of the row's first line (see :meth:`item`);
+        None while a CSV row goes on on the next line."""
+        row = self._row
+        if self.fmt != "csv" or (row is None and (isinstance(line, _Oversized) or not _csv_opens_quote(line))):
+            return line, ref
+        if row is None:
+            self._row, self._row_ref, self._row_size, self._row_end = [line], ref, _nbytes(line), _ending(line)
+            return None
+        if isinstance(line, _Oversized):  # its bytes are not kept: the row ends with it, as a dead letter
+            self._row = None
+            return self._oversized_row(row, line.size), self._row_ref
+        n = _nbytes(line)
+        if isinstance(row, _Oversized):
+            row.size += n
+        elif self._row_size + n > _line_limit(self.max_bytes):
+            row = self._row = self._oversized_row(row, n)
+        else:
+            row.append(line)
+        self._row_size += n
+        self._row_end = _ending(line)
+        if _csv_still_quoted(line):
+            return None
+        return self.flush()
+
+    def _oversized_row(self, lines: list[bytes | str] | _Oversized, more: int) -> _Oversized:
+        if isinstance(lines, _Oversized):
+            lines.size += more
+            return lines
+        joined = lines[0][:0].join(lines)
+        return _Oversized(joined[:PREFIX_BYTES], _nbytes(joined) + more)
+
+    def flush(self) -> tuple[bytes | str | _Oversized, tuple[str, int]] | None:
+        """The row being read, as it is (at the end of the input, or when its file is replaced)."""
+        row, self._row = self._row, None
+        if row is None:
+            return None
+        if isinstance(row, _Oversized):
+            row.size -= self._row_end  # counted as a line's bytes are: without its line end
+            return row, self._row_ref
+        return row[0][:0].join(row), self._row_ref
+
+    def item(self, row: bytes | str | _Oversized, ref: tuple[str, int]) -> Item | None:
+        """The Record / BadRecord of a row from :meth:`feed` or :meth:`flush`; None for a row that
+        is not a record (blank line, CSV header)."""
+        if isinstance(row, _Oversized):
+            bad = self.oversized(row, ref)
+            if self.fmt == "csv" and self.header is None:
+                self._bad_header(bad.reason, bad.detail, ref)
+            return bad
+        return self.parse(row, ref)
 
     def parse(self, line: bytes | str, ref: tuple[str, int]) -> Item | None:
         """None for a line that is not a record (blank line, CSV header)."""
@@ -86,9 +225,19 @@ class _LineParser:
             return parse_record(text, self.spec, ref=ref, max_bytes=self.max_bytes,
                                 fallback_timestamp=float(ref[1]))
         except RecordError as err:
+            self._bad_header(err.reason, err.detail, ref)
             return bad_record(text, err, ref)
         except Exception as exc:  # noqa: BLE001 - whatever one line does, it is that line's fault
-            return bad_record(text, RecordError("unparseable", f"{type(exc).__name__}: {exc}"), ref)
+            err = RecordError("unparseable", f"{type(exc).__name__}: {exc}")
+            self._bad_header(err.reason, err.detail, ref)
+            return bad_record(text, err, ref)
+
+    def _bad_header(self, reason: str, detail: str, ref: tuple[str, int]) -> None:
+        """A CSV header that could not be read: no later row is taken for it (which would lose that
+        row and misread every one after); each is a dead letter that says why."""
+        if self.fmt == "csv" and self.header is None:
+            self.header = []
+            self.header_error = f"unusable CSV header (offset {ref[1]}: {reason}: {detail})"
 
     def oversized(self, line: _Oversized, ref: tuple[str, int]) -> BadRecord:
         """The dead letter of a line that was too long to be kept: built from its first bytes."""
@@ -103,13 +252,15 @@ class _LineParser:
                 # the header is still this line: the next row taken for it would misread every row
                 # after; columns named with the bad bytes read as missing fields
                 loose = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
-                self.header = [h.strip() for h in next(csv.reader(io.StringIO(loose)))]
+                self.header = [h.strip() for h in next(_csv_rows(loose))]
                 return bad_record(text, err, ref)
-            self.header = [h.strip() for h in next(csv.reader(io.StringIO(decoded)))]
+            self.header = [h.strip() for h in next(_csv_rows(decoded))]
             return None
-        row = next(csv.reader(io.StringIO(decode_text(text))))
+        if self.header_error is not None:
+            raise RecordError("malformed_csv", self.header_error)
+        row = next(_csv_rows(decode_text(text)))
         if len(row) != len(self.header):
-            raise RecordError("malformed_json", f"CSV row has {len(row)} fields, header has {len(self.header)}")
+            raise RecordError("malformed_csv", f"CSV row has {len(row)} fields, header has {len(self.header)}")
         # arrival order counts data records as JSON lines count theirs: the header line is not one
         # (the ref keeps the line's offset, which commits and restarts go by)
         return record_from_mapping(dict(zip(self.header, row)), self.spec, ref=ref,
@@ -125,6 +276,10 @@ def _format_of(path: Path, fmt: str) -> str:
 #: bytes at the start of a file that identify it with its device and inode (an inode number is
 #: reused once its file is deleted, so a rotated-in file can carry the number of the one it replaced)
 _HEAD_BYTES = 1024
+
+
+#: the values of a file-identity side file (all non-negative integers)
+_IDENTITY_KEYS = ("dev", "ino", "base", "head_len", "head_digest")
 
 
 def _head_digest(head: bytes) -> int:
@@ -159,6 +314,13 @@ class FileSource:
         if not self.path.is_file() and (self.path.exists() or not follow):
             what = "is not a regular file" if self.path.exists() else "does not exist"
             raise ValueError(f"source file {str(self.path)!r} {what}; check source.path")
+        if self.path.exists():
+            try:
+                open(self.path, "rb").close()
+            except OSError as exc:  # no read permission, mostly: not a file to wait for
+                raise SourceUnavailableError(f"source file {str(self.path)!r} cannot be read ({exc.strerror or exc}); "
+                                             "give the daemon's user read permission on it, or check "
+                                             "source.path") from None
         self.partition = f"file:{self.path.name}"
         self.static_partitions = {self.partition}
         self.follow = follow
@@ -177,14 +339,39 @@ class FileSource:
         self._files: list[tuple[int, tuple[int, int], bytes]] = []
         self._written_identity: dict[str, Any] | None = None
         self._resume: tuple[int, dict[str, Any] | None] | None = None
+        self._unreadable: str | None = None  # in follow mode, why the file under the name cannot be opened
         if offsets is not None:
             saved = offsets.load_json(self._offsets_name()) or {}
             ident = offsets.load_json(self._identity_name())
+            if ident is not None:
+                self._check_identity(ident)
             self._written_identity = ident
-            self._resume = (int(saved.get(self.partition, 0)), ident if isinstance(ident, dict) else None)
+            self._resume = (int(saved.get(self.partition, 0)), ident)
 
     def _offsets_name(self) -> str:
         return f"offsets-{self.path.name}.json"
+
+    def _check_identity(self, ident: Any) -> None:
+        """A file-identity side file of another shape than :meth:`commit` writes stops the start, as
+        a damaged offsets file does: :class:`SourceUnavailableError` naming it and what to do."""
+        problem = None
+        if not isinstance(ident, dict):
+            problem = "is not a JSON object"
+        else:
+            for name in _IDENTITY_KEYS:
+                v = ident.get(name)
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    problem = f"has {name} = {json.dumps(v)}, not a non-negative integer"
+                    break
+            else:
+                if ident["head_len"] > _HEAD_BYTES:
+                    problem = f"has head_len = {ident['head_len']}, more than {_HEAD_BYTES}"
+        if problem is not None:
+            directory = getattr(self.offsets, "directory", None)
+            where = str(Path(directory) / self._identity_name()) if directory is not None else self._identity_name()
+            raise SourceUnavailableError(f"{where}: the source's file-identity side file {problem}; delete it (the "
+                                         "committed offset then applies to the file under source.path as it is), "
+                                         "or restore it")
 
     def _identity_name(self) -> str:
         # its own file, so the offsets file keeps the format older versions read and write
@@ -196,6 +383,20 @@ class FileSource:
                 self._fh = open(self.path, "rb")
             except FileNotFoundError:
                 return False
+            except (PermissionError, IsADirectoryError) as exc:
+                if not self.follow:
+                    raise
+                # as a missing file: e.g. rotated in with a mode the daemon's user cannot read, which
+                # an operator can fix; tried again at each poll
+                why = f"{type(exc).__name__}: {exc.strerror or exc}"
+                if why != self._unreadable:
+                    self._unreadable = why
+                    log.warning("source file cannot be opened; trying again at each poll",
+                                extra={"path": str(self.path), "error": why})
+                return False
+            if self._unreadable is not None:
+                self._unreadable = None
+                log.info("source file can be opened again", extra={"path": str(self.path)})
             if self._resume is not None:
                 committed, ident = self._resume
                 self._resume = None
@@ -214,7 +415,7 @@ class FileSource:
         self._head = b""
         self._buf = b""
         self._over = None
-        self.parser.header = None  # a CSV file starts with its own header
+        self.parser.reset()  # a CSV file starts with its own header
         self._files.append((base, self._file_id(), b""))
 
     def _resume_at(self, committed: int, ident: dict[str, Any] | None) -> None:
@@ -279,6 +480,7 @@ class FileSource:
                 self._take(line, out)
             if self._over is not None:
                 self._take_oversized(out)
+            self._flush(out)  # a CSV row whose quoted field was never closed: taken as it is
             log.info("source file was replaced (rotated): reading the new file from its start",
                      extra={"path": str(self.path), "offset": self._line_no})
             self._fh.close()
@@ -297,19 +499,28 @@ class FileSource:
         """The line being dropped for its length ends here: one ``oversized`` dead letter."""
         over, self._over = self._over, None
         assert over is not None
-        no = self._line_no
-        self._line_no += 1
-        if no >= self._start:  # else already committed by a previous run
-            out.append(self.parser.oversized(over, (self.partition, no)))
+        self._take(over, out)
 
-    def _take(self, line: bytes, out: list[Item]) -> None:
+    def _take(self, line: bytes | _Oversized, out: list[Item]) -> None:
         no = self._line_no
         self._line_no += 1
-        if no < self._start:  # already committed by a previous run; a CSV header is still needed
+        row = self.parser.feed(line, (self.partition, no))
+        if row is not None:  # None: a CSV row going on on the next line
+            self._emit(*row, out)
+
+    def _flush(self, out: list[Item]) -> None:
+        row = self.parser.flush()
+        if row is not None:
+            self._emit(*row, out)
+
+    def _emit(self, row: bytes | _Oversized, ref: tuple[str, int], out: list[Item]) -> None:
+        # a row is the offset of its first line: a commit after it resumes at its second line, which
+        # a restart reads again (to find where rows end) but as part of this committed row
+        if ref[1] < self._start:  # already committed by a previous run; a CSV header is still needed
             if self.parser.fmt == "csv" and self.parser.header is None:
-                self.parser.parse(line, (self.partition, no))
+                self.parser.item(row, ref)
             return
-        item = self.parser.parse(line, (self.partition, no))
+        item = self.parser.item(row, ref)
         if item is not None:  # None: a header or blank line
             out.append(item)
 
@@ -346,6 +557,7 @@ class FileSource:
                 if not self.follow:
                     if self._over is not None:  # the file's last line, oversized, without a line end
                         self._take_oversized(out)
+                    self._flush(out)  # a CSV row whose quoted field was never closed: taken as it is
                     self.exhausted = True
                     break
                 change = self._changed()
@@ -412,21 +624,32 @@ class StdinSource:
     checkpoint store) is given: ``offsets-stdin.json`` holds ``{"stdin": next line}``, so the keys
     restored from a previous run's checkpoints see later records, not earlier ones. A line longer
     than ``max_bytes`` is read in bounded chunks and dropped (its first bytes go to the dead-letter
-    sink as ``oversized``).
+    sink as ``oversized``). The queue holds at most ``queue_size`` lines and ``queue_bytes`` bytes
+    (:data:`STDIN_QUEUE_BYTES`; a line larger than that still goes in alone), so a daemon slowed
+    by its sinks holds a bounded amount of stdin, however long its lines.
     """
 
     replayable = False
 
     def __init__(self, spec: FieldSpec, *, fmt: str = "jsonl", max_bytes: int = 65536,
-                 stream: TextIO | BinaryIO | None = None, queue_size: int = 10000, offsets: Any = None):
+                 stream: TextIO | BinaryIO | None = None, queue_size: int = 10000,
+                 queue_bytes: int = 0, offsets: Any = None):
         # bytes, as files and Kafka messages are parsed: text decoding would turn a bad byte into a
         # surrogate (unparseable) or stop the reader thread, not a not_utf8 dead letter
         self.stream = stream if stream is not None else getattr(sys.stdin, "buffer", sys.stdin)
+        if not _readable(self.stream):  # a reader thread would end at once: an idle daemon, forever
+            raise SourceUnavailableError("stdin is closed (there is no standard input to read); pipe or "
+                                         "redirect the records to the daemon's stdin, or set source.type "
+                                         "to file or kafka")
         self.partition = "stdin"
         self.parser = _LineParser("jsonl" if fmt == "auto" else fmt, spec, max_bytes)
         self.exhausted = False
         self._q: queue.Queue[str | bytes | _Oversized | None] = queue.Queue(maxsize=queue_size)
+        self._queue_bytes = queue_bytes or STDIN_QUEUE_BYTES
+        self._queued = 0  # bytes of the lines in the queue
+        self._room = threading.Condition()
         self._eof = False
+        self._error: BaseException | None = None  # why the reader thread stopped before the end of stdin
         self._no = 0
         self.offsets = offsets
         if offsets is not None:
@@ -440,8 +663,8 @@ class StdinSource:
 
     def _read(self) -> None:
         limit = _line_limit(self.parser.max_bytes)
-        read = self.stream.readline
         try:
+            read = self.stream.readline
             while True:
                 line = read(limit)  # bounded: a line without its end within the limit is oversized
                 if not line:
@@ -457,14 +680,30 @@ class StdinSource:
                             over.size -= _ending(chunk)
                             break
                     line = over
-                self._q.put(line)  # blocks when the queue is full: backpressure on the writer
-        except Exception as exc:  # noqa: BLE001 - the records read so far are still processed
-            log.error("reading stdin failed; treating it as its end", extra={"error": f"{type(exc).__name__}: {exc}"})
+                self._put(line)  # blocks when the queue is full: backpressure on the writer
+        except Exception as exc:  # noqa: BLE001 - the records read so far are still processed, then poll raises
+            log.error("reading stdin failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+            self._error = exc
         finally:
             self._q.put(None)
 
+    def _put(self, line: str | bytes | _Oversized) -> None:
+        n = _queued_size(line)
+        with self._room:
+            while self._queued and self._queued + n > self._queue_bytes:
+                self._room.wait()
+            self._queued += n
+        self._q.put(line)
+
+    def _taken(self, line: str | bytes | _Oversized) -> None:
+        with self._room:
+            self._queued -= _queued_size(line)
+            self._room.notify()
+
     def poll(self, max_records: int = 1000, timeout_s: float = 0.5) -> list[Item]:
         out: list[Item] = []
+        if self._eof and self._q.empty():
+            self._raise_read_error()
         deadline = time.monotonic() + timeout_s
         while len(out) < max_records and not self._eof:
             try:
@@ -473,18 +712,35 @@ class StdinSource:
                 break
             if line is None:
                 self._eof = True
+                row = self.parser.flush()  # a CSV row whose quoted field was never closed: taken as it is
+                if row is not None:
+                    item = self.parser.item(*row)
+                    if item is not None:
+                        out.append(item)
                 break
+            self._taken(line)
             no = self._no
             self._no += 1
-            if isinstance(line, _Oversized):
-                item: Item | None = self.parser.oversized(line, (self.partition, no))
-            else:
-                item = self.parser.parse(line, (self.partition, no))
+            row = self.parser.feed(line, (self.partition, no))
+            item = None if row is None else self.parser.item(*row)
             if item is not None:
                 out.append(item)
         if self._eof and self._q.empty():
+            if out:  # the records read before a read failure first
+                if self._error is None:
+                    self.exhausted = True
+                return out
+            self._raise_read_error()
             self.exhausted = True
         return out
+
+    def _raise_read_error(self) -> None:
+        """A read failure is not the end of the input: once the lines read before it are taken, it
+        stops the run."""
+        exc = self._error
+        if exc is not None:
+            raise SourceReadError(f"reading stdin failed ({type(exc).__name__}: {exc}); the records read "
+                                  "before the failure were processed") from exc
 
     def commit(self, positions: dict[str, int]) -> None:
         # stdin cannot be read again: only where the next run's line numbers go on from
@@ -493,6 +749,22 @@ class StdinSource:
 
     def close(self) -> None:
         pass
+
+
+def _queued_size(line: str | bytes | _Oversized) -> int:
+    # an oversized line is queued as its first bytes only
+    return _nbytes(line.prefix if isinstance(line, _Oversized) else line)
+
+
+def _readable(stream: Any) -> bool:
+    """Whether ``stream`` can be read at all: not None (``sys.stdin`` of a process started with its
+    stdin closed) and not a closed file."""
+    if stream is None or not callable(getattr(stream, "readline", None)):
+        return False
+    try:
+        return not getattr(stream, "closed", False)
+    except (ValueError, OSError):
+        return False
 
 
 def _listener(source: "KafkaSource"):

@@ -361,13 +361,15 @@ class Daemon:
     def _connect_source(self) -> Any:
         """Build the source; a broker that is not up yet is waited for (backoff) up to
         ``source.connect_timeout_s``, then the start fails with one clear line."""
+        from ratiowatch.connectors.sources import SourceUnavailableError
+
         delay = 0.5
         deadline = time.monotonic() + self.config.source["connect_timeout_s"]
         while True:
             try:
                 return build_source(self.config, self.store, on_revoke=self._on_revoke, on_assign=self._on_assign)
-            except UnusableFileError as exc:  # a damaged offsets file: its name and what to do
-                raise StartupError(str(exc)) from None
+            except (UnusableFileError, SourceUnavailableError) as exc:  # a damaged offsets file, stdin
+                raise StartupError(str(exc)) from None  # closed, an unreadable file: what it is and what to do
             except ValueError:
                 raise  # configuration problems (missing file, ...) are not waited out
             except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable

@@ -63,12 +63,12 @@ def test_jsonl_file_source_numbers_lines_and_keeps_bad_ones_as_bad_records(tmp_p
     assert items[2].values.tolist() == [1.0, 2.0]
 
 
-def test_csv_file_source_reads_header_and_rejects_ragged_rows(tmp_path):
+def test_csv_file_source_reads_header_and_rejects_ragged_rows_as_malformed_csv(tmp_path):
     p = tmp_path / "x.csv"
     p.write_text("k,t,v\na,1,0.5\nb,2\nc,3,nan\n")
     items = drain(FileSource(p, SPEC))
     assert isinstance(items[0], Record) and items[0].values.tolist() == [0.5]
-    assert [i.reason for i in items[1:]] == ["malformed_json", "non_finite"]
+    assert [i.reason for i in items[1:]] == ["malformed_csv", "non_finite"]
 
 
 def test_file_source_resumes_after_the_committed_offset(tmp_path):
