@@ -170,10 +170,20 @@ def params_factory(params: dict | None) -> Callable[[int], Callable[[], object]]
 
 
 def _scores(factory: Callable[[int], Callable[[], object]], x: np.ndarray, seed: int) -> tuple[np.ndarray | None, str | None]:
+    """A fresh detector's scores of ``x``, or None and the reason: a detector that fails, or returns
+    anything but one finite score per row (NaN counts as no flag, so it would pass as a clean
+    result), is reported in ``errors``."""
     try:
-        return np.asarray(factory(seed)().score_series(x), dtype=np.float64), None
+        sc = np.asarray(factory(seed)().score_series(x), dtype=np.float64)
     except Exception as exc:  # one failing series is reported, not hidden, and the suite goes on
         return None, failure_reason(exc)
+    if sc.shape != (len(x),):
+        got = f"{sc.shape[0]} scores" if sc.ndim == 1 else f"scores of shape {sc.shape}"
+        return None, f"{got} for {len(x)} rows; a detector must return one score per row"
+    bad = int(np.count_nonzero(~np.isfinite(sc)))
+    if bad:
+        return None, f"non-finite scores (NaN or infinity) on {bad} of {len(x)} rows"
+    return sc, None
 
 
 def score_anomaly_null(factory: Callable[[int], Callable[[], object]] = default_factory, seeds: int = 5,

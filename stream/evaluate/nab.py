@@ -15,7 +15,7 @@ and scores them with :func:`score_corpus`, a re-implementation of the NAB v1.1 s
    costs ``-fnWeight`` if none is flagged); a flagged row outside windows earns ``fpWeight * s(p)``;
 5. the threshold is swept over every distinct score, per profile, on the whole corpus at once;
 6. normalised = ``100 (raw - raw_null) / (perfect - raw_null)`` with ``perfect = tpWeight * #windows``
-   and ``raw_null = -fnWeight * #windows``.
+   (every labelled window) and ``raw_null = -fnWeight * #windows`` (those with a row after probation).
 
 Examples
 --------
@@ -87,6 +87,7 @@ def read_nab_csv(path: Path, name: str | None = None) -> NabFile:
         if header is None or [h.strip() for h in header[:2]] != ["timestamp", "value"]:
             raise ValueError(f"{path}: expected a header 'timestamp,value'; got {header}")
         times = []
+        lines = []
         for k, row in enumerate(reader, start=2):
             if not row:
                 continue
@@ -94,9 +95,16 @@ def read_nab_csv(path: Path, name: str | None = None) -> NabFile:
                 times.append(_parse_time(row[0]))
                 stamps.append(row[0])
                 values.append(float(row[1]))
+                lines.append(k)
             except (IndexError, ValueError) as exc:
                 raise ValueError(f"{path}:{k}: bad row {row!r} ({exc}); expected 'timestamp,value'") from None
+    if not times:
+        raise ValueError(f"{path}: no rows after the header; a NAB data file needs at least one 'timestamp,value' row")
     ts = np.array(times, dtype="datetime64[s]")
+    back = _first_out_of_order(ts)
+    if back is not None:
+        raise ValueError(f"{path}:{lines[back]}: timestamp {stamps[back]!r} is before the previous row's "
+                         f"{stamps[back - 1]!r}; NAB data files must be in time order")
     vals = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(vals)):
         raise ValueError(f"{path}: non-finite values; NAB files must hold numbers only")
@@ -114,6 +122,28 @@ def load_corpus(root: Path) -> list[NabFile]:
     return [read_nab_csv(p, f"{p.parent.name}/{p.name}") for p in files]
 
 
+def _first_out_of_order(ts: np.ndarray) -> int | None:
+    """Index of the first timestamp before the one before it (None: in time order; NAB's own data
+    repeats a timestamp now and then, which is kept)."""
+    bad = np.flatnonzero(np.diff(ts) < np.timedelta64(0, "s"))
+    return int(bad[0]) + 1 if bad.size else None
+
+
+def check_windows(where: str, windows: list[tuple[np.datetime64, np.datetime64]], shown: list | None = None) -> None:
+    """ValueError naming ``where`` and the window when a window ends before it starts or two windows
+    share a timestamp (a duplicate, a nested or an overlapping window): NAB's windows are disjoint,
+    and scoring such labels would drop or double count a window. ``shown``: the windows as written."""
+    shown = [f"[{a}, {b}]" for a, b in windows] if shown is None else shown
+    for (a, b), text in zip(windows, shown):
+        if b < a:
+            raise ValueError(f"{where}: window {text} ends before it starts; write it as [start, end]")
+    order = sorted(range(len(windows)), key=lambda i: (windows[i][0], windows[i][1]))
+    for i, j in zip(order, order[1:]):
+        if windows[j][0] <= windows[i][1]:
+            raise ValueError(f"{where}: window {shown[j]} overlaps window {shown[i]}; NAB windows must be "
+                             "disjoint (merge or remove one)")
+
+
 def load_windows(root: Path) -> dict[str, list[tuple[np.datetime64, np.datetime64]]]:
     path = Path(root) / "labels" / "combined_windows.json"
     if not path.is_file():
@@ -127,6 +157,7 @@ def load_windows(root: Path) -> dict[str, list[tuple[np.datetime64, np.datetime6
             out[k] = [(_parse_time(a), _parse_time(b)) for a, b in v]
         except (TypeError, ValueError):
             raise ValueError(f"{path}: {k}: expected a list of [start, end] timestamps; got {v!r}"[:300]) from None
+        check_windows(f"{path}: {k}", out[k], [f"[{a}, {b}]" for a, b in v])
     return out
 
 
@@ -170,14 +201,15 @@ def load_profiles(root: Path) -> dict[str, dict[str, float]]:
 # scoring
 # --------------------------------------------------------------------------------------------
 def scaled_sigmoid(p: np.ndarray | float) -> np.ndarray:
-    """NAB's ``s(p) = 2 / (1 + exp(5 p)) - 1``, with ``s = -1`` from ``p >= 3`` on (NAB's sweeper).
+    """NAB's ``s(p) = 2 / (1 + exp(5 p)) - 1``, with ``s = -1`` for ``p > 3`` (NAB's sweeper,
+    ``scaledSigmoid``: at exactly ``p = 3`` the formula holds, ``2 / (1 + exp(15)) - 1``).
 
-    >>> scaled_sigmoid(np.array([-1.0, 3.0])).round(6).tolist()
-    [0.986614, -1.0]
+    >>> scaled_sigmoid(np.array([-1.0, 3.0, 3.5])).round(7).tolist()
+    [0.9866143, -0.9999994, -1.0]
     """
     p = np.asarray(p, dtype=np.float64)
     out = 2.0 / (1.0 + np.exp(np.clip(5.0 * p, -700, 700))) - 1.0
-    return np.where(p >= 3.0, -1.0, out)
+    return np.where(p > 3.0, -1.0, out)
 
 
 @dataclass
@@ -216,9 +248,13 @@ def prepare_rows(n: int, windows_rows: list[tuple[int, int]], probation: int | N
     idx = np.arange(n)
     prev_right, prev_width = None, None
     start = 0
-    for w, (left, right) in enumerate(sorted(windows_rows)):
+    ordered = sorted(windows_rows)
+    for w, (left, right) in enumerate(ordered):
         if not (0 <= left <= right < n):
             raise ValueError(f"window rows ({left}, {right}) outside a file of {n} rows")
+        if prev_right is not None and left <= prev_right:
+            raise ValueError(f"window rows ({left}, {right}) overlap window rows {tuple(ordered[w - 1])}; "
+                             "NAB windows must be disjoint")
         width = float(right - left + 1)
         if prev_right is not None:  # rows between the previous window and this one
             seg = idx[start:left]
@@ -240,7 +276,16 @@ def prepare_rows(n: int, windows_rows: list[tuple[int, int]], probation: int | N
 
 
 def rows_for_file(f: NabFile, windows: list[tuple[np.datetime64, np.datetime64]]) -> ScoringRows:
-    """Map a file's time windows to row indices (first row >= start, last row <= end)."""
+    """Map a file's time windows to row indices (first row >= start, last row <= end).
+
+    ValueError naming the file when its timestamps are out of time order or a window is reversed
+    or overlaps another (:func:`check_windows`).
+    """
+    back = _first_out_of_order(f.timestamps)
+    if back is not None:
+        raise ValueError(f"data/{f.name}: row {back + 1} ({f.raw_timestamps[back]!r}) is before the row before it "
+                         f"({f.raw_timestamps[back - 1]!r}); NAB data files must be in time order")
+    check_windows(f"data/{f.name}", windows)
     pairs = []
     for a, b in windows:
         left = int(np.searchsorted(f.timestamps, a, side="left"))
@@ -332,7 +377,8 @@ def score_at_threshold(
 ) -> dict[str, float]:
     """Raw and normalised score of ``items`` when rows with ``score >= threshold`` are flagged.
 
-    The normalised score is NaN when the items hold no window (perfect = null = 0).
+    The normalised score is NaN when the items hold no labelled window (perfect = null = 0), as
+    :func:`score_corpus` normalises: perfect counts every labelled window, null the scorable ones.
     """
     tp_w, fn_w, fp_w = profile["tpWeight"], profile["fnWeight"], profile["fpWeight"]
     max_tp = float(scaled_sigmoid(-1.0))
@@ -354,7 +400,7 @@ def score_at_threshold(
         n_win += rows.n_windows
         n_lab += rows.n_labelled
     perfect, null = tp_w * n_lab, -fn_w * n_win
-    norm = 100.0 * (raw - null) / (perfect - null) if n_win else math.nan
+    norm = 100.0 * (raw - null) / (perfect - null) if perfect != null else math.nan
     return {"score": norm, "raw": raw, "windows_detected": n_det, "windows": n_win, "labelled_windows": n_lab,
             "false_positive_rows": n_fp}
 
@@ -381,7 +427,7 @@ def leave_one_category_out(
             test = [it for n, it in zip(names, items) if n.split("/")[0] == c]
             thr = score_corpus(train, {pname: prof})[pname]["threshold"]
             res = score_at_threshold(test, prof, thr)
-            own = score_corpus(test, {pname: prof})[pname]["score"] if res["windows"] else math.nan
+            own = score_corpus(test, {pname: prof})[pname]["score"] if not math.isnan(res["score"]) else math.nan
             per_cat[c] = {**res, "threshold": thr, "own_threshold_score": own}
             pooled_raw += res["raw"]
             pooled_win += res["windows"]
@@ -391,7 +437,7 @@ def leave_one_category_out(
         out[pname] = {
             "categories": per_cat,
             "mean": float(np.mean(scored)) if scored else math.nan,
-            "pooled": 100.0 * (pooled_raw - null) / (perfect - null) if pooled_win else math.nan,
+            "pooled": 100.0 * (pooled_raw - null) / (perfect - null) if perfect != null else math.nan,
             "full_corpus": score_corpus(items, {pname: prof})[pname]["score"],
         }
     return out
@@ -423,16 +469,18 @@ def flags_by_category(
     cats = sorted({n.split("/")[0] for n in names})
     out: dict = {}
     for pname, prof in profiles.items():
-        per_cat, raw, n_win = {}, 0.0, 0
+        per_cat, raw, n_win, n_lab = {}, 0.0, 0, 0
         for c in cats:
             res = score_at_threshold([it for n, it in zip(names, items) if n.split("/")[0] == c], prof, 0.5)
             per_cat[c] = res
             raw += res["raw"]
             n_win += res["windows"]
+            n_lab += res["labelled_windows"]
         scored = [v["score"] for v in per_cat.values() if not math.isnan(v["score"])]
-        perfect, null = prof["tpWeight"] * n_win, -prof["fnWeight"] * n_win
+        # normalised as score_corpus: perfect earns every labelled window, null misses the scorable ones
+        perfect, null = prof["tpWeight"] * n_lab, -prof["fnWeight"] * n_win
         out[pname] = {"categories": per_cat, "mean": float(np.mean(scored)) if scored else math.nan,
-                      "pooled": 100.0 * (raw - null) / (perfect - null) if n_win else math.nan}
+                      "pooled": 100.0 * (raw - null) / (perfect - null) if perfect != null else math.nan}
     return out
 
 
@@ -485,6 +533,9 @@ def read_result_scores(path: Path, n: int) -> np.ndarray:
                 values.append(float(r["anomaly_score"]))
             except (TypeError, ValueError):
                 raise ValueError(f"{path}:{reader.line_num}: anomaly_score {r['anomaly_score']!r} is not a number") from None
+            if not math.isfinite(values[-1]):
+                raise ValueError(f"{path}:{reader.line_num}: anomaly_score {r['anomaly_score']!r} is not finite; "
+                                 "stored scores must be finite numbers")
         scores = np.array(values, dtype=np.float64)
     if scores.shape[0] != n:
         raise ValueError(f"{path}: {scores.shape[0]} scores for a data file of {n} rows")

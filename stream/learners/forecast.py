@@ -32,6 +32,34 @@ MAX_MAGNITUDE = 1e150
 MIN_SPREAD = 1e-150
 
 
+def _checkpointable_key(key) -> bool:
+    """Whether ``key`` comes back equal from a checkpoint (JSON, lists read back as tuples)."""
+    if key is None or isinstance(key, (str, bool, int)):
+        return True
+    if isinstance(key, float):
+        return math.isfinite(key)  # NaN is not equal to itself: no feature would ever match it
+    if isinstance(key, tuple):
+        return all(_checkpointable_key(k) for k in key)
+    return False
+
+
+def _as_key(obj):
+    """A key read back from JSON: lists (tuples when written) become tuples again, nested too."""
+    if isinstance(obj, list):
+        return tuple(_as_key(k) for k in obj)
+    return obj
+
+
+def _scaled_mean_sd(resid: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation of ``resid`` computed on ``resid * 2**-e`` with ``2**e`` above its
+    largest magnitude (a power of two only moves exponents), so that no square overflows."""
+    e = math.frexp(float(np.abs(resid).max()))[1]
+    scaled = np.ldexp(resid, -e)
+    mean = math.ldexp(float(scaled.mean()), e)
+    sd = math.ldexp(math.sqrt(float(scaled.var())), e)
+    return mean, (sd if sd > 1e-12 else 1e-12)
+
+
 class ForecastResidualDetector(AnomalyDetector):
     """Score = standardised residual of an online weighted-SVR one-step forecast.
 
@@ -49,8 +77,10 @@ class ForecastResidualDetector(AnomalyDetector):
         Values used to fix the standardisation before learning starts (at least ``k + 2``).
     resid_window : int
         Residuals kept for the score's mean and standard deviation.
-    key : hashable, optional
-        Feature holding the value; by default ``x`` must have exactly one feature.
+    key : None, str, int, float, bool or a tuple of these (nested tuples too), optional
+        Feature holding the value; by default ``x`` must have exactly one feature. Other keys
+        are refused with a ``ValueError``: a checkpoint stores the key as JSON, and only these
+        come back equal to themselves.
     ridge : float
         Diagonal ridge of the SVR dual.
 
@@ -75,6 +105,9 @@ class ForecastResidualDetector(AnomalyDetector):
             raise ValueError(f"warmup must be at least k + 2 = {int(k) + 2}; got {warmup}")
         if int(resid_window) < 2:
             raise ValueError(f"resid_window must be at least 2; got {resid_window}")
+        if not _checkpointable_key(key):
+            raise ValueError(f"key must be None, a str, an int, a finite float, a bool or a tuple of these, which a "
+                             f"checkpoint restores as it was; got {key!r} ({type(key).__name__})")
         self.k = k
         self.window = window
         self.C = C
@@ -175,9 +208,16 @@ class ForecastResidualDetector(AnomalyDetector):
         # beside one huge value (an error code of 9.9e37), and once it had left the sum of squares
         # went negative: every later row scored about 1e11
         resid = np.fromiter(self._resid, dtype=np.float64, count=len(self._resid))
-        mean = float(resid.mean())
-        var = float(resid.var())
-        sd = math.sqrt(var) if var > 1e-24 else 1e-12
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = float(resid.mean())
+            var = float(resid.var())
+        if not (math.isfinite(mean) and math.isfinite(var)):
+            # a value far beyond the warm-up's spread (1e150 on a series of sd 1e-6 standardises to
+            # 1e156) leaves a residual whose square overflows: the same statistics on the residuals
+            # scaled by a power of two (exact, but for residuals some 1e-308 of the largest)
+            mean, sd = _scaled_mean_sd(resid)
+        else:
+            sd = math.sqrt(var) if var > 1e-24 else 1e-12
         return abs(r - mean) / sd
 
     # ------------------------------------------------------------------ checkpoints
@@ -185,7 +225,7 @@ class ForecastResidualDetector(AnomalyDetector):
         """Flat dict of arrays, numbers and strings for ``.npz`` + JSON checkpoints (no pickle)."""
         params = self._get_params()
         params["gamma"] = -1.0 if self.gamma is None else float(self.gamma)
-        params["key"] = json.dumps(self.key)
+        params["key"] = json.dumps(self.key)  # a tuple is written as a JSON list (from_state restores it)
         state = {"version": 1, "class": type(self).__name__, **params,
                  "raw": np.array(self._raw, dtype=np.float64), "has_mu": int(self._mu is not None),
                  "mu": 0.0 if self._mu is None else float(self._mu), "sd": float(self._sd),
@@ -203,7 +243,7 @@ class ForecastResidualDetector(AnomalyDetector):
         obj = cls(k=int(state["k"]), window=int(state["window"]), C=float(state["C"]),
                   epsilon=float(state["epsilon"]), gamma=None if gamma < 0 else gamma,
                   decay=float(state["decay"]), warmup=int(state["warmup"]),
-                  resid_window=int(state["resid_window"]), key=json.loads(state["key"]),
+                  resid_window=int(state["resid_window"]), key=_as_key(json.loads(state["key"])),
                   ridge=float(state["ridge"]))
         obj._raw = np.asarray(state["raw"], dtype=np.float64).tolist()
         obj._mu = float(state["mu"]) if int(state["has_mu"]) else None

@@ -114,6 +114,36 @@ def test_a_failing_series_is_reported_and_the_suite_goes_on():
     assert res["by_kind"]["ar0"]["rows"] == 400
 
 
+@pytest.mark.parametrize("rule, reason", [
+    (lambda x: np.full(x.shape[0], np.nan), "non-finite scores (NaN or infinity) on 300 of 300 rows"),
+    (lambda x: np.where(np.arange(x.shape[0]) % 2 == 0, np.nan, 1.0),
+     "non-finite scores (NaN or infinity) on 150 of 300 rows"),
+    (lambda x: np.r_[np.zeros(x.shape[0] - 1), np.inf], "non-finite scores (NaN or infinity) on 1 of 300 rows"),
+    (lambda x: np.zeros(10), "10 scores for 300 rows"),
+    (lambda x: np.zeros((x.shape[0], 2)), "scores of shape (300, 2) for 300 rows"),
+], ids=["all-nan", "half-nan", "one-inf", "short", "two-columns"])
+def test_scores_that_are_not_one_finite_value_per_row_are_reported_not_counted(rule, reason):
+    res = A.score_anomaly_null(factory_of(rule), seeds=1, lengths=(300,), kinds=("ar0",))
+    assert res["by_kind"] == {} and res["cells"] == {}
+    assert len(res["errors"]) == 1 and res["errors"][0]["error"].startswith(reason)
+    assert res["errors"][0] | {"error": None} == {"kind": "ar0", "length": 300, "seed": 0, "error": None}
+    found = A.score_anomaly_found(factory_of(rule), 1, ("spike",), ("ar0",))
+    assert found["cells"]["spike"]["ar0"]["series"] == 0 and len(found["errors"]) == 1
+
+
+def test_nan_in_an_anomalys_window_is_reported_not_read_as_a_miss():
+    def rule(x):
+        s = np.zeros(x.shape[0])
+        s[A.ANOMALY_ROW:A.ANOMALY_ROW + 40] = np.nan
+        return s
+
+    res = A.score_anomaly_found(factory_of(rule), 1, ("spike",), ("ar0",))
+    assert res["cells"]["spike"]["ar0"] == {"series": 0, "found": {"0.3": 0, "0.5": 0, "0.7": 0, "1.0": 0},
+                                            "median_peak": None}
+    assert res["errors"] == [{"kind": "spike", "base": "ar0", "seed": 0,
+                              "error": "non-finite scores (NaN or infinity) on 40 of 3000 rows"}]
+
+
 def test_found_part_looks_from_the_anomaly_to_its_window_end():
     def at(row, value=1.0):
         return factory_of(lambda x: np.where(np.arange(x.shape[0]) == row, value, 0.0))

@@ -115,3 +115,77 @@ def test_eval_nab_alerts_scores_the_daemons_alerts_at_a_fixed_threshold(tmp_path
     assert "the daemon's alerts at the fixed threshold 0.5" in capsys.readouterr().out
     assert nab.run(parser.parse_args([str(tmp_path), "--alerts", "1.5"])) == 2
     assert "--alerts is a score threshold in (0, 1]" in capsys.readouterr().err
+
+
+# --- labels and files that would be scored wrongly without a word --------------------------------
+def _stamp(t):
+    return str(t).replace("T", " ")
+
+
+def _labelled_file(rows=100):
+    stamps = np.datetime64("2020-01-01T00:00:00") + np.arange(rows) * np.timedelta64(60, "s")
+    return stamps, nab.NabFile("c/f.csv", stamps, np.zeros(rows), [_stamp(t) for t in stamps])
+
+
+@pytest.mark.parametrize("pairs", [[(50, 60), (50, 60)], [(40, 70), (50, 60)], [(50, 60), (55, 70)], [(60, 50)]],
+                         ids=["duplicate", "nested", "overlapping", "reversed"])
+def test_labels_with_overlapping_or_reversed_windows_are_refused_naming_file_and_window(tmp_path, pairs):
+    stamps, f = _labelled_file()
+    windows = [[_stamp(stamps[a]), _stamp(stamps[b])] for a, b in pairs]
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "combined_windows.json").write_text(json.dumps({"c/f.csv": windows}))
+    with pytest.raises(ValueError, match=r"c/f\.csv: window \[2020-01-01 0\d:\d\d:00, 2020-01-01 0\d:\d\d:00\]") as err:
+        nab.load_windows(tmp_path)
+    assert "combined_windows.json" in str(err.value)
+    with pytest.raises(ValueError, match=r"data/c/f\.csv: window .*(overlaps|ends before it starts)"):
+        nab.rows_for_file(f, [(stamps[a], stamps[b]) for a, b in pairs])
+
+
+def test_disjoint_windows_still_map_to_their_rows():
+    stamps, f = _labelled_file()
+    rows = nab.rows_for_file(f, [(stamps[60], stamps[70]), (stamps[30], stamps[40])])
+    assert (rows.n_windows, rows.n_labelled) == (2, 2)
+    assert np.flatnonzero(rows.window == 0).tolist() == list(range(30, 41))
+    assert np.flatnonzero(rows.window == 1).tolist() == list(range(60, 71))
+
+
+def test_a_data_file_out_of_time_order_is_refused_naming_file_and_row(tmp_path):
+    stamps, _ = _labelled_file()
+    order = np.r_[0:55, 56, 55, 57:100]
+    f = nab.NabFile("c/f.csv", stamps[order], np.zeros(100), [_stamp(t) for t in stamps[order]])
+    with pytest.raises(ValueError, match=r"data/c/f\.csv: row 57 .*2020-01-01 00:55:00.*time order"):
+        nab.rows_for_file(f, [(stamps[50], stamps[60])])
+    path = tmp_path / "f.csv"
+    path.write_text("timestamp,value\n" + "".join(f"{_stamp(t)},{i}\n" for i, t in enumerate(stamps[order])))
+    with pytest.raises(ValueError, match=r"f\.csv:58: timestamp '2020-01-01 00:55:00' is before"):
+        nab.read_nab_csv(path)
+
+
+def test_a_repeated_timestamp_is_kept_as_nab_data_holds_some(tmp_path):
+    stamps, _ = _labelled_file()
+    stamps = stamps.copy()
+    stamps[56] = stamps[55]
+    path = tmp_path / "f.csv"
+    path.write_text("timestamp,value\n" + "".join(f"{_stamp(t)},{i}\n" for i, t in enumerate(stamps)))
+    f = nab.read_nab_csv(path, "c/f.csv")
+    assert len(f.values) == 100
+    assert nab.rows_for_file(f, [(stamps[50], stamps[60])]).n_windows == 1
+
+
+def test_a_data_file_without_rows_is_refused_naming_it(tmp_path):
+    write_corpus(tmp_path)
+    (tmp_path / "data" / "cat" / "b.csv").write_text("timestamp,value\n")
+    with pytest.raises(ValueError, match=r"b\.csv: no rows after the header"):
+        nab.evaluate(tmp_path)
+
+
+def test_a_non_finite_stored_score_is_refused_naming_file_and_row(tmp_path):
+    write_corpus(tmp_path)
+    for name in ("a.csv", "b.csv"):
+        lines = (tmp_path / "data" / "cat" / name).read_text().splitlines()[1:]
+        out = tmp_path / "results" / "det" / "cat" / f"det_{name}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("timestamp,value,anomaly_score\n" + "".join(
+            f"{ln},{'nan' if (name, k) == ('b.csv', 7) else 0.1}\n" for k, ln in enumerate(lines)))
+    with pytest.raises(ValueError, match=r"det_b\.csv:9: anomaly_score 'nan' is not finite"):
+        nab.score_results_dir(tmp_path, tmp_path / "results", "det")

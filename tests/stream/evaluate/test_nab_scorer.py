@@ -25,7 +25,24 @@ def test_scaled_sigmoid_values_and_cutoff():
     assert scaled_sigmoid(0.0) == pytest.approx(0.0)
     assert scaled_sigmoid(-1.0) == pytest.approx(2 / (1 + np.exp(-5)) - 1)
     assert scaled_sigmoid(3.5) == -1.0
-    assert scaled_sigmoid(3.0) == -1.0  # NAB's sweeper: -1 from p = 3 on (the formula gives -0.9999994)
+    assert scaled_sigmoid(np.nextafter(3.0, 4.0)) == -1.0
+
+
+def test_scaled_sigmoid_is_minus_one_only_beyond_p_3_as_nabs_sweeper():
+    # NAB's sweeper.scaledSigmoid: -1.0 if p > 3.0, else 2 sigmoid(-5 p) - 1; at p = 3 the formula holds
+    at_three = 2.0 / (1.0 + np.exp(15.0)) - 1.0
+    assert float(scaled_sigmoid(3.0)) == at_three and at_three > -1.0
+
+
+def test_a_row_exactly_three_window_widths_after_a_window_keeps_the_formula_weight():
+    # a window of 3 rows ending at row 12: row 12 + 3 (W - 1) = 18 sits at p = |12 - 18| / 2 = 3
+    rows = prepare_rows(22, [(10, 12)], probation=0)
+    at_three = 2.0 / (1.0 + np.exp(15.0)) - 1.0
+    assert rows.unweighted[18] == at_three and rows.unweighted[19] == -1.0
+    scores = np.zeros(22)
+    scores[[10, 18]] = 1.0
+    raw = score_corpus([(rows, scores)], STANDARD)["standard"]["raw"]
+    assert raw == pytest.approx(1.0 + 0.11 * at_three, abs=1e-15)
 
 
 def test_early_detection_earns_more_than_late_detection():
@@ -207,4 +224,50 @@ def test_flags_by_category_scores_each_category_on_its_own_flags():
         want = score_at_threshold(items[2 * k : 2 * k + 2], STANDARD["standard"], 0.5)
         assert res["categories"][cat] == want
     assert res["mean"] == pytest.approx(np.mean([res["categories"][c]["score"] for c in "abc"]))
+    assert res["pooled"] == pytest.approx(score_at_threshold(items, STANDARD["standard"], 0.5)["score"])
+
+
+# --- windows that NAB's labels never hold, and the normalisation of a fixed threshold ----------
+@pytest.mark.parametrize("windows", [[(10, 30), (10, 30)], [(10, 30), (20, 25)], [(10, 30), (25, 40)],
+                                     [(10, 30), (30, 40)]],
+                         ids=["duplicate", "nested", "overlapping", "sharing-a-row"])
+def test_overlapping_row_windows_are_refused(windows):
+    with pytest.raises(ValueError, match="overlap"):
+        prepare_rows(100, windows, probation=0)
+    with pytest.raises(ValueError, match="overlap"):
+        prepare_rows(100, windows[::-1], probation=0)
+
+
+def test_adjacent_row_windows_are_kept():
+    rows = prepare_rows(100, [(10, 30), (31, 40)], probation=0)
+    assert rows.n_windows == 2 and rows.window[30] == 0 and rows.window[31] == 1
+
+
+def test_score_at_threshold_normalises_a_probation_only_window_as_score_corpus():
+    from ratiowatch.stream.evaluate.nab import score_at_threshold
+
+    # the one labelled window lies in the probation period: perfect = 1, null = 0
+    rows = prepare_rows(100, [(2, 5)])
+    flags = np.zeros(100)
+    flags[80] = 1.0
+    got = score_at_threshold([(rows, flags)], STANDARD["standard"], 0.5)
+    assert (got["windows"], got["labelled_windows"]) == (0, 1)
+    assert got["score"] == pytest.approx(100.0 * got["raw"] / 1.0) and got["raw"] == pytest.approx(-0.11)
+    # at the threshold the sweep chooses (flag nothing) both give the same number
+    best = score_corpus([(rows, flags)], STANDARD)["standard"]
+    assert score_at_threshold([(rows, flags)], STANDARD["standard"], best["threshold"])["score"] == best["score"] == 0.0
+
+
+def test_flags_by_category_pools_with_every_labelled_window_as_its_categories():
+    from ratiowatch.stream.evaluate.nab import flags_by_category, score_at_threshold
+
+    flags = np.zeros(100)
+    flags[50] = 1.0
+    with_probation_window = prepare_rows(100, [(2, 5), (50, 60)])  # probation 15 rows
+    items = [(with_probation_window, flags), (prepare_rows(100, [(50, 60)]), flags)]
+    res = flags_by_category(["a/x.csv", "b/y.csv"], items, STANDARD)["standard"]
+    assert res["categories"]["a"]["score"] == pytest.approx(200.0 / 3.0)
+    assert res["categories"]["b"]["score"] == pytest.approx(100.0)
+    # pooled: raw 2 of perfect 3 (three labelled windows) against null -2
+    assert res["pooled"] == pytest.approx(100.0 * (2.0 + 2.0) / (3.0 + 2.0))
     assert res["pooled"] == pytest.approx(score_at_threshold(items, STANDARD["standard"], 0.5)["score"])

@@ -192,3 +192,66 @@ def test_one_huge_value_leaves_the_scores_once_it_leaves_the_residual_window(spi
         clean.learn_one({"y": v})
         spiked.learn_one({"y": w})
     assert np.median(late_spiked) < 3 * np.median(late_clean)
+
+
+@pytest.mark.parametrize("key", [("sensor", 1), (("site", 2), 0.5, True), "v", 0, None])
+def test_a_key_comes_back_from_a_checkpoint_file_as_it_was(tmp_path, key):
+    from ratiowatch.stream.detectors.state_file import read_state, write_state
+
+    x, _ = _series_with_spikes(n=120, seed=4)
+    name = "v" if key is None else key
+    det = ForecastResidualDetector(k=3, window=40, warmup=20, key=key)
+    for v in x[:60]:
+        det.learn_one({name: v} if key is None else {name: v, "other": 1.0})
+    write_state(tmp_path / "det.npz", det.to_state())
+    twin = ForecastResidualDetector.from_state(read_state(tmp_path / "det.npz"))
+    assert twin.key == key and type(twin.key) is type(key)
+    for v in x[60:]:
+        row = {name: v} if key is None else {name: v, "other": 1.0}
+        assert twin.score_one(row) == det.score_one(row)
+        det.learn_one(row)
+        twin.learn_one(row)
+
+
+class _Key:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        return isinstance(other, _Key)
+
+
+@pytest.mark.parametrize("key", [_Key(), np.int64(0), b"v", frozenset({"v"}), float("nan"), ("sensor", _Key())],
+                         ids=["object", "numpy-int", "bytes", "frozenset", "nan", "tuple-with-object"])
+def test_a_key_a_checkpoint_cannot_restore_is_refused_when_the_detector_is_made(key):
+    with pytest.raises(ValueError, match="key must be None, a str, an int, a finite float, a bool or a tuple of these"):
+        ForecastResidualDetector(k=3, window=40, warmup=20, key=key)
+
+
+def test_a_value_far_beyond_the_warm_up_spread_leaves_the_scores_finite_and_exact():
+    # 1e150 is accepted, but on a series of sd 1e-6 it standardises to about 1e156: the square of its
+    # residual overflowed, the residual spread came out infinite and every row while it sat in the
+    # window scored exactly 0. The scores are |r - mean| / sd of the residual window, checked
+    # here in exact rational arithmetic.
+    import math
+    import warnings
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    x = 1.0 + 1e-6 * rng.normal(size=320)
+    x[100] = 1e150
+    x[200] = 2.0
+    det = ForecastResidualDetector(k=3, window=40, warmup=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for t, v in enumerate(x):
+            before = [Fraction(r) for r in det._resid]
+            score = det.score_one({"v": v})
+            det.learn_one({"v": v})
+            if 100 < t <= 300:
+                mean = sum(before) / len(before)
+                var = sum((r - mean) ** 2 for r in before) / len(before)
+                sd = math.sqrt(float(var / Fraction(4) ** 600)) * 2.0 ** 600
+                want = float(abs(Fraction(det._resid[-1]) - mean) / Fraction(sd))
+                assert score == pytest.approx(want, rel=1e-12, abs=0.0), t
+                assert score > 0.0
