@@ -227,9 +227,8 @@ def run(args) -> int:
             "harder (and finds more change points where a column switches between levels as its "
             "ordinary behaviour)") if smooth else None
     gone = left_out(x, names)
-    count = "1 sample is" if len(x) == 1 else f"{len(x)} samples are"
-    short_msg = (f"{count} too short for any detection: every split needs a few subsequences of width "
-                 f"{rep.config['width']} on each side") if too_short else None
+    short_msg = (f"{_rows_analysed(len(x), gone)} too short for any detection: every split needs a few "
+                 f"subsequences of width {rep.config['width']} on each side") if too_short else None
     if args.json:
         alarms = []
         for a in rep.alarms:
@@ -421,6 +420,20 @@ def left_out(x: np.ndarray, names: list[str]) -> dict | None:
     if not rows:
         return None
     return {"rows": rows, "by_column": {n: int(c) for n, c in zip(names, missing.sum(axis=0)) if c}}
+
+
+def _rows_analysed(total: int, gone: dict | None) -> str:
+    """How many rows the offline detector analysed, said before "too short".
+
+    >>> _rows_analysed(400, None), _rows_analysed(400, {"rows": 392})
+    ('400 samples are', 'only 8 of 400 rows have a value in every column,')
+    """
+    if gone is None:
+        return "1 sample is" if total == 1 else f"{total} samples are"
+    kept = total - gone["rows"]
+    if kept == 0:
+        return f"none of the {total} rows has a value in every column,"
+    return f"only {kept} of {total} rows {'has' if kept == 1 else 'have'} a value in every column,"
 
 
 def left_out_note(gone: dict | None, total: int) -> str | None:

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.split_profile import ChannelwiseProfile, MultiWidthProfile, SplitProfile, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import cycle_permutation_test, permutation_profile
@@ -111,9 +112,24 @@ MAX_ROWS = 5000
 METHODS = ("rulsif", "ulsif")
 #: subsequence widths of a periodic series: both a quarter and a whole cycle, or only one of them
 WIDTHS = ("both", "quarter", "period")
+#: the shortest series with a split at any width (a width of 1 and 5 subsequences on each side)
+MIN_SPLIT_ROWS = 11
+#: the options read as True or False
+BOOL_OPTIONS = ("spending", "cycle_permutation", "smooth_steps")
 
 
-def _as_rows(series) -> np.ndarray:
+def _as_rows(series, width: int | None = None, orientation: bool = False) -> np.ndarray:
+    """``series`` as float rows (T, m): samples are rows, channels columns.
+
+    Refused rather than read as something else: an array without channels ((T, 0)); with a given
+    ``width``, a series whose rows with a value in every channel leave no split of that width to
+    score; and with ``orientation`` (:func:`detect`'s array, as its caller passed it), fewer rows
+    than the shortest series with a split (:data:`MIN_SPLIT_ROWS`) beside at least that many
+    columns, such as a (1, T) row vector or a transposed (channels, T) array, which would be read
+    as a few samples of T channels and silently get no change point. A wide array with enough
+    rows (40 samples of 60 channels) is a series like any other, and so is any array :func:`replay`
+    reads: the rows of a table (``ratiowatch detect``) are its samples, however few.
+    """
     if isinstance(series, (list, tuple)) and series and isinstance(series[0], dict):
         raise ValueError("pass dict samples to ChangePointDetector.step; detect() takes an array (T,) or (T, m)")
     arr = np.array([np.nan if v is None else v for v in series] if isinstance(series, list) and series
@@ -124,8 +140,27 @@ def _as_rows(series) -> np.ndarray:
         raise ValueError(f"series must have shape (T,) or (T, m); got {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError("series is empty")
+    if arr.shape[1] == 0:
+        raise ValueError(f"series has no channel (shape {arr.shape}); pass an array (T,) or (T, m) with m >= 1")
     if np.any(np.isinf(arr)):
         raise ValueError("series holds infinite values; use NaN for missing values")
+    rows, channels = arr.shape
+    if orientation and rows < MIN_SPLIT_ROWS <= channels:
+        raise ValueError(
+            f"series has {rows} row(s) of {channels} channels, fewer rows than any split needs "
+            f"({MIN_SPLIT_ROWS}); detect() reads rows as samples and columns as channels: pass "
+            "series.T for an array (channels, T)"
+            + (", or series.ravel() for one series as a row (1, T)" if rows == 1 else ""))
+    if width is not None:
+        complete = int((~np.isnan(arr).any(axis=1)).sum())  # the rows analysed
+        prof = build_profile(complete, min(width, complete), 0, DEFAULTS)[0] if complete else None
+        if prof is not None and (complete < prof.min_length() or prof.candidates(complete).size == 0):
+            fits = (f"use a width of at most about {complete // MIN_ROWS} (T // {MIN_ROWS}), or None (from the data)"
+                    if complete >= MIN_SPLIT_ROWS else f"{complete} rows are too few for a split at any width")
+            raise ValueError(
+                f"width={width} leaves no split to score in {'the ' if complete < rows else ''}{complete} rows"
+                + (f" (of {rows}) with a value in every channel" if complete < rows else "")
+                + f": a split needs {prof.rows_min} subsequences of the width on each side; {fits}")
     return arr
 
 
@@ -143,16 +178,26 @@ def _config(params: dict) -> dict:
     if method not in METHODS:
         raise ValueError(f"offline detect supports method in {METHODS} (the split profile is a RuLSIF fit); got {method!r}")
     if method == "ulsif":
+        if "alpha" in params and check_real(params["alpha"], "alpha") != 0.0:
+            raise ValueError(f"method='ulsif' is RuLSIF with alpha = 0; got alpha={params['alpha']!r} (leave "
+                             "alpha out, or use method='rulsif' with that alpha)")
         cfg["alpha"] = 0.0
-    if not MIN_FALSE_ALARM_RATE <= float(cfg["false_alarm_rate"]) < 1.0:
+    cfg["false_alarm_rate"] = check_real(cfg["false_alarm_rate"], "false_alarm_rate")
+    if not MIN_FALSE_ALARM_RATE <= cfg["false_alarm_rate"] < 1.0:
         raise ValueError(f"false_alarm_rate must be in [{MIN_FALSE_ALARM_RATE}, 1), e.g. 0.05; got "
                          f"{cfg['false_alarm_rate']} (it is the chance that a change-free series gets any "
                          "change point, not a rate per sample; the exact test draws 2 / rate surrogates "
                          "per split, so a smaller rate takes minutes per series)")
-    if cfg["width"] is not None and int(cfg["width"]) < 1:
-        raise ValueError(f"width must be >= 1 or None (from the data); got {cfg['width']}")
-    if cfg["widths"] not in WIDTHS:
-        raise ValueError(f"widths must be one of {WIDTHS}; got {cfg['widths']!r}")
+    if cfg["width"] is not None:
+        try:
+            cfg["width"] = check_int(cfg["width"], "width", minimum=1)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{exc} (or None: from the data)") from None
+    check_choice(cfg["widths"], "widths", WIDTHS)
+    for name in BOOL_OPTIONS:
+        cfg[name] = check_bool(cfg[name], name)
+    # None would draw the surrogates from the OS's entropy: results that differ run to run
+    cfg["seed"] = check_seed(cfg["seed"])
     check_profile_settings(alpha=cfg["alpha"], lam=cfg["lam"], sigma_factor=cfg["sigma_factor"],
                            n_centres=cfg["n_centres"], grid=cfg["grid"])
     check_max_order(cfg["max_order"])
@@ -228,7 +273,7 @@ def at_level_shift(split: int, shifts, profile) -> int:
 def replay(series, progress: Callable[[int, int], None] | None = None, **params) -> Replay:
     """Change points, alarms and traces of ``series`` (see :func:`detect` for ``params``)."""
     cfg = _config(params)
-    raw = _as_rows(series)
+    raw = _as_rows(series, cfg["width"])
     t_len = raw.shape[0]
     rows = np.flatnonzero(~np.isnan(raw).any(axis=1))
     if rows.size == 0 and not np.isnan(raw).all():
@@ -324,7 +369,9 @@ def detect(series, **params) -> list[int]:
         Chance that a change-free series gets any change point (the stop test's level); 0.05. At
         least 0.001: the test's cost grows as its inverse.
     width : int or None
-        Subsequence width; None (default) chooses it from the data.
+        Subsequence width (an integer >= 1); None (default) chooses it from the data. A width that
+        leaves no split to score (a split needs a few subsequences of the width on each side: at
+        most about T // 10) is an error.
     widths : {"both", "quarter", "period"}
         For a periodic series (``width=None``): score a quarter cycle and a whole cycle and take the
         larger profile (default), or only one of them.
@@ -346,9 +393,17 @@ def detect(series, **params) -> list[int]:
         behaviour (appliances, insect EPG) it adds change points (docs/experiments.md, X and X3).
     method : {"rulsif", "ulsif"}
         The divergence (uLSIF is RuLSIF with alpha = 0, scored in one direction: see
-        :mod:`ratiowatch.core.split_profile`). On the synthetic suites uLSIF keeps the false-change
-        target but finds fewer changes than RuLSIF (278 against 422 of 460; docs/results.md).
+        :mod:`ratiowatch.core.split_profile`; so with "ulsif" an ``alpha`` other than 0 is an
+        error). On the synthetic suites uLSIF keeps the false-change target but finds fewer
+        changes than RuLSIF (278 against 422 of 460; docs/results.md).
     seed : int
-        Drives the surrogates (results are deterministic given it).
+        Drives the surrogates (results are deterministic given it): an integer >= 0, 0 by default
+        (None, which would draw from the OS's entropy, is refused).
+
+    ``spending``, ``cycle_permutation`` and ``smooth_steps`` take True or False only (a string
+    such as "false" is refused, not read by its truthiness). The series is refused when it has no
+    channel, or fewer rows than any split needs (11) beside at least as many columns: a (1, T) row
+    vector or a transposed (channels, T) array (pass ``series.ravel()`` or ``series.T``).
     """
+    _as_rows(series, orientation=True)  # refused before it is misread
     return replay(series, **params).change_points

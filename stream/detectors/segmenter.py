@@ -286,7 +286,7 @@ class SplitProfileDetector(base.DriftDetector):
         self._buf: np.ndarray | None = None  # (2 max_window, m): the window is _buf[_lo:_hi]
         self._lo = self._hi = 0
         self._start = 0  # global index of the window's first sample
-        self._last: np.ndarray | None = None  # last finite sample (carried into gaps)
+        self._last: np.ndarray | None = None  # last sample taken, complete (carried into gaps)
         self._cal: _Calibration | None = None
         self._fresh = True  # no calibration since the window (re)started
         self._since_test = 0
@@ -317,8 +317,8 @@ class SplitProfileDetector(base.DriftDetector):
         if np.isinf(v).any():
             raise ValueError("sample holds an infinite value; use NaN for missing values")
         if np.isnan(v).any():
-            if self._last is None:
-                return None if np.isnan(v).all() else np.where(np.isnan(v), 0.0, v)
+            if self._last is None:  # nothing to carry forward yet: the sample is skipped (step)
+                return None
             v = np.where(np.isnan(v), self._last, v)
         return v
 
@@ -388,11 +388,27 @@ class SplitProfileDetector(base.DriftDetector):
         return self
 
     def step(self, x) -> Alarm | None:
-        """Feed one sample (a number, or one value per channel; NaN = missing); the alarm it raised."""
+        """Feed one sample (a number, or one value per channel; NaN = missing); the alarm it raised.
+
+        A missing value is carried forward from the last sample taken. Until a sample with a value
+        in every channel has come there is nothing to carry, and a sample with any value missing is
+        skipped: it is counted (indices stay the stream's) but not taken into the window, as
+        :func:`~ratiowatch.stream.detectors.offline.detect` leaves such rows out. (Filling the
+        missing channel with 0.0 put a step into a channel that reads 1000 at its first sample.)
+
+        Examples
+        --------
+        >>> det = SplitProfileDetector()
+        >>> det.step([1.0, float("nan")]) is None, det.window_length
+        (True, 0)
+        >>> _ = det.step([1.0, 2.0]); _ = det.step([1.5, float("nan")])
+        >>> det.window_length, det.to_state()["window"].tolist()
+        (2, [[1.0, 2.0], [1.5, 2.0]])
+        """
         v = self._row(x)
         self.n_seen += 1
         self._drift_detected = False
-        if v is None:  # nothing seen yet: the gap cannot be filled
+        if v is None:  # no sample with every channel yet: the gap cannot be filled
             self._start = self.n_seen
             return None
         if self._buf is None:

@@ -95,6 +95,17 @@ def test_too_short_a_series_says_so(tmp_path):
     assert "too short for any detection" in proc.stdout and "too short" in proc.stderr
 
 
+def test_too_short_counts_the_rows_analysed_not_every_row(tmp_path):
+    # 400 rows, of which 8 have a value in every column: it said "400 samples are too short"
+    rows = [(t, t % 5, t % 3 if t % 50 == 0 else "") for t in range(400)]
+    p = write(tmp_path / "few.csv", rows)
+    proc = cli("detect", p, "--json")
+    assert proc.returncode == 0, proc.stderr
+    msg = json.loads(proc.stdout)["too_short"]
+    assert msg.startswith("only 8 of 400 rows have a value in every column, too short for any detection")
+    assert "400 samples" not in proc.stderr and "392 of 400 rows were left out" in proc.stderr
+
+
 def test_alarm_scores_are_ratios_to_the_threshold_for_any_input(tmp_path):
     from ratiowatch.stream.detectors.offline import replay
 

@@ -328,6 +328,87 @@ def test_bad_arguments_raise():
             detect(np.zeros(50), **bad)
 
 
+@pytest.mark.parametrize("seed", [None, -1, 2.5, True, "1"])
+def test_the_seed_must_be_a_non_negative_integer(seed):
+    # None drew the surrogates from the OS's entropy (results differed run to run), the others
+    # failed inside numpy or were read as 1
+    with pytest.raises((TypeError, ValueError), match="seed must be an integer"):
+        detect(np.zeros(50), seed=seed)
+
+
+@pytest.mark.parametrize("name", ["spending", "cycle_permutation", "smooth_steps"])
+@pytest.mark.parametrize("value", ["false", "no", 1, None])
+def test_boolean_options_take_only_true_or_false(name, value):
+    # read by truthiness, smooth_steps="false" turned smooth steps on
+    with pytest.raises(TypeError, match=f"{name} must be True or False"):
+        detect(np.zeros(50), **{name: value})
+
+
+@pytest.mark.parametrize("width", [2.5, True, "7", float("nan"), float("inf"), 0, -3])
+def test_width_must_be_an_integer_of_at_least_one_or_none(width):
+    # 2.5 was read as 2, True as 1, "7" as 7; nan and inf failed in a bare int()
+    with pytest.raises((TypeError, ValueError), match=r"width must be an integer.*or None"):
+        detect(np.zeros(50), width=width)
+
+
+def test_false_alarm_rate_must_be_a_number():
+    with pytest.raises(TypeError, match="false_alarm_rate must be a real number"):
+        detect(np.zeros(50), false_alarm_rate="0.05")
+
+
+def test_ulsif_refuses_an_alpha_other_than_zero():
+    # uLSIF is RuLSIF with alpha = 0: an explicit alpha was silently replaced by 0
+    with pytest.raises(ValueError, match="method='ulsif' is RuLSIF with alpha = 0"):
+        detect(np.zeros(50), method="ulsif", alpha=0.5)
+    assert replay(np.zeros(50), method="ulsif", alpha=0.0).config["alpha"] == 0.0
+
+
+def test_a_width_that_leaves_no_split_is_refused_and_says_what_fits():
+    # on 400 samples a width of 65 or more leaves fewer than the subsequences a split needs on a
+    # side: the series silently got no change point, even at a step of 10 sd
+    rng = np.random.default_rng(0)
+    y = np.r_[rng.normal(0, 1, 200), rng.normal(10, 1, 200)]
+    for width in (65, 80, 1000):
+        with pytest.raises(ValueError, match=rf"width={width} leaves no split to score in 400 rows.*"
+                                             r"at most about 40 \(T // 10\), or None"):
+            detect(y, width=width)
+    # the rows counted are those analysed: with every other value of a second channel missing, 200
+    gappy = np.c_[y, np.where(np.arange(400) % 2 == 0, np.nan, y)]
+    with pytest.raises(ValueError, match=r"in the 200 rows \(of 400\) with a value in every channel.*about 20"):
+        detect(gappy, width=35)
+    with pytest.raises(ValueError, match="8 rows are too few for a split at any width"):
+        detect(np.arange(8.0), width=1)
+    assert replay(y, width=64).change_points == [200]  # the widest that leaves a split
+
+
+def test_an_array_without_channels_is_refused():
+    # it failed deep inside the surrogates
+    with pytest.raises(ValueError, match=r"series has no channel \(shape \(100, 0\)\)"):
+        detect(np.zeros((100, 0)))
+
+
+def test_a_row_vector_or_transposed_array_is_refused_but_a_wide_series_is_not():
+    from ratiowatch.core.split_profile import SplitProfile
+    from ratiowatch.stream.detectors.offline import MIN_SPLIT_ROWS
+
+    rng = np.random.default_rng(0)
+    y = np.r_[rng.normal(0, 1, 200), rng.normal(4, 1, 200)]
+    assert detect(y) == [200]
+    # read as one sample of 400 channels (or five), they silently got no change point
+    with pytest.raises(ValueError, match=r"1 row\(s\) of 400 channels.*series\.T.*series\.ravel\(\)"):
+        detect(np.atleast_2d(y))
+    with pytest.raises(ValueError, match=r"5 row\(s\) of 400 channels, fewer rows than any split needs.*series\.T"):
+        detect(np.tile(y, (5, 1)))
+    # replay reads the rows of a table (ratiowatch detect), whose samples they are however few
+    assert replay(np.tile(y[:12], (5, 1))).change_points == []
+    # no split at any width below that many rows, so nothing that had an answer is refused
+    assert MIN_SPLIT_ROWS == SplitProfile(width=1).min_length()
+    # fewer rows than channels but enough for a split: a wide series like any other
+    wide = np.r_[rng.normal(0, 1, (20, 60)), rng.normal(3, 1, (20, 60))]
+    assert detect(wide) == [20]
+    assert detect(rng.normal(size=(10, 10))) == [] and detect(np.zeros((1, 5))) == []
+
+
 def test_each_width_choice_of_a_periodic_series_is_honoured():
     x = periodic(["sine", "square"], seg_len=1000, noise=0.3, seed=1)
     got = {w: replay(x, widths=w).config["widths"] for w in ("both", "quarter", "period")}

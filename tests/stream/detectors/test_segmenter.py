@@ -240,6 +240,25 @@ class TestInput:
         filled[400] = x[399]
         assert stream_alarms(SplitProfileDetector(), gaps) == stream_alarms(SplitProfileDetector(), filled)
 
+    def test_samples_with_a_missing_value_are_skipped_until_one_has_every_channel(self):
+        # the missing value of a first sample was filled with 0.0: beside a channel that reads 1000,
+        # a step that raised a false alarm in this change-free stream (at sample 889)
+        rng = np.random.default_rng(0)
+        x = np.c_[5 + rng.normal(size=1200), 1000 + rng.normal(size=1200)]
+        gappy = [np.array([x[0, 0], np.nan]), np.array([np.nan, np.nan]), *x[2:]]
+        det = SplitProfileDetector(seed=0)
+        assert det.step(gappy[0]) is None and det.step(gappy[1]) is None
+        assert (det.n_seen, det.window_length, det.to_state()["window"].size) == (2, 0, 0)
+        # a checkpoint of the skipped samples continues as the detector does
+        restored = SplitProfileDetector.from_state(det.to_state())
+        later = stream_alarms(det, x[2:])
+        assert later == [] and stream_alarms(restored, x[2:]) == later
+        # as if the stream had started at its first complete sample
+        fresh = SplitProfileDetector(seed=0)
+        fresh.skip_to(2)
+        assert stream_alarms(fresh, x[2:]) == later
+        assert fresh.to_state()["window"].tolist() == det.to_state()["window"].tolist()
+
     def test_bad_input_says_what_to_do(self):
         det = SplitProfileDetector()
         with pytest.raises(ValueError, match="infinite"):
