@@ -43,3 +43,23 @@ def write(path, rows, sep=",", header="time,cpu,mem"):
 
 def near(cps, at, tol=8):
     return any(abs(c - at) <= tol for c in cps)
+
+
+def cache_env() -> dict:
+    """The environment with the repository's numba cache (subprocesses compile nothing afresh)."""
+    return {**os.environ, "NUMBA_CACHE_DIR": str(ROOT / ".numba_cache")}
+
+
+def last_line(stderr: str) -> str:
+    """The last line of ``stderr`` that is not blank (where a command states why it stopped)."""
+    lines = [x for x in stderr.splitlines() if x.strip()]
+    return lines[-1] if lines else ""
+
+
+def error_line(capsys) -> str:
+    """A command's one line of error (and nothing on stdout), read from pytest's ``capsys``."""
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]

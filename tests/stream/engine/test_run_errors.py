@@ -4,7 +4,6 @@ a stop signal during the start is a clean stop."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -13,18 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_util import cache_env as env, last_line
 
-REPO = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-m", "ratiowatch.stream.commands.cli", "run"]
-
-
-def env():
-    return {**os.environ, "NUMBA_CACHE_DIR": str(REPO / ".numba_cache")}
-
-
-def last_line(stderr: str) -> str:
-    lines = [x for x in stderr.splitlines() if x.strip()]
-    return lines[-1] if lines else ""
 
 
 def test_no_broker_is_one_line_and_exit_code_4(tmp_path, free_port):

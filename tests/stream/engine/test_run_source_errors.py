@@ -10,18 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_util import cache_env as env, last_line
 
-REPO = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-m", "ratiowatch.stream.commands.cli", "run"]
-
-
-def env():
-    return {**os.environ, "NUMBA_CACHE_DIR": str(REPO / ".numba_cache")}
-
-
-def last_line(stderr: str) -> str:
-    lines = [x for x in stderr.splitlines() if x.strip()]
-    return lines[-1] if lines else ""
 
 
 def stdin_config(tmp_path: Path) -> Path:

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from cli_util import error_line
 
 from ratiowatch.stream.commands.cli import main
 from ratiowatch.stream.evaluate import tcpd, tssb
@@ -33,14 +34,6 @@ def write_tcpd(root, raw_text: str):
     (root / "datasets" / "a.json").write_text('{"name": "a", "series": [{"raw": ' + raw_text + "}]}")
     (root / "annotations.json").write_text(json.dumps({"a": {"1": [1]}}))
     return root
-
-
-def error_line(capsys) -> str:
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
-    return lines[0]
 
 
 # -- desc.txt: name,window_size,cp1,... ----------------------------------------------------------

@@ -8,6 +8,7 @@ import types
 
 import numpy as np
 import pytest
+from cli_util import error_line
 
 from ratiowatch.stream.commands.cli import main
 
@@ -27,14 +28,6 @@ def write_tcpd(root, series: dict, annotations: dict | None = None):
 
 def step(name="step"):
     return {"name": name, "series": [{"raw": [0.0] * 50 + [5.0] * 50}]}
-
-
-def error_line(capsys) -> str:
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
-    return lines[0]
 
 
 # -- plots ---------------------------------------------------------------------------------------
