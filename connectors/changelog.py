@@ -13,11 +13,15 @@ compaction the broker keeps only the latest record per key, so that read stays s
 broker acknowledged every one of them; the daemon commits source offsets only after that, as it
 does after a directory store's fsync and rename.
 
-A value larger than ``max_message_bytes`` is split into parts: part 0 under the key itself, part
-``i`` under ``key + "\\x00" + i``, each with headers ``seq``, ``part`` and ``parts``. A restore
-assembles the parts of one ``seq`` and ignores incomplete or stale sets (a compacted topic keeps
-the latest record of each part key, so a complete set of the newest version is always there once
-its write was acknowledged).
+A value larger than ``max_message_bytes`` is split into ``n`` parts, each with headers ``seq``,
+``part`` and ``parts``: parts ``0 .. n-2`` under keys of their own version, ``key + "\\x00" + seq +
+"\\x00" + i``, sent and acknowledged first; then the last part under the key itself, which is the
+version's commit record (a single-part checkpoint is just that record). So a write that fails
+midway leaves the key's record, and with it the previous complete version, untouched: a restore
+takes, for each key, the highest ``seq`` whose parts are all there and ignores the rest. Once a
+version is acknowledged, the part keys of the versions it replaces get tombstones, so compaction
+reclaims them. Topics written with the earlier layout (part 0 under the key, part ``i`` under
+``key + "\\x00" + i``) restore the same way.
 
 The topic is created if it is missing, with ``cleanup.policy=compact`` where the broker accepts it
 (a broker that refuses the setting gets a plain topic and a warning: correct, only longer to read
@@ -37,6 +41,20 @@ log = logging.getLogger("ratiowatch.changelog")
 
 _SEP = b"\x00"
 _HEADROOM = 4096  # record overhead (key, headers, batch framing) below the broker's message limit
+
+
+def _pieces(head: tuple[int, int, int, bytes], seq: int,
+            parts: dict[bytes, tuple[int, int, int, int, int, bytes]]) -> list[bytes] | None:
+    """The pieces of version ``seq`` in order, ``head`` (its record under the key) and the latest
+    matching record of each other part; None if one is missing."""
+    _, at, n, value = head
+    best: dict[int, tuple[int, bytes]] = {at: (-1, value)}
+    for _, offset, s, part, count, v in parts.values():
+        if s == seq and count == n and part != at and 0 <= part < n and offset > best.get(part, (-2, b""))[0]:
+            best[part] = (offset, v)
+    if len(best) != n or not 0 <= at < n:
+        return None
+    return [best[i][1] for i in range(n)]
 
 
 class ChangelogStore:
@@ -79,6 +97,8 @@ class ChangelogStore:
                         if k.startswith(("security_protocol", "ssl_", "sasl_")) or k in ("api_version", "client_id")}
         self._seqs: dict[str, int] = {}                 # key -> latest version seen or written
         self._restored: dict[str, tuple[str, bytes]] = {}  # key -> (source partition, payload): not yet taken
+        # key -> (changelog partition, {part key: seq}): the split checkpoints' parts on the topic
+        self._parts: dict[str, tuple[int, dict[bytes, int]]] = {}
         self.partitions = self.ensure_topic()
         self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=2,
                                        max_request_size=max_message_bytes + _HEADROOM,
@@ -146,25 +166,67 @@ class ChangelogStore:
 
     def write_many(self, payloads: list[tuple[str, bytes, int]]) -> int:
         """Send ``(key, payload, seq)`` records; returns once every one is acknowledged (raises
-        otherwise: the caller commits nothing)."""
+        otherwise: the caller commits nothing).
+
+        The parts of split checkpoints go first, each under a key of its own version; only once
+        all of them are acknowledged are the records under the keys themselves sent (the single-part
+        checkpoints and the last part of each split one), so a failure at any point leaves the
+        previous complete version of every key restorable. Part keys that the new versions replace
+        get tombstones afterwards (not awaited: one that is lost leaves a part that the next
+        restore finds and the next version of its key deletes)."""
         if not payloads:
             return 0
-        futures = []
         chunk = self.max_message_bytes
+        parts_first: list[tuple[int, bytes, bytes, list]] = []
+        records: list[tuple[int, bytes, bytes, list]] = []  # under the keys themselves
+        latest: dict[str, tuple[int, set[bytes]]] = {}    # key -> (seq, part keys) of its last write here
         for key, payload, seq in payloads:
             part = self._changelog_partition(self.partition_of(key) if self.partition_of else None)
             pieces = [payload[i:i + chunk] for i in range(0, len(payload), chunk)] or [b""]
             kb = key.encode("utf-8", "surrogatepass")  # any str has bytes (a valid key's are its UTF-8 ones)
+            n = len(pieces)
+            part_keys: set[bytes] = set()
             for i, piece in enumerate(pieces):
-                headers = [("seq", str(seq).encode()), ("part", str(i).encode()), ("parts", str(len(pieces)).encode())]
-                k = kb if i == 0 else kb + _SEP + str(i).encode()
-                futures.append(self._producer.send(self.topic, key=k, value=piece, partition=part, headers=headers))
-        self._producer.flush(self.timeout_s)
-        for f in futures:
-            f.get(timeout=self.timeout_s)  # raises the delivery error
+                headers = [("seq", str(seq).encode()), ("part", str(i).encode()), ("parts", str(n).encode())]
+                if i == n - 1:
+                    records.append((part, kb, piece, headers))
+                else:
+                    k = kb + _SEP + str(seq).encode() + _SEP + str(i).encode()
+                    part_keys.add(k)
+                    parts_first.append((part, k, piece, headers))
+            latest[key] = (seq, part_keys)
+            if part_keys:  # tracked from now on, so that a failed write's parts are deleted later too
+                self._parts.setdefault(key, (part, {}))[1].update(dict.fromkeys(part_keys, seq))
+        for batch in (parts_first, records):
+            futures = [self._producer.send(self.topic, key=k, value=v, partition=part, headers=h)
+                       for part, k, v, h in batch]
+            if futures:
+                self._producer.flush(self.timeout_s)
+                for f in futures:
+                    f.get(timeout=self.timeout_s)  # raises the delivery error
         for key, _, seq in payloads:
             self._seqs[key] = max(self._seqs.get(key, 0), seq)
+        # tombstones for the part keys of the versions up to the one just written that it does not
+        # use (a newer version's parts stay: its record may still be the one to restore)
+        for key, (seq, keep) in latest.items():
+            if key not in self._parts:
+                continue
+            num, known = self._parts[key]
+            for k in sorted(k for k, s in known.items() if s <= seq and k not in keep):
+                try:
+                    self._producer.send(self.topic, key=k, value=None, partition=num
+                                        ).add_errback(self._tombstone_failed, key, k)
+                except Exception as exc:  # noqa: BLE001 - the checkpoint is written: a part stays for a while
+                    self._tombstone_failed(key, k, exc)
+                    continue
+                del known[k]
+            if not known:
+                del self._parts[key]
         return len(payloads)
+
+    def _tombstone_failed(self, key: str, part_key: bytes, exc: BaseException) -> None:
+        log.warning("changelog: tombstone of a replaced checkpoint part not delivered (deleted after the next "
+                    "restore)", extra={"key": key, "part_key": part_key.decode("utf-8", "replace"), "error": str(exc)})
 
     def restore(self, partitions: set[str]) -> int:
         """Read the changelog partitions of the source partitions ``partitions`` ("topic:p") to
@@ -180,9 +242,11 @@ class ChangelogStore:
                           auto_offset_reset="earliest",
                           max_partition_fetch_bytes=max(1048576, self.max_message_bytes + _HEADROOM),
                           **self.options)
-        # key -> (changelog partition, seq, parts, {part: bytes}); the highest seq wins, and within
-        # one seq the latest record of each part
-        found: dict[str, tuple[int, int, int, dict[int, bytes]]] = {}
+        # records under the keys themselves: key -> {seq: (changelog partition, part, parts, bytes)},
+        # the latest record of each seq; the other parts: key -> {record key: (changelog partition,
+        # offset, seq, part, parts, bytes)}, the latest record of each record key (a tombstone deletes it)
+        heads: dict[str, dict[int, tuple[int, int, int, bytes]]] = {}
+        parts: dict[str, dict[bytes, tuple[int, int, int, int, int, bytes]]] = {}
         try:
             c.assign(tps)
             c.seek_to_beginning(*tps)
@@ -196,35 +260,48 @@ class ChangelogStore:
                     for m in msgs:
                         if m.key is None:
                             continue
-                        base, _, _ = m.key.partition(_SEP)
+                        base, sep, _ = m.key.partition(_SEP)
                         try:
                             key = base.decode("utf-8", "surrogatepass")
                         except UnicodeDecodeError:  # not a key this store wrote: one record must not stop a restore
                             log.warning("changelog: record with a key that is not UTF-8 skipped",
                                         extra={"partition": tp.partition, "offset": m.offset})
                             continue
-                        if m.value is None:  # a tombstone: the key's checkpoint was deleted
-                            found.pop(key, None)
+                        if m.value is None:  # a tombstone: the key's checkpoint, or one part key, was deleted
+                            if sep:
+                                parts.get(key, {}).pop(m.key, None)
+                            else:
+                                heads.pop(key, None)
                             continue
                         h = dict(m.headers or [])
-                        seq, part, parts = (int(h.get("seq", b"0")), int(h.get("part", b"0")),
-                                            int(h.get("parts", b"1")))
-                        cur = found.get(key)
-                        if cur is None or seq > cur[1]:
-                            cur = found[key] = (tp.partition, seq, parts, {})
-                        if seq == cur[1]:
-                            cur[3][part] = m.value
+                        seq, part, n = int(h.get("seq", b"0")), int(h.get("part", b"0")), int(h.get("parts", b"1"))
+                        if sep:
+                            parts.setdefault(key, {})[m.key] = (tp.partition, m.offset, seq, part, n, m.value)
+                            continue
+                        versions = heads.setdefault(key, {})
+                        versions[seq] = (tp.partition, part, n, m.value)
+                        # only the versions from the newest complete one on can be restored (an
+                        # uncompacted topic holds every version; a complete one stays complete, as
+                        # its parts get tombstones only once a newer version is complete)
+                        done = [s for s, v in versions.items() if _pieces(v, s, parts.get(key, {})) is not None]
+                        for s in [s for s in versions if done and s < max(done)]:
+                            del versions[s]
         finally:
             c.close()
-        n = 0
-        for key, (num, seq, parts, pieces) in found.items():
-            if len(pieces) != parts:
+        found = 0
+        for key, versions in heads.items():
+            for seq in sorted(versions, reverse=True):
+                pieces = _pieces(versions[seq], seq, parts.get(key, {}))
+                if pieces is not None:
+                    self._restored[key] = (versions[seq][0], b"".join(pieces))
+                    self._seqs[key] = max(self._seqs.get(key, 0), seq)
+                    found += 1
+                    break
                 log.warning("changelog: incomplete checkpoint skipped", extra={"key": key, "seq": seq})
-                continue
-            self._restored[key] = (num, b"".join(pieces[i] for i in range(parts)))
-            self._seqs[key] = max(self._seqs.get(key, 0), seq)
-            n += 1
-        return n
+        for key, recs in parts.items():  # the part keys on the topic: the key's next version deletes the others
+            if recs:
+                self._parts[key] = (next(iter(recs.values()))[0], {k: r[2] for k, r in recs.items()})
+        return found
 
     def scan(self) -> list[tuple[str, dict[str, Any], Any]]:
         """``(key, meta, entry)`` of the restored checkpoints not yet taken."""
@@ -243,6 +320,8 @@ class ChangelogStore:
         nums = {self._changelog_partition(p) for p in partitions}
         for key in [k for k, (num, _) in self._restored.items() if num in nums]:
             del self._restored[key]
+        for key in [k for k, (num, _) in self._parts.items() if num in nums]:
+            del self._parts[key]
 
     def close(self) -> None:
         try:

@@ -59,3 +59,31 @@ def test_changelog_is_created_with_the_source_partition_count_and_round_trips_ch
 def test_changelog_needs_the_source_topic(kafka_broker):
     with pytest.raises(ValueError, match="source topic"):
         store(kafka_broker.bootstrap, "nothing-checkpoints", "no-such-topic", {})
+
+
+def test_a_new_version_of_a_split_checkpoint_restores_and_deletes_the_parts_it_replaces(kafka_broker):
+    bs = kafka_broker.bootstrap
+    kafka_broker.create_topic("clv-src", 1)
+    parts = {"big": "clv-src:0"}
+    s = store(bs, "clv-src-checkpoints", "clv-src", parts, max_message_bytes=2048)
+    rng = np.random.default_rng(1)
+    v1 = CheckpointStore.encode("big", {"x": rng.normal(size=1000)}, {"count": 1, "seq": 1})
+    v2 = CheckpointStore.encode("big", {"x": rng.normal(size=900)}, {"count": 2, "seq": 2})
+    s.write_many([("big", v1, 1)])
+    s.write_many([("big", v2, 2)])
+    s.close()  # sends the tombstones still buffered
+
+    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, auto_offset_reset="earliest",
+                      consumer_timeout_ms=5000)
+    tp = TopicPartition("clv-src-checkpoints", 0)
+    c.assign([tp])
+    records = [(m.key, m.value) for m in c]
+    c.close()
+    n1 = -(-len(v1) // 2048)
+    assert sorted(k for k, v in records if v is None) == [b"big\x001\x00" + str(i).encode() for i in range(n1 - 1)]
+    assert [k for k, v in records if v is not None][-1] == b"big"
+
+    other = store(bs, "clv-src-checkpoints", "clv-src", {})
+    assert other.restore({"clv-src:0"}) == 1
+    assert other._restored["big"][1] == v2 and other.seq("big") == 2
+    other.close()
