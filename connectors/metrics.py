@@ -20,6 +20,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+#: seconds a metrics connection may stay silent (a request not sent, or sent only in part) before it is closed
+IDLE_TIMEOUT_S = 10.0
+
 
 class Metrics:
     """All daemon metrics; ``ready`` drives /readyz."""
@@ -93,14 +96,31 @@ class Metrics:
 
     def serve(self, host: str = "127.0.0.1", port: int = 9108) -> int:
         """Start serving in a daemon thread; returns the bound port (``port=0`` picks a free one).
-        Raises OSError when the address is in use."""
+        Raises OSError when the address is in use.
+
+        ``host`` may be an IPv6 address (``"::1"``): the socket's address family is the one
+        ``getaddrinfo`` gives for it. A connection that sends nothing for :data:`IDLE_TIMEOUT_S`
+        (a half-sent request, a client that never asks) is closed, so idle connections do not
+        each hold a thread for good."""
+        import socket
         from socketserver import ThreadingMixIn
         from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
         class Server(ThreadingMixIn, WSGIServer):
             daemon_threads = True
+            address_family = family
 
         class QuietHandler(WSGIRequestHandler):
+            timeout = IDLE_TIMEOUT_S  # on the connection's socket: each read and write
+
+            def handle(self):
+                try:
+                    super().handle()
+                except (TimeoutError, ConnectionError):  # idle or gone: close it, nothing worth a traceback
+                    self.close_connection = True
+
             def log_message(self, fmt, *args):  # scrapes are not worth a log line each
                 pass
 

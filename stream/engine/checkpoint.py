@@ -297,11 +297,17 @@ class CheckpointStore:
         return self._read_meta_seq(target)
 
     def load(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """``(state, meta)`` of ``key``, or None if it has no checkpoint."""
+        """``(state, meta)`` of ``key``, or None if it has no checkpoint. A file holding another
+        key's checkpoint (copied or renamed under this key's file name) is refused: restoring it
+        would continue this key from another key's state."""
         target = self.path(key)
         if not target.exists():
             return None
-        state, meta = self.load_path(target)
+        state, meta, stored = self._load_path(target)
+        if stored != key:
+            raise ValueError(f"{target}: this file holds the checkpoint of key {stored!r}, not of {key!r} (copied "
+                             f"or renamed from another key's file?); delete it to start {key!r} from scratch, or "
+                             f"move it back to {_key_filename(stored) if isinstance(stored, str) else 'its own name'}")
         return state, meta
 
     def load_entry(self, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -310,16 +316,34 @@ class CheckpointStore:
 
     @staticmethod
     def load_path(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        state, meta, _key = CheckpointStore._load_path(path)
+        return state, meta
+
+    @staticmethod
+    def _load_path(path: Path) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        """``(state, meta, the key stored in the file)``; a file that is not a readable checkpoint
+        is a ``ValueError`` naming it and saying what to do."""
+        todo = "delete it to start the key from scratch, or put back a good copy"
         try:
             data = np.load(path, allow_pickle=False)
-        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path}: unreadable checkpoint ({exc}); delete it to start the key from scratch") \
-                from None
+        except ValueError as exc:
+            if "pickle" not in str(exc):
+                raise ValueError(f"{path}: unreadable checkpoint ({exc}); {todo}") from None
+            # numpy takes any file that is neither an .npz archive nor an .npy array for a pickle,
+            # and its advice (allow_pickle) is not ours to give: checkpoints are never pickled
+            raise ValueError(f"{path}: unreadable checkpoint (not an .npz archive: a damaged file, or another "
+                             f"program's); {todo}") from None
+        except (OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path}: unreadable checkpoint ({exc}); {todo}") from None
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a bare .npy array
+            raise ValueError(f"{path}: unreadable checkpoint (a single .npy array, not an .npz archive); {todo}")
         try:
-            return _decode(data, path)
-        except (OSError, EOFError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: unreadable checkpoint ({exc}); delete it to start the key from scratch") \
-                from None
+            state, meta = _decode(data, path)
+            stored = json.loads(bytes(data[_JSON_MEMBER]).decode()).get("key")
+            return state, meta, stored
+        except (OSError, EOFError, KeyError, TypeError, AttributeError, zipfile.BadZipFile,
+                json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {exc}); {todo}") from None
         finally:
             data.close()
 

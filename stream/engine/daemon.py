@@ -56,6 +56,9 @@ LAG_EVERY_S = 5.0
 #: seconds over ``pipeline.max_keys`` (keys whose alerts a sink still holds cannot be evicted yet)
 #: before the daemon says so, once until it is back within the bound
 OVER_MAX_KEYS_WARN_S = 10.0
+#: kinds whose key holds a large state from its first record (kB, measured: README, sizing): with
+#: ``pipeline.max_keys = 0`` a start says so, once
+LARGE_KEY_KB = {"anomaly": 890}
 
 
 class _Countdown:
@@ -820,6 +823,13 @@ class Daemon:
                 if cfg.source["type"] != "kafka" or cfg.source["partitions"] is not None:
                     self.metrics.ready = True  # a group consumer becomes ready on its first assignment
             log.info("daemon started", extra={"source": cfg.source["type"], "sinks": [w.name for w in self.workers]})
+            kind = cfg.detector["kind"]
+            if max_keys <= 0 and kind in LARGE_KEY_KB:
+                log.warning(f"pipeline.max_keys = 0: the keys in memory are not bounded, and a key of kind = "
+                            f"'{kind}' holds about {LARGE_KEY_KB[kind]:,} kB from its first record (1,000 keys: "
+                            f"about {LARGE_KEY_KB[kind] / 1000:.1f} GB); set pipeline.max_keys to the memory "
+                            "for keys divided by that: keys beyond it are checkpointed and come back from their "
+                            "checkpoints on their next record", extra={"kind": kind, "key_kb": LARGE_KEY_KB[kind]})
         while not self.stopping:
             self.step()
             self._finish_checkpoint(wait=False)

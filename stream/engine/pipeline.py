@@ -51,6 +51,8 @@ Examples
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -62,6 +64,11 @@ from ratiowatch.stream.engine.checkpoint import CheckpointStore
 from ratiowatch.connectors.records import Alert, BadRecord, Record, RecordBatch
 
 log = logging.getLogger("ratiowatch.daemon")
+
+
+_UNSET = object()
+#: the entries of a checkpoint's metadata that a restore reads (``seq`` may be absent)
+_META_REQUIRED = ("dim", "count", "last_ts")
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class KeyState:
     last_seen: float = field(default_factory=time.monotonic)
     ahead_streak: int = 0               # records in a row rejected as too far ahead (not checkpointed)
     ahead_last: float = float("-inf")   # the latest of them
+    name: str | None = None             # the detector's name when not the factory's (restored, config changed)
 
 
 class Pipeline:
@@ -157,6 +165,8 @@ class Pipeline:
         #: for a source that cannot replay (stdin), whose positions start again at every run
         self.replay_gates = True
         self._unreadable_warned: set[str] = set()  # keys whose unreadable checkpoint was logged
+        self._params_warned: set[str] = set()  # keys whose checkpoint's other detector parameters were logged
+        self._config_ident: Any = _UNSET
         self.fenced_keys = 0
         self.detector_cpu_s = 0.0   # CPU time spent inside the detectors (what the daemon adds is the rest)
         self.last_checkpoint = time.monotonic()
@@ -169,7 +179,7 @@ class Pipeline:
         try:
             loaded = self.store.load(key) if self.store is not None else None
             if loaded is not None:
-                ks = self._restored(*loaded)
+                ks = self._restored(*loaded, key)
         except Exception as exc:
             # every record of the key is a processing_error dead letter until the checkpoint is dealt
             # with: said once per key in the log, not once per record
@@ -187,7 +197,8 @@ class Pipeline:
         self.keys[key] = ks
         return ks
 
-    def _restored(self, state: dict[str, Any], meta: dict[str, Any]) -> KeyState:
+    def _restored(self, state: dict[str, Any], meta: dict[str, Any], key: str) -> KeyState:
+        meta = self._checked_meta(meta, key)
         try:
             det = self.factory.restore(state)
         except Exception as exc:
@@ -199,10 +210,75 @@ class Pipeline:
             raise
         ref = tuple(meta["last_ref"]) if meta.get("last_ref") else None
         ks = KeyState(detector=det, dim=int(meta["dim"]), count=int(meta["count"]),
-                      last_ts=float(meta["last_ts"]), last_ref=ref, seq=int(meta.get("seq", 0)))
+                      last_ts=float(meta["last_ts"]), last_ref=ref, seq=int(meta.get("seq", 0)),
+                      name=self._restored_name(key, det, meta))
         if ref is not None and self.replay_gates:
             ks.replay_gate = (ref[0], int(ref[1]), ks.last_ts)
         return ks
+
+    def _where(self, key: str) -> str:
+        path = getattr(self.store, "path", None)
+        return str(path(key)) if callable(path) else f"the checkpoint of key {key!r}"
+
+    def _checked_meta(self, meta: Any, key: str) -> dict[str, Any]:
+        """The pipeline's metadata of a checkpoint, refused (naming the entry and the file) when an
+        entry is missing or not of its type: a damaged file or another program's."""
+        todo = "a damaged checkpoint, or another program's; delete it to start the key from scratch"
+        if not isinstance(meta, dict):
+            raise ValueError(f"{self._where(key)}: the checkpoint's metadata is a {type(meta).__name__}, not an "
+                             f"object ({todo})")
+        missing = [name for name in _META_REQUIRED if name not in meta]
+        if missing:
+            raise ValueError(f"{self._where(key)}: the checkpoint's metadata lacks {', '.join(map(repr, missing))} "
+                             f"({todo})")
+
+        def integer(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        ref = meta.get("last_ref")
+        problems = [name for name, ok in (
+            ("dim", integer(meta["dim"]) and meta["dim"] >= 1),
+            ("count", integer(meta["count"]) and meta["count"] >= 0),
+            ("last_ts", isinstance(meta["last_ts"], (int, float)) and not isinstance(meta["last_ts"], bool)),
+            ("last_ref", ref is None or (isinstance(ref, list) and len(ref) == 2 and integer(ref[1]))),
+            ("seq", integer(meta.get("seq", 0)))) if not ok]
+        if problems:
+            raise ValueError(f"{self._where(key)}: the checkpoint's metadata holds a bad "
+                             f"{', '.join(f'{n!r} ({meta.get(n)!r})' for n in problems)} ({todo})")
+        return meta
+
+    # A key restored from a checkpoint keeps the detector the checkpoint holds: a restore is exact.
+    # When that detector's name or parameters differ from the config's (the config changed since),
+    # the key's alerts name the detector that produced them, and that is said once per key.
+    def _config_identity(self) -> tuple[str, dict[str, Any]] | None:
+        if self._config_ident is _UNSET:
+            identity = getattr(self.factory, "identity", None)
+            self._config_ident = None if identity is None else identity(self.factory.create("config", self.dim or 1))
+        return self._config_ident
+
+    def _restored_name(self, key: str, det: Detector, meta: dict[str, Any]) -> str | None:
+        """The name the key's alerts carry when it is not the factory's (None: the factory's)."""
+        mine = self._config_identity()
+        if mine is None:
+            return None
+        theirs = self.factory.identity(det)  # type: ignore[attr-defined]
+        if theirs is None or theirs == mine:
+            return None
+        name = theirs[0] if theirs[0] != mine[0] else None
+        warned = self._params_warned
+        if key not in warned:
+            if len(warned) >= 10000:  # bounded: a key may be said again after many others
+                warned.clear()
+            warned.add(key)
+            changed = _differences(theirs[1], mine[1])
+            if name is not None:
+                changed.insert(0, f"detector: {theirs[0]!r} (checkpoint) vs {mine[0]!r} (config)")
+            log.warning("the checkpoint of a key holds a detector with other parameters than the config's: the key "
+                        "keeps its checkpoint's detector (its alerts name that detector); delete the key's "
+                        "checkpoint to start it afresh with the config's parameters",
+                        extra={"key": key, "checkpoint_detector": theirs[0], "config_detector": mine[0],
+                               "differences": "; ".join(changed)})
+        return name
 
     def restore_partitions(self, partitions: set[str], limit: int = 10000) -> int:
         """Restore now (not on first sight) the keys whose last checkpointed record came from one of
@@ -220,7 +296,7 @@ class Pipeline:
             if not ref or ref[0] not in partitions or key in self.keys:
                 continue
             try:
-                ks = self._restored(*self.store.load_entry(path))
+                ks = self._restored(*self.store.load_entry(path), key)
             except Exception:  # noqa: BLE001 - the lazy path will raise it with the key's context
                 continue
             self.keys[key] = ks
@@ -326,7 +402,7 @@ class Pipeline:
             # kind = "auto": said once per key, so an operator can tell which keys run the slower detector
             log.info("key handed to the split-profile detector: its data since the last change have a period",
                      extra={"key": key, "record": int(ks.detector.det.handed_over_at)})
-        name = self.factory.name
+        name = ks.name or self.factory.name
         for ev in events:
             alerts.append(Alert.from_alarm(key=key, detector=name, change_index=ev.change_index,
                                            alarm_index=ev.alarm_index, timestamp=stamps[ev.row],
@@ -402,7 +478,7 @@ class Pipeline:
     def _meta(self, ks: KeyState) -> dict[str, Any]:
         return {"dim": ks.dim, "count": ks.count, "last_ts": ks.last_ts,
                 "last_ref": list(ks.last_ref) if ks.last_ref else None, "seq": ks.seq + 1,
-                "detector": self.factory.name}
+                "detector": ks.name or self.factory.name}
 
     def checkpoint(self, keys: list[str] | None = None) -> int:
         """Write the checkpoints of changed keys (all changed keys when ``keys`` is None)."""
@@ -559,6 +635,64 @@ def _score_of(det: Any) -> float | None:
     return None
 
 
+def _json_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters as a checkpoint's JSON holds them (tuples are lists), for comparing."""
+    return json.loads(json.dumps(params, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _options_params(cls_name: str, options_json: str) -> str:
+    """The parameters (JSON) of a ``cls_name`` detector built from ``options_json`` (a routed detector's
+    window or profile options): what the options leave to the defaults filled in, as that detector
+    resolves them, so that options and a full parameter set compare equal when they build the same."""
+    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
+    from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
+
+    cls = {"ChangePointDetector": ChangePointDetector, "SplitProfileDetector": SplitProfileDetector}[cls_name]
+    params = cls(**json.loads(options_json))._params()
+    return json.dumps(params, default=str, sort_keys=True)
+
+
+def _resolved(options: dict[str, Any], cls_name: str, false_alarm_rate: Any, seed: Any) -> dict[str, Any]:
+    try:
+        built = {**options, "false_alarm_rate": false_alarm_rate, "seed": seed}
+        params = json.loads(_options_params(cls_name, json.dumps(built, default=str, sort_keys=True)))
+    except Exception:  # noqa: BLE001 - options this build cannot resolve: compared as they are
+        return _json_params(options)
+    params.pop("false_alarm_rate", None)
+    params.pop("seed", None)
+    return params
+
+
+def _detector_params(det: Any) -> dict[str, Any] | None:
+    """The constructor parameters a change-point or anomaly detector runs with (None: unknown)."""
+    if hasattr(det, "window_options"):  # PeriodRoutedDetector: its options, with the defaults they leave
+        far, seed = det.false_alarm_rate, det.seed
+        params = {"false_alarm_rate": far, "seed": seed, "min_acf": det.min_acf,
+                  "period_level": det.period_level, "with_history": det.with_history,
+                  "window": _resolved(det.window_options, "ChangePointDetector", far, seed),
+                  "profile": _resolved(det.profile_options, "SplitProfileDetector", far, seed)}
+    elif callable(getattr(det, "_params", None)):  # ChangePointDetector, SplitProfileDetector
+        params = dict(det._params())
+    elif isinstance(getattr(det, "params", None), dict):  # TimeSeriesAnomalyDetector
+        params = {**det.params, "seed": det.seed}
+    else:
+        return None
+    return _json_params(params)
+
+
+def _differences(theirs: dict[str, Any], mine: dict[str, Any], prefix: str = "") -> list[str]:
+    """``"name: checkpoint value (checkpoint) vs config value (config)"`` for each parameter that differs."""
+    out = []
+    for name in sorted(set(theirs) | set(mine), key=str):
+        a, b = theirs.get(name, "unset"), mine.get(name, "unset")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(_differences(a, b, f"{prefix}{name}."))
+        elif a != b:
+            out.append(f"{prefix}{name}: {a!r} (checkpoint) vs {b!r} (config)")
+    return out
+
+
 class ChangePointFactory:
     """Builds ChangePointDetectors (or, with ``kind="split_profile"``, SplitProfileDetectors, and with
     ``kind="auto"``, PeriodRoutedDetectors) from config keyword arguments (one per key)."""
@@ -581,6 +715,15 @@ class ChangePointFactory:
 
     def restore(self, state: dict[str, Any]) -> ChangePointAdapter:
         return ChangePointAdapter(self._cls.from_state(state))
+
+    def identity(self, detector: ChangePointAdapter) -> tuple[str, dict[str, Any]] | None:
+        """``(name, parameters)`` of a detector (a restored one may have other parameters than the config's)."""
+        det = detector.det
+        params = _detector_params(det)
+        if params is None:
+            return None
+        kind = {"PeriodRoutedDetector": "auto", "SplitProfileDetector": "split_profile"}.get(type(det).__name__)
+        return (f"changepoint/{kind}" if kind else f"changepoint/{params.get('method', 'default')}"), params
 
 
 def event_starts(scores: np.ndarray, threshold: float, debounce: int, start: int = 0,
@@ -656,6 +799,11 @@ class AnomalyFactory:
 
     def restore(self, state: dict[str, Any]) -> AnomalyAdapter:
         return AnomalyAdapter(self._cls.from_state(state), self.threshold, int(state["alert_last_hit"]))
+
+    def identity(self, detector: AnomalyAdapter) -> tuple[str, dict[str, Any]] | None:
+        """``(name, parameters)`` of a detector (a restored one may have other parameters than the config's)."""
+        params = _detector_params(detector.det)
+        return None if params is None else (self.name, params)
 
 
 def build_factory(kind: str, kwargs: dict[str, Any], score_threshold: float | None = None) -> DetectorFactory:
