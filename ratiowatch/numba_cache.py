@@ -10,16 +10,18 @@ available``). :func:`configure_cache` therefore
 points ``NUMBA_CACHE_DIR`` at a writable directory when the package directory is not writable:
 ``$XDG_CACHE_HOME/ratiowatch/numba`` (default ``~/.cache/ratiowatch/numba``), else
 ``<tmp>/ratiowatch-numba-<uid>``. It must run before numba is imported (``import ratiowatch``
-does it, and every ``ratiowatch.*`` import runs it first); an explicit ``NUMBA_CACHE_DIR`` always
-wins. The package directory stands for the folders of the kernels' sources: one installed tree. ``ratiowatch warmup`` fills the cache ahead
+does it, and every ``ratiowatch.*`` import runs it first); an explicit ``NUMBA_CACHE_DIR`` wins
+when it can be used (it exists or can be created, and is writable); one that cannot is said once
+on stderr and replaced as if it were not set. The package directory stands for the folders of the kernels' sources: one installed tree. ``ratiowatch warmup`` fills the cache ahead
 of time (the Docker image runs it at build time).
 
 Examples
 --------
 >>> import os, tempfile
->>> env = {"NUMBA_CACHE_DIR": "/srv/cache"}
->>> configure_cache(environ=env, package_dir=tempfile.mkdtemp())
-'/srv/cache'
+>>> mine = os.path.join(tempfile.mkdtemp(), "cache")
+>>> env = {"NUMBA_CACHE_DIR": mine}
+>>> configure_cache(environ=env, package_dir=tempfile.mkdtemp()) == mine
+True
 >>> env = {"XDG_CACHE_HOME": tempfile.mkdtemp()}
 >>> configure_cache(environ=env, package_dir=tempfile.mkdtemp()) is None  # writable: numba's default
 True
@@ -53,6 +55,37 @@ def _writable_dir(path: Path) -> bool:
     return True
 
 
+def _usable_dir(path: Path) -> bool:
+    """Whether ``path`` is a writable directory or could be created as one, without creating it
+    (an explicit ``NUMBA_CACHE_DIR`` that numba creates when it first writes there)."""
+    try:
+        if path.is_dir():
+            return _writable_dir(path)
+        probe = path
+        while not probe.exists():  # the nearest existing ancestor must be a writable directory
+            if probe.parent == probe:
+                return False
+            probe = probe.parent
+        return probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+    except OSError:  # a folder on the way that may not be searched
+        return False
+
+
+_warned = False
+
+
+def _warn_unusable(path: str, instead: str) -> None:
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    try:
+        print(f"ratiowatch: NUMBA_CACHE_DIR={path} cannot be used (it cannot be created, or is not a writable "
+              f"directory); caching the numba kernels {instead} instead", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed: the note is not worth a failure
+        pass
+
+
 def user_cache_dir(environ: MutableMapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/ratiowatch/numba`` (default ``~/.cache/ratiowatch/numba``)."""
     env = os.environ if environ is None else environ
@@ -65,11 +98,30 @@ def configure_cache(environ: MutableMapping[str, str] | None = None,
     """Set ``NUMBA_CACHE_DIR`` when the package directory is not writable; return the directory in force.
 
     Returns the explicit or chosen cache directory, or None when numba caches next to the sources
-    (its default, the package being writable). Call it before numba is imported.
+    (its default, the package being writable). Call it before numba is imported. An explicit
+    directory that cannot be used is said once on stderr and replaced by the choice made without it.
     """
     env = os.environ if environ is None else environ
-    if env.get(ENV):
-        return env[ENV]
+    explicit = env.get(ENV)
+    if explicit:
+        if _usable_dir(Path(explicit)):
+            return explicit
+        del env[ENV]
+    got = _choose(env, package_dir)
+    if explicit:
+        _warn_unusable(explicit, f"in {got}" if got else "next to the installed package (__pycache__)")
+        _reload_numba_config(env)
+    return got
+
+
+def _reload_numba_config(env: MutableMapping[str, str]) -> None:
+    if env is os.environ and "numba" in sys.modules:  # too late for numba's import-time config
+        from numba.core import config
+
+        config.reload_config()
+
+
+def _choose(env: MutableMapping[str, str], package_dir: str | os.PathLike | None) -> str | None:
     pkg = Path(package_dir) if package_dir is not None else Path(__file__).resolve().parent
     if _writable_dir(pkg / "__pycache__"):
         return None
@@ -77,10 +129,7 @@ def configure_cache(environ: MutableMapping[str, str] | None = None,
     for cand in (user_cache_dir(env), Path(tempfile.gettempdir()) / f"ratiowatch-numba-{uid}"):
         if _writable_dir(cand):
             env[ENV] = str(cand)
-            if env is os.environ and "numba" in sys.modules:  # too late for numba's import-time config
-                from numba.core import config
-
-                config.reload_config()
+            _reload_numba_config(env)
             return str(cand)
     return None  # nowhere writable: numba compiles in memory on every start
 

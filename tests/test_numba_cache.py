@@ -18,10 +18,11 @@ def _unwritable(tmp_path: Path) -> Path:
     return blocker / "pkg"
 
 
-def test_an_explicit_cache_dir_always_wins(tmp_path):
-    env = {ENV: "/somewhere"}
-    assert configure_cache(environ=env, package_dir=_unwritable(tmp_path)) == "/somewhere"
-    assert env == {ENV: "/somewhere"}
+def test_an_explicit_cache_dir_that_can_be_made_always_wins(tmp_path):
+    where = str(tmp_path / "somewhere")  # not made yet: creatable is enough
+    env = {ENV: where}
+    assert configure_cache(environ=env, package_dir=_unwritable(tmp_path)) == where
+    assert env == {ENV: where}
 
 
 def test_a_writable_package_keeps_numbas_default(tmp_path):

@@ -86,3 +86,31 @@ def refuse_options(args, command: str, minimums: dict[str, int]) -> bool:
     if problem:
         print(f"ratiowatch bench {command}: {problem}", file=sys.stderr)
     return problem is not None
+
+
+#: the peer libraries each benchmark times ours against: import name -> the package to install
+PEERS = {"densratio": "densratio", "sklearn": "scikit-learn"}
+
+
+def refuse_missing_peers(command: str, modules: list[str]) -> bool:
+    """Before any timing: print one line for ``ratiowatch bench <command>`` on stderr naming the peer
+    libraries in ``modules`` that cannot be imported (they come with the optional ``test`` extra);
+    True if any.
+
+    >>> refuse_missing_peers("toy", ["json"])
+    False
+    """
+    import importlib
+    import sys
+
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(PEERS.get(name.split(".")[0], name.split(".")[0]))
+    missing = list(dict.fromkeys(missing))
+    if missing:
+        print(f"ratiowatch bench {command}: needs {' and '.join(missing)}, the peer it is timed against, which "
+              "is not installed; install it with pip install '.[test]'", file=sys.stderr)
+    return bool(missing)

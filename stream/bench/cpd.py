@@ -296,9 +296,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from ratiowatch.core.kernels import median_distance
+    from ratiowatch.stream.bench.common import refuse_missing_peers
     from ratiowatch.stream.commands.progress import stages
     from ratiowatch.stream.series.embedding import embed
 
+    if refuse_missing_peers("cpd", ["densratio"]):  # its ratios are to densratio's; claspy is optional
+        return 2
     length = 10_000 if args.quick else 100_000
     y = make_stream(length)
     sigma = median_distance(embed(y[: 2 * N + K - 1], K))

@@ -37,13 +37,16 @@ kind's detector cost per row)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -104,12 +107,17 @@ def _start_broker() -> tuple[subprocess.Popen, str]:
                              "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return proc, f"127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.1)
+    except BaseException:  # SIGTERM or Ctrl-C while it starts: no broker left behind
+        proc.kill()
+        proc.wait()
+        raise
     proc.kill()
     raise SystemExit("bench daemon: the broker did not start")
 
@@ -309,19 +317,75 @@ def _detector_only(rows: list[dict[str, Any]], n: int, warm: int,
     return best, best_cpu, alarms
 
 
-def run(args: argparse.Namespace) -> int:
+class _Refused(SystemExit):
+    """A bad option, refused before any work: exit code 2, after its one line on stderr."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """The first bad option (None: all fine), checked before a broker is started or a record produced."""
+    from ratiowatch.stream.bench.common import option_problem
+
+    problem = option_problem(args, {"records": 1, "keys": 1, "partitions": 1, "warmup_per_key": 0, "repeat": 1,
+                                    "soak": 0, "seed": 0})
+    if problem:
+        return problem
     if args.records < args.keys:
-        raise SystemExit("bench daemon: --records must be at least --keys")
-    if args.warmup_per_key < 0:
-        raise SystemExit("bench daemon: --warmup-per-key must be >= 0")
-    if args.repeat < 1:
-        raise SystemExit("bench daemon: --repeat must be >= 1")
+        return f"--records must be at least --keys; got {args.records} < {args.keys}"
+    if args.kind in ("window", "auto"):
+        from ratiowatch.stream.engine.pipeline import check_detector
+
+        cfg = _daemon_config("127.0.0.1:9", "check", args.partitions, Path(tempfile.gettempdir()), args.n, "check",
+                             kind=args.kind)
+        try:
+            check_detector(_factory(cfg), cfg.detector["dim"])
+        except ValueError as exc:
+            return f"--n {args.n}: {exc}"
+    return None
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """While the benchmark runs, SIGTERM raises SystemExit (exit code 143), so that the ``finally``
+    that stops the broker it started and removes its temporary folder runs (Python's default action
+    ends the process at once); the previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def terminate(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _option_problem(args)
+    if problem:
+        print(f"ratiowatch bench daemon: {problem}", file=sys.stderr)
+        raise _Refused(f"bench daemon: {problem}")
+    with _sigterm_exits():
+        return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
     proc = None
     bootstrap = args.bootstrap
-    if bootstrap is None:
-        proc, bootstrap = _start_broker()
-    work = Path(tempfile.mkdtemp(prefix="ratiowatch-bench-"))
-    try:
+    work = None
+    try:  # a stop (SIGTERM, Ctrl-C) at any point still stops the broker and removes the folder
+        if bootstrap is None:
+            proc, bootstrap = _start_broker()
+        work = Path(tempfile.mkdtemp(prefix="ratiowatch-bench-"))
         from kafka.admin import KafkaAdminClient, NewTopic
 
         topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -407,7 +471,8 @@ def run(args: argparse.Namespace) -> int:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        shutil.rmtree(work, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     if args.json:
         from ratiowatch.stream.evaluate.jsonout import dumps as strict_json
 

@@ -132,9 +132,11 @@ def bench_other_windows(rng, n: int, k: int, steps: int) -> dict:
 
 
 def run(args) -> int:
-    from .common import refuse_options
+    from .common import refuse_missing_peers, refuse_options
 
     if refuse_options(args, "estimators", {"seed": 0}):
+        return 2
+    if refuse_missing_peers("estimators", ["densratio"]):
         return 2
     rng = np.random.default_rng(args.seed)
     n, k = 50, 10

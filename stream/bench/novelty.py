@@ -215,10 +215,12 @@ def run_batch(n_ref: int, n_test: int, seed: int = 0) -> dict:
 
 
 def run(args) -> int:
-    from .common import refuse_options
+    from .common import refuse_missing_peers, refuse_options
 
     # None is "the default"; a given 0 is checked like any other value
     if refuse_options(args, "novelty", {"points": 1000, "lof_points": 100, "seed": 0}):
+        return 2
+    if refuse_missing_peers("novelty", ["sklearn.metrics", "sklearn.ensemble", "sklearn.neighbors", "sklearn.svm"]):
         return 2
     n = args.points if args.points is not None else (3000 if args.quick else 20000)
     n_lof = args.lof_points if args.lof_points is not None else (500 if args.quick else 2000)

@@ -179,9 +179,11 @@ def _warm_up() -> None:
 
 
 def run(args) -> int:
-    from .common import refuse_options
+    from .common import refuse_missing_peers, refuse_options
 
     if refuse_options(args, "wsvm", {"seed": 0, "refits": 1, "window": 2, "steps": 1, "repeats": 1}):
+        return 2
+    if refuse_missing_peers("wsvm", ["sklearn.svm"]):
         return 2
     quick = bool(args.quick)
     sizes = [200, 400] if quick else [400, 800, 1200, 1600]

@@ -25,6 +25,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-detector", action="store_true", help=argparse.SUPPRESS)
 
 
+def _check_kafka_option_names(cfg) -> None:
+    """Refuse a name in a pass-through Kafka ``options`` table that the kafka-python client does not
+    take (``ratiowatch run`` would stop on it at its start): ValueError naming each one."""
+    try:
+        from kafka import KafkaConsumer, KafkaProducer
+    except ImportError:  # without kafka-python the daemon cannot run a kafka part anyway
+        return
+    tables = []
+    if cfg.source.get("type") == "kafka":
+        tables.append(("source.options", "KafkaConsumer", KafkaConsumer.DEFAULT_CONFIG, cfg.source))
+    tables += [(f"sinks[{i}].options", "KafkaProducer", KafkaProducer.DEFAULT_CONFIG, s)
+               for i, s in enumerate(cfg.sinks) if s.get("type") == "kafka"]
+    if cfg.dead_letter.get("type") == "kafka":
+        tables.append(("dead_letter.options", "KafkaProducer", KafkaProducer.DEFAULT_CONFIG, cfg.dead_letter))
+    errors = [f"{where}.{name}: unknown {client} setting; see kafka-python's {client} for the settings it takes"
+              for where, client, known, section in tables for name in (section.get("options") or {})
+              if name not in known]
+    if errors:
+        raise ValueError("\n".join(errors))
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -38,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         cfg = load_config(args.config)
+        _check_kafka_option_names(cfg)
         if not args.schema_only:
             from ratiowatch.stream.engine.pipeline import build_factory, check_detector
 

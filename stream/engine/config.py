@@ -18,6 +18,7 @@ source.path: required when source.type = 'file' (file source: CSV or JSONL file 
 
 from __future__ import annotations
 
+import datetime
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -273,6 +274,17 @@ class ConfigError(ValueError):
         self.errors = list(errors)
 
 
+def _dates_in(where: str, value: Any) -> list[tuple[str, Any]]:
+    """The TOML dates and times (``datetime``, ``date``, ``time``) inside a table, with where each is."""
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in _dates_in(f"{where}.{k}", v)]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in _dates_in(f"{where}[{i}]", v)]
+    return []
+
+
 def _check_type(where: str, opt: Opt, value: Any, errors: list[str]) -> Any:
     t = opt.type
     ok: bool
@@ -299,6 +311,12 @@ def _check_type(where: str, opt: Opt, value: Any, errors: list[str]) -> Any:
     if not ok:
         errors.append(f"{where}: expected {t}, got {type(value).__name__} {value!r}")
         return opt.default
+    if t == "table":
+        bad = _dates_in(where, value)
+        if bad:  # no client setting or detector option takes one (and `validate --json` could not print it)
+            errors.extend(f"{at}: a TOML date or time is not a valid setting; got {v.isoformat()}; give a number "
+                          "or a string" for at, v in bad)
+            return opt.default
     if t == "float" and not math.isfinite(value):
         # TOML has nan and inf; NaN passes every comparison with a bound, and inf overflows the
         # daemon's timers (sleep, milliseconds): no option means "never" by inf

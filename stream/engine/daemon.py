@@ -19,7 +19,9 @@ SIGTERM / SIGINT set a flag; the loop finishes the batch in hand, waits for the 
 commits and ``run()`` returns 0. A sink that has not acknowledged what it holds within
 ``shutdown_timeout_s`` of the stop is given up: ``run()`` raises a RuntimeError naming it and how
 many items it still held, and nothing past its acknowledgements is committed (a restart reads
-those records again). Rebalances (Kafka group): when partitions are revoked the
+those records again). At the end of a finite source (a file without ``follow``, stdin) the daemon
+waits for the sinks as long as they make progress, but gives up, the same way, on a sink that has
+been failing (retrying) for longer than ``shutdown_timeout_s``. Rebalances (Kafka group): when partitions are revoked the
 daemon waits for the sinks, checkpoints the revoked partitions' keys and evicts them, and the
 source commits their positions from the rebalance listener itself, before the partitions move on
 (kafka-python 3 runs that listener on its network thread, where only its asynchronous commit may
@@ -166,6 +168,22 @@ def _broker_unreachable(exc: BaseException) -> bool:
     return isinstance(exc, kinds)
 
 
+def _named(exc: BaseException) -> str:
+    """``Kind: message`` (kafka-python's errors already start their message with their kind)."""
+    text, kind = str(exc), type(exc).__name__
+    return text if text.startswith(kind) else f"{kind}: {text}"
+
+
+def _consumer_settings_refused(exc: BaseException) -> bool:
+    """Whether building the Kafka consumer failed on its settings (an unknown name, a value of the
+    wrong type: a TOML date in ``source.options``), not on the broker."""
+    try:
+        from kafka.errors import KafkaConfigurationError
+    except ImportError:  # pragma: no cover
+        return isinstance(exc, TypeError)
+    return isinstance(exc, (KafkaConfigurationError, TypeError, AssertionError))
+
+
 class Daemon:
     """Wires config -> source, pipeline, sinks, dead-letter sink, metrics; ``run()`` is the loop.
 
@@ -217,6 +235,10 @@ class Daemon:
         self._idle_waiting: list[str] = []   # idle keys found and not evicted yet
         self._over_since: float | None = None  # since when more keys than max_keys are in memory
         self._over_warned = False
+        # at the end of a finite source: since when each sink has been failing (seen failing at
+        # every look since), to give up on one failing for longer than shutdown_timeout_s
+        self._finishing = False
+        self._failing_since: dict[Any, float] = {}
 
     # --- signals ------------------------------------------------------------------------------
     def stop(self, *_args) -> None:
@@ -378,6 +400,9 @@ class Daemon:
             except Exception as exc:  # noqa: BLE001 - kafka-python raises several kinds while unreachable
                 if self.config.source["type"] != "kafka":
                     raise  # only a broker is waited for; anything else is not a broker being down
+                if _consumer_settings_refused(exc):  # a mistyped source.options entry: waiting cannot help
+                    raise ValueError(f"source.options: the Kafka consumer refuses its settings ({_named(exc)}); "
+                                     "fix source.options") from None
                 if self.stopping:
                     return None
                 if time.monotonic() + delay > deadline:
@@ -548,7 +573,29 @@ class Daemon:
                 if left is not None and left <= 0:
                     raise RuntimeError(self._undrained_message() or f"sink {w.name} did not acknowledge its items "
                                        f"within {self.shutdown_timeout_s:g} s of the stop")
+                self._give_up_on_failing_sinks()
         return True
+
+    def _give_up_on_failing_sinks(self) -> None:
+        """At the end of a finite source (file without follow, stdin) nothing stops the daemon: a
+        sink failing (retrying) for longer than :attr:`shutdown_timeout_s` is given up, as a stop
+        gives up on one; a sink that is slow but not failing is waited for."""
+        if not self._finishing:
+            return
+        now = time.monotonic()
+        parts = []
+        for w in self._all_workers():
+            if w.failing is None or w.acked >= w.issued:
+                self._failing_since.pop(w, None)
+                continue
+            since = self._failing_since.setdefault(w, now)
+            if now - since > self.shutdown_timeout_s:
+                what = "bad records" if w is self.dead_letter_worker else "alerts"
+                parts.append(f"sink {w.name} kept failing for more than shutdown_timeout_s = "
+                             f"{self.shutdown_timeout_s:g} s at the end of the source ({w.failing}); it still held "
+                             f"{self._still_held(w)} {what}")
+        if parts:
+            raise RuntimeError("; ".join(parts) + f"; {self._then_lost()}")
 
     def _hand_over(self, w: Any, items: list[Any], on_ack=None) -> int:
         ticket = w.put(items, self._should_stop, on_ack)  # blocks only while that sink's queue is full
@@ -572,11 +619,13 @@ class Daemon:
                          f"the stop ({w.failing or 'no acknowledgement'}); it still held {self._still_held(w)} {what}")
         if not parts:
             return None
+        return "; ".join(parts) + f"; {self._then_lost()}"
+
+    def _then_lost(self) -> str:
+        """What becomes of the items a sink still held when it was given up."""
         if self.config.source["type"] == "stdin":
-            then = "stdin cannot be read again: they are lost"
-        else:
-            then = "their records were not committed: the next start reads them again"
-        return "; ".join(parts) + f"; {then}"
+            return "stdin cannot be read again: they are lost"
+        return "their records were not committed: the next start reads them again"
 
     def _caught_up(self) -> bool:
         return all(w.acked >= w.issued for w in self._all_workers())
@@ -692,6 +741,7 @@ class Daemon:
                     raise RuntimeError(msg) from exc
                 return
             wait_futures([fut], timeout=0.5 if left is None else max(0.01, min(0.5, left)))
+            self._give_up_on_failing_sinks()
         self._finish_checkpoint(wait=True)
 
     # --- main loop ----------------------------------------------------------------------------
@@ -780,6 +830,8 @@ class Daemon:
             assert pipe is not None
             try:
                 self._loop(max_records)
+                # the end of a finite source: the final wait gives up on a sink that keeps failing
+                self._finishing = bool(getattr(self.source, "exhausted", False)) and not self.stopping
                 self.checkpoint_and_commit(final=True)
             except RuntimeError as exc:  # the sinks' give-ups; a failed write (OSError) speaks for itself
                 # a stop that had to give up on a sink: say which, and what happens to what it held
