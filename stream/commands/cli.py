@@ -135,7 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = _GuardedStdout(stdout)
     try:
-        code = _main(argv)
+        try:
+            code = _main(argv)
+        except SystemExit as exc:  # --help, --version: argparse exits 0 after writing them, and
+            # swallows an error of that write: it is ours to report (exit 74), not to end in silence
+            if exc.code in (0, None):
+                sys.stdout.flush()  # buffered, the write fails here
+                failed = getattr(sys.stdout, "error", None)  # unbuffered, it failed in argparse's hands
+                if failed is not None:
+                    raise failed from None
+            raise
         sys.stdout.flush()  # what is still buffered fails here, not as an ignored error at exit
         return code
     except KeyboardInterrupt:  # Ctrl-C: a clean stop, the shell's code for SIGINT
@@ -170,6 +179,7 @@ class _GuardedStdout:
 
     def __init__(self, stream):
         self._stream = stream
+        self.error: StdoutError | None = None  # the first write error (kept: argparse swallows it)
 
     def _guarded(self, call, *args):
         try:
@@ -177,7 +187,10 @@ class _GuardedStdout:
         except BrokenPipeError:
             raise
         except OSError as exc:
-            raise StdoutError(exc.errno, exc.strerror) from exc
+            err = StdoutError(exc.errno, exc.strerror)
+            if self.error is None:
+                self.error = err
+            raise err from exc
 
     def write(self, text):
         return self._guarded(self._stream.write, text)

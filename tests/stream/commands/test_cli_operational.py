@@ -163,7 +163,8 @@ def test_a_reader_that_goes_away_ends_quietly(tmp_path):
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
-@pytest.mark.parametrize("args", [["detect", "{csv}"], ["detect", "{csv}", "--json"], ["validate", "{toml}"]])
+@pytest.mark.parametrize("args", [["detect", "{csv}"], ["detect", "{csv}", "--json"], ["validate", "{toml}"],
+                                  ["--help"], ["--version"], ["detect", "--help"]])
 def test_an_unwritable_standard_output_is_one_line_and_its_own_exit_code(tmp_path, args):
     from ratiowatch.stream.commands.cli import EXIT_STDOUT_UNWRITABLE
 
