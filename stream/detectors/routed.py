@@ -110,6 +110,7 @@ import numpy as np
 from river import base
 
 from ratiowatch.core.params import check_seed
+from ratiowatch.core.validation import as_plain
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE, ChangePointDetector, check_magnitude
 from ratiowatch.stream.detectors.state_file import CheckpointEntries, open_checkpoint, state_version
@@ -264,8 +265,9 @@ class PeriodRoutedDetector(base.DriftDetector):
         if not isinstance(with_history, (bool, np.bool_)):
             raise ValueError(f"with_history must be True or False; got {with_history!r}")
         self.with_history = bool(with_history)
-        self.window_options = dict(window or {})
-        self.profile_options = dict(profile or {})
+        # numpy scalars as the Python ones they equal: the options go into a checkpoint's JSON
+        self.window_options = {k: as_plain(v) for k, v in dict(window or {}).items()}
+        self.profile_options = {k: as_plain(v) for k, v in dict(profile or {}).items()}
         # built now so that bad options fail here, not at the hand-over (the window detector in _reset)
         probe = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
         self._windows = (probe.min_window, probe.max_window)

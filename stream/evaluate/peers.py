@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -82,13 +83,19 @@ def claspy_problem(python: Path) -> str | None:
     failed run, scored 0 and averaged in as if claspy had run."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     try:
-        proc = subprocess.run([str(python), "-c", "import numpy, claspy"], capture_output=True, text=True,
-                              env=env, timeout=300)
+        proc = subprocess.run([str(python), "-c", "import numpy, claspy, importlib.metadata as m; "
+                               "print(m.version('claspy'))"], capture_output=True, text=True, env=env, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
         reason = str(exc)
     else:
         if proc.returncode == 0:
-            return None
+            found = (proc.stdout.strip().splitlines() or [""])[-1]
+            if found == CLASPY_VERSION:
+                return None
+            # the cache is keyed by the pinned version: another one's results would pass for it
+            return (f"claspy peers skipped: {python} has claspy {found or '(version unknown)'}, and the peers are "
+                    f"pinned to claspy=={CLASPY_VERSION}; build the peers environment with `make peers` or point "
+                    f"${VENV_ENV} at one with that version")
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         reason = lines[-1] if lines else f"exit code {proc.returncode}"
     return (f"claspy peers skipped: claspy is not importable by {python} ({reason}); build the peers "
@@ -161,11 +168,24 @@ def _call_runner(python: Path, method: str, items: list[tuple[str, str]], warmup
             proc.stdin.close()
         except BrokenPipeError:  # the interpreter died before reading: its stderr says why
             pass
+        chatter = []  # lines that are not the runner's records (a library printing to stdout)
         for line in proc.stdout:
-            yield json.loads(line)
-        if proc.wait() != 0:
+            text = line.strip()
+            try:
+                rec = json.loads(text) if text.startswith("{") else None
+            except json.JSONDecodeError:
+                rec = None
+            if isinstance(rec, dict):
+                yield rec
+            elif text:
+                chatter = (chatter + [text])[-5:]
+        code = proc.wait()
+        if code != 0:
             err.seek(0)
-            raise RuntimeError(f"claspy runner failed ({python}): {err.read().strip()[-500:]}")
+            said = err.read().strip()[-500:] or (f"no stderr; its stdout ended with: {chatter[-1][:200]}" if chatter
+                                                 else "no stderr")
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise RuntimeError(f"claspy runner failed ({python}; {how}): {said}")
 
 
 def claspy_streaming_rate(x: np.ndarray, python: Path | None = None, warmup: int = 2000) -> dict:

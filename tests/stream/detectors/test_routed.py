@@ -602,3 +602,13 @@ class TestParameterTypes:
                                    with_history=np.bool_(True), seed=np.int64(2))
         assert (det.false_alarm_rate, det.min_acf, det.period_level, det.with_history) == (1e-3, 0.5, 0.05, True)
         assert type(det.min_acf) is float and type(det.with_history) is bool
+
+    def test_numpy_numbers_in_the_window_and_profile_options_reach_a_checkpoint(self):
+        # taken by the constructor, they failed at the first checkpoint (not JSON serializable)
+        det = PeriodRoutedDetector(window={"n": np.int64(50)}, profile={"min_window": np.int64(30)}, seed=0)
+        for v in np.random.default_rng(0).normal(size=300):
+            det.update(float(v))
+        arrays, _ = decode_bytes(encode(det.to_state(), {}, "k"), "test")
+        back = PeriodRoutedDetector.from_state(arrays)
+        assert back.window_options == {"n": 50} and back.profile_options == {"min_window": 30}
+        assert type(back.window_options["n"]) is int

@@ -11,6 +11,7 @@ from ratiowatch.stream.evaluate import peers as P
 
 FAKE_CLASPY = {
     "claspy/__init__.py": "",
+    "claspy-0.2.8.dist-info/METADATA": "Metadata-Version: 2.1\nName: claspy\nVersion: 0.2.8\n",
     "claspy/segmentation.py": """
         class BinaryClaSPSegmentation:
             def __init__(self, n_jobs=-1):
@@ -34,16 +35,48 @@ FAKE_CLASPY = {
 }
 
 
-@pytest.fixture
-def fake_claspy(tmp_path, monkeypatch):
-    """A stand-in claspy on PYTHONPATH: the runner's protocol and the cache are tested without it."""
-    for rel, src in FAKE_CLASPY.items():
+def _install_fake(tmp_path, monkeypatch, files):
+    for rel, src in files.items():
         f = tmp_path / "fake" / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(textwrap.dedent(src))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
     monkeypatch.setenv(P.CACHE_ENV, str(tmp_path / "cache"))
     return Path(sys.executable)
+
+
+@pytest.fixture
+def fake_claspy(tmp_path, monkeypatch):
+    """A stand-in claspy on PYTHONPATH: the runner's protocol and the cache are tested without it."""
+    return _install_fake(tmp_path, monkeypatch, FAKE_CLASPY)
+
+
+def test_the_pinned_claspy_passes_the_check_and_another_version_is_skipped_with_a_note(tmp_path, monkeypatch):
+    # the cache is keyed by the pinned version: another version's results were served as its own
+    python = _install_fake(tmp_path, monkeypatch, FAKE_CLASPY)
+    assert P.claspy_problem(python) is None
+    (tmp_path / "fake" / "claspy-0.2.8.dist-info").rename(tmp_path / "fake" / "claspy-0.3.0.dist-info")
+    (tmp_path / "fake" / "claspy-0.3.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: claspy\nVersion: 0.3.0\n")
+    note = P.claspy_problem(python)
+    assert note is not None and "claspy 0.3.0" in note and f"claspy=={P.CLASPY_VERSION}" in note
+
+
+def test_lines_a_library_prints_on_the_runners_stdout_are_not_taken_for_its_records(tmp_path, monkeypatch):
+    # one such line was a JSONDecodeError that threw the whole --peers run away
+    chatty = {**FAKE_CLASPY, "claspy/segmentation.py": FAKE_CLASPY["claspy/segmentation.py"].replace(
+        "return [len(x) // 2]", "print('some library chatter'); print('{not json'); return [len(x) // 2]")}
+    python = _install_fake(tmp_path, monkeypatch, chatty)
+    out = P.run_claspy({"long": np.arange(100.0)}, "claspy", python=python)
+    assert out["long"]["change_points"] == [50] and out["long"]["error"] is None
+
+
+def test_a_runner_that_dies_without_a_word_is_reported_with_its_exit_code(tmp_path, monkeypatch):
+    dying = {**FAKE_CLASPY, "claspy/segmentation.py": FAKE_CLASPY["claspy/segmentation.py"].replace(
+        "return [len(x) // 2]", "import os; os._exit(137)")}
+    python = _install_fake(tmp_path, monkeypatch, dying)
+    with pytest.raises(RuntimeError, match="exit code 137"):
+        P.run_claspy({"long": np.arange(100.0)}, "claspy", python=python)
 
 
 def test_fill_missing_peers():
