@@ -119,6 +119,9 @@ AUTO_DIFF_ACF = 0.8  # lag-1 autocorrelation above which difference="auto" diffe
 #: values, and the robust scale of a window with one value of 1e200 among ordinary ones stays
 #: ordinary, so that value's squares overflow float64 (false alarms, then errors from the AR fit)
 MAX_MAGNITUDE = 1e150
+#: a column scale below which a later value of ordinary size could leave float64 once scaled
+#: (see ChangePointDetector._scaled)
+SMALL_SCALE = 1e-4
 
 
 def check_magnitude(x) -> None:
@@ -741,7 +744,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             vals = vals[1:] - vals[:-1]
         else:
             vals = self._hist.last_view(self.k)  # a view: the division below makes the new array
-        return (vals / self._scale).reshape(-1)
+        return self._scaled(vals).reshape(-1)
 
     def _rows(self, m: int) -> np.ndarray:
         """The newest ``m`` embedded (scaled) subsequences, oldest first, shape (m, k * dim)."""
@@ -749,7 +752,21 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         vals = self._hist.last(m + self.k - 1 + d)
         if d:
             vals = np.diff(vals, axis=0)
-        return embed(vals / self._scale, self.k)
+        return embed(self._scaled(vals), self.k)
+
+    def _scaled(self, vals: np.ndarray) -> np.ndarray:
+        """``vals`` divided by the windows' scale. Where a scale is below :data:`SMALL_SCALE` (values
+        of 1e-300 so far), a later value of ordinary size would be far beyond float64 once scaled
+        (1e150 / 1e-300 overflows), and every later sample failed: such values are held at
+        :data:`MAX_MAGNITUDE`, as gross a value as the detector takes unscaled."""
+        tiny = self.__dict__.get("_scale_tiny")
+        if tiny is None:
+            tiny = self._scale_tiny = bool((self._scale < SMALL_SCALE).any())
+        if not tiny:
+            return vals / self._scale
+        with np.errstate(over="ignore"):
+            out = vals / self._scale
+        return np.clip(out, -MAX_MAGNITUDE, MAX_MAGNITUDE, out=out)
 
     def _target_rung(self, seen: int) -> int | None:
         """Window size for ``seen`` preprocessed samples, or None while too few for the smallest one."""
@@ -803,6 +820,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._diff_on:
             values = np.diff(values, axis=0)
         self._scale = robust_scale(values)
+        self._scale_tiny = None  # read off the new scale (see _scaled)
         y = self._rows(2 * n)
         past, cur = y[:n], y[n:]
         sigma, lam = self._select_params(past, cur)
@@ -872,7 +890,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             self._picker.delay, self._picker.min_spacing = delay, spacing
 
     def _select_params(self, past: np.ndarray, cur: np.ndarray) -> tuple[float, float]:
-        from ratiowatch.core.kernels import constant_up_to_rounding, median_distance
+        from ratiowatch.core.kernels import MIN_SCALE, constant_up_to_rounding, median_distance
 
         pooled = np.vstack([past, cur])
         if constant_up_to_rounding(pooled):
@@ -882,7 +900,9 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             pooled = np.repeat(pooled[:1], pooled.shape[0], axis=0)
             past, cur = pooled[: past.shape[0]], pooled[past.shape[0]:]
         if self.select == "median":
-            return self.sigma_factor * median_distance(pooled), self.lam
+            # at least MIN_SCALE: a width whose square underflows is refused by every window (rows
+            # of 1e-150 beside rows of 1, once scaled, have a median distance at that limit)
+            return max(self.sigma_factor * median_distance(pooled), MIN_SCALE), self.lam
         if self.method in ("rulsif", "ulsif"):
             from ratiowatch.core.rulsif import fit_rulsif
 
@@ -1041,7 +1061,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         vals = self._hist.last(min(len(self._hist), self._span + AR_MIN_VALUES))
         if self._diff_on:
             vals = np.diff(vals, axis=0)
-        return vals[: vals.shape[0] - n] / self._scale
+        return self._scaled(vals[: vals.shape[0] - n])
 
     def _levels_before(self, n: int) -> np.ndarray:
         """The level view's null is drawn from these: every held level before the current window,
@@ -1049,7 +1069,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         ~50 values a random walk and a stationary AR(1) with phi = 0.9 cannot be told apart (see
         :mod:`ratiowatch.stream.calibration.levels`)."""
         vals = self._hist.last(len(self._hist))
-        return vals[: vals.shape[0] - n] / self._scale
+        return self._scaled(vals[: vals.shape[0] - n])
 
     def _ar_values(self, before: np.ndarray, n: int) -> np.ndarray:
         """What the AR-surrogate model is fitted to: the newest ``max(n + k, AR_MIN_VALUES)`` of
@@ -1299,6 +1319,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             if not (scale > 0).all():
                 raise damaged_state(what, "scale", f"must hold positive scales; got {scale.tolist()}")
             self._scale = scale.copy()
+            self._scale_tiny = None
             self._win = _part_from(_state_class(self.method), part, "win", what)
             for name, got, want in (("win.n", self._win.n, n_eff), ("win.dim", self._win.dim, self.k * dim)):
                 if got != want:

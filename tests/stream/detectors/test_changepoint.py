@@ -1126,3 +1126,24 @@ def test_a_real_step_after_rounding_noise_is_found(method):
     det = ChangePointDetector(method=method, seed=0)
     alarms = [a for a in (det.step(v) for v in x) if a is not None]
     assert len(alarms) == 1 and abs(alarms[0].change_index - 600) <= 5
+
+
+def test_values_of_ordinary_size_after_values_near_1e_300_are_taken_not_refused_for_good():
+    # scaled by the tiny values' scale, 1e150 overflowed: every later sample raised, for good
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(size=300) * 1e-300, np.full(50, 1e150), rng.normal(size=300)]
+    det = ChangePointDetector(n=25, seed=0)
+    for v in x:
+        det.step(float(v))
+    assert det._t == x.size - 1 and math.isfinite(det.score)
+
+
+def test_a_width_below_the_smallest_usable_one_is_raised_to_it_not_an_error_at_every_step():
+    # normal values beside +-1e150 ones: once scaled, the median distance times sigma_factor fell
+    # below 1.5e-150, which every window refuses
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(size=300), np.tile([1e150, -1e150], 100), rng.normal(size=200)]
+    det = ChangePointDetector(n=25, seed=0)
+    for v in x:
+        det.step(float(v))
+    assert det._t == x.size - 1
