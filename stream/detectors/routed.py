@@ -272,6 +272,10 @@ class PeriodRoutedDetector(base.DriftDetector):
         probe = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
         self._windows = (probe.min_window, probe.max_window)
         self._reset()
+        # the two detectors' parameters with the defaults the options leave filled in (shared ones apart)
+        shared = ("false_alarm_rate", "seed")
+        self._resolved = {"window": {k: v for k, v in self._inner._params().items() if k not in shared},
+                          "profile": {k: v for k, v in probe._params().items() if k not in shared}}
 
     def _reset(self) -> None:
         """Forget the stream: the state of a fresh detector with these parameters."""
@@ -455,6 +459,13 @@ class PeriodRoutedDetector(base.DriftDetector):
         return alarm
 
     # -- checkpoints ---------------------------------------------------------------------------
+    def _params(self) -> dict:
+        """The parameters the detector runs with: options and the defaults they leave, resolved, so
+        that two detectors that behave alike compare equal however their options were spelled."""
+        return {"false_alarm_rate": self.false_alarm_rate, "seed": self.seed, "min_acf": self.min_acf,
+                "period_level": self.period_level, "with_history": self.with_history,
+                "window": dict(self._resolved["window"]), "profile": dict(self._resolved["profile"])}
+
     def to_state(self) -> dict:
         """The detector as ``{"meta": JSON, "ring": array, "inner.*": the holding detector's state}``."""
         meta = {"version": STATE_VERSION,

@@ -51,7 +51,6 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -640,39 +639,9 @@ def _json_params(params: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(params, default=str))
 
 
-@functools.lru_cache(maxsize=64)
-def _options_params(cls_name: str, options_json: str) -> str:
-    """The parameters (JSON) of a ``cls_name`` detector built from ``options_json`` (a routed detector's
-    window or profile options): what the options leave to the defaults filled in, as that detector
-    resolves them, so that options and a full parameter set compare equal when they build the same."""
-    from ratiowatch.stream.detectors.changepoint import ChangePointDetector
-    from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
-
-    cls = {"ChangePointDetector": ChangePointDetector, "SplitProfileDetector": SplitProfileDetector}[cls_name]
-    params = cls(**json.loads(options_json))._params()
-    return json.dumps(params, default=str, sort_keys=True)
-
-
-def _resolved(options: dict[str, Any], cls_name: str, false_alarm_rate: Any, seed: Any) -> dict[str, Any]:
-    try:
-        built = {**options, "false_alarm_rate": false_alarm_rate, "seed": seed}
-        params = json.loads(_options_params(cls_name, json.dumps(built, default=str, sort_keys=True)))
-    except Exception:  # noqa: BLE001 - options this build cannot resolve: compared as they are
-        return _json_params(options)
-    params.pop("false_alarm_rate", None)
-    params.pop("seed", None)
-    return params
-
-
 def _detector_params(det: Any) -> dict[str, Any] | None:
     """The constructor parameters a change-point or anomaly detector runs with (None: unknown)."""
-    if hasattr(det, "window_options"):  # PeriodRoutedDetector: its options, with the defaults they leave
-        far, seed = det.false_alarm_rate, det.seed
-        params = {"false_alarm_rate": far, "seed": seed, "min_acf": det.min_acf,
-                  "period_level": det.period_level, "with_history": det.with_history,
-                  "window": _resolved(det.window_options, "ChangePointDetector", far, seed),
-                  "profile": _resolved(det.profile_options, "SplitProfileDetector", far, seed)}
-    elif callable(getattr(det, "_params", None)):  # ChangePointDetector, SplitProfileDetector
+    if callable(getattr(det, "_params", None)):  # ChangePointDetector, SplitProfileDetector, PeriodRoutedDetector
         params = dict(det._params())
     elif isinstance(getattr(det, "params", None), dict):  # TimeSeriesAnomalyDetector
         params = {**det.params, "seed": det.seed}
