@@ -405,5 +405,5 @@ def detect(series, **params) -> list[int]:
     channel, or fewer rows than any split needs (11) beside at least as many columns: a (1, T) row
     vector or a transposed (channels, T) array (pass ``series.ravel()`` or ``series.T``).
     """
-    _as_rows(series, orientation=True)  # refused before it is misread
-    return replay(series, **params).change_points
+    rows = _as_rows(series, orientation=True)  # refused before it is misread; converted once
+    return replay(rows, **params).change_points
