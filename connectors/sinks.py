@@ -371,6 +371,11 @@ RESPONSE_BODY_LIMIT = 64 * 1024
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 
 
+def _header_text(value: Any) -> Any:
+    """An integer header value as its decimal digits (TOML ``X-Count = 1``); any other value as it is."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def header_problem(name: Any, value: Any) -> str | None:
     """Why ``name: value`` cannot be sent as an HTTP header, or None.
 
@@ -379,8 +384,7 @@ def header_problem(name: Any, value: Any) -> str | None:
     """
     if not isinstance(name, str) or not _TOKEN.match(name):
         return f"header name {name!r} is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)  # sent as its decimal digits (TOML ``X-Count = 1``)
+    value = _header_text(value)
     if not isinstance(value, str):
         return f"value of header {name} must be a string or an integer; got {type(value).__name__} {value!r} (quote it)"
     if "\r" in value or "\n" in value:
@@ -569,7 +573,7 @@ class WebhookSink:
         self.retries = retries
         self.backoff_s = backoff_s
         self.headers = {"Content-Type": "application/json",
-                        **{k: str(v) if isinstance(v, int) else v for k, v in (headers or {}).items()}}
+                        **{k: _header_text(v) for k, v in (headers or {}).items()}}
         self._started = [time.monotonic()]
         self._retry = _webhook_retry(retries, backoff_s, backoff_s / 2 if jitter_s is None else jitter_s,
                                      max_wait_s, sleep, seed, timeout_s, self._started)
