@@ -759,10 +759,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         of 1e-300 so far), a later value of ordinary size would be far beyond float64 once scaled
         (1e150 / 1e-300 overflows), and every later sample failed: such values are held at
         :data:`MAX_MAGNITUDE`, as gross a value as the detector takes unscaled."""
-        tiny = self.__dict__.get("_scale_tiny")
-        if tiny is None:
-            tiny = self._scale_tiny = bool((self._scale < SMALL_SCALE).any())
-        if not tiny:
+        if not self._scale_tiny:
             return vals / self._scale
         with np.errstate(over="ignore"):
             out = vals / self._scale
@@ -820,7 +817,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if self._diff_on:
             values = np.diff(values, axis=0)
         self._scale = robust_scale(values)
-        self._scale_tiny = None  # read off the new scale (see _scaled)
+        self._scale_tiny = bool((self._scale < SMALL_SCALE).any())  # see _scaled
         y = self._rows(2 * n)
         past, cur = y[:n], y[n:]
         sigma, lam = self._select_params(past, cur)
@@ -1319,7 +1316,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             if not (scale > 0).all():
                 raise damaged_state(what, "scale", f"must hold positive scales; got {scale.tolist()}")
             self._scale = scale.copy()
-            self._scale_tiny = None
+            self._scale_tiny = bool((self._scale < SMALL_SCALE).any())
             self._win = _part_from(_state_class(self.method), part, "win", what)
             for name, got, want in (("win.n", self._win.n, n_eff), ("win.dim", self._win.dim, self.k * dim)):
                 if got != want:
