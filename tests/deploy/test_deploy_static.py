@@ -209,7 +209,13 @@ def test_systemd_unit_restarts_and_is_hardened():
     one = {k: v[-1] for k, v in svc.items()}
     assert one["Restart"] in ("on-failure", "always")
     assert "RestartSec" in one
-    assert "1" in one["RestartPreventExitStatus"].split()  # config errors are not retried
+    assert "1" in one["RestartPreventExitStatus"].split()  # config errors that `run` finds are not retried
+    if "ExecStartPre" in one:
+        # RestartPreventExitStatus= does not cover ExecStartPre: a config error found there is retried,
+        # and the start limit must stop those retries (more starts than the burst fit in its interval)
+        limits = {k: v[-1] for k, v in unit["Unit"].items()}
+        burst, interval = int(limits["StartLimitBurst"]), int(limits["StartLimitIntervalSec"])
+        assert burst * int(one["RestartSec"].removesuffix("s")) < interval
     assert one.get("DynamicUser") == "yes" or one.get("User") not in (None, "root")
     start = shlex.split(one["ExecStart"])
     assert start[1:3] == ["run", "/etc/ratiowatch/ratiowatch.toml"], start
@@ -225,6 +231,36 @@ def test_systemd_unit_restarts_and_is_hardened():
     assert one["StateDirectory"] == "ratiowatch" and one["WorkingDirectory"] == "/var/lib/ratiowatch"
     assert "NUMBA_CACHE_DIR=/var/cache/ratiowatch/numba" in " ".join(svc["Environment"])
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
+
+
+def documented_config_installs(path: Path = UNIT) -> list[dict]:
+    """The ``install ... /etc/ratiowatch/ratiowatch.toml`` commands of the unit's header comment:
+    their mode (an int) and group (None when not given)."""
+    out = []
+    for line in path.read_text().splitlines():
+        command = line.lstrip("#").strip() if line.startswith("#") else ""
+        words = shlex.split(command) if command.startswith("install ") else []
+        if words and words[-1] == "/etc/ratiowatch/ratiowatch.toml":
+            out.append({"mode": int(words[words.index("-m") + 1], 8),
+                        "group": words[words.index("-g") + 1] if "-g" in words else None})
+    return out
+
+
+def test_systemd_install_steps_leave_a_config_the_service_user_can_read():
+    """With DynamicUser=yes the service runs as a user allocated at start, which owns nothing in
+    /etc/ratiowatch (ConfigurationDirectory= is not chowned): the documented install makes the
+    config readable by others; a private mode is only documented with the group the service runs as
+    (a static user of that name, which systemd then uses)."""
+    one = {k: v[-1] for k, v in systemd_unit(UNIT)["Service"].items()}
+    installs = documented_config_installs()
+    assert installs, "the unit's header documents how to install the config"
+    if one.get("DynamicUser") == "yes":
+        assert installs[0]["group"] is None and installs[0]["mode"] & 0o004, installs[0]
+    for step in installs:
+        readable = step["mode"] & 0o004 or (step["group"] == one.get("Group") and step["mode"] & 0o040)
+        assert readable, f"the service user cannot read a config installed with {step}"
+    exec_pre = shlex.split(one["ExecStartPre"]) if "ExecStartPre" in one else []
+    assert exec_pre[-1:] == shlex.split(one["ExecStart"])[-1:]  # validate reads the file run reads
 
 
 def test_systemd_analyze_verify_accepts_the_unit(tmp_path):
@@ -300,6 +336,50 @@ def test_k8s_manifests_parse_and_fit_together(tmp_path):
     assert not any("persistentVolumeClaim" in v for v in volumes.values())
     assert "/tmp" in writable
     assert pod["spec"]["terminationGracePeriodSeconds"] >= 30  # time to flush, checkpoint, commit
+
+
+def test_k8s_daemon_finds_the_kernels_the_image_compiled(tmp_path):
+    """The image compiles the numba kernels into its NUMBA_CACHE_DIR; the pod mounts a writable
+    volume there (numba writes into its cache; the root filesystem is read-only), which hides the
+    image's files. An init container of the same image, with the volume at another path, copies
+    them into it before the daemon starts: running its command over a stand-in of the image's
+    cache leaves that cache where the daemon's NUMBA_CACHE_DIR points."""
+    pod = k8s_objects()["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    stage = final_stage(dockerfile_instructions())
+    image_env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for w, a in stage if w == "ENV")))
+    cache = {e["name"]: e["value"] for e in container.get("env", [])}.get("NUMBA_CACHE_DIR",
+                                                                          image_env["NUMBA_CACHE_DIR"])
+    assert cache == image_env["NUMBA_CACHE_DIR"], "the daemon must use the cache the image compiled"
+    mount = next(m for m in container["volumeMounts"] if is_under(cache, [m["mountPath"]]))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    if "emptyDir" not in volume:
+        pytest.skip(f"the cache is on volume {volume}, not an emptyDir")
+    inits = [c for c in pod.get("initContainers", [])
+             if any(m["name"] == mount["name"] for m in c.get("volumeMounts", []))]
+    assert len(inits) == 1, "one init container must fill the emptyDir that hides the image's kernels"
+    (init,) = inits
+    assert init["image"] == container["image"]
+    assert init["securityContext"] == container["securityContext"]  # read-only root, no capabilities
+    init_mount = next(m for m in init["volumeMounts"] if m["name"] == mount["name"])
+    assert not init_mount.get("readOnly") and not is_under(cache, [m["mountPath"] for m in init["volumeMounts"]])
+
+    image_root, volume_dir = tmp_path / "image", tmp_path / "volume"
+    kernels = image_root / cache.lstrip("/") / "calibration_0123" / "channels._window_stats-70.py311.nbi"
+    kernels.parent.mkdir(parents=True)
+    kernels.write_bytes(b"compiled")
+    volume_dir.mkdir()
+
+    def on_host(arg: str) -> str:
+        if is_under(arg, [init_mount["mountPath"]]):
+            return str(volume_dir / PurePosixPath(arg).relative_to(init_mount["mountPath"])) + ("/" * arg.endswith("/"))
+        return str(image_root / arg.lstrip("/")) if arg.startswith("/") else arg
+
+    command = [on_host(a) for a in init["command"] + init.get("args", [])]
+    subprocess.run(command, check=True, timeout=60)
+    seen_by_daemon = volume_dir / PurePosixPath(cache).relative_to(mount["mountPath"])
+    copied = seen_by_daemon / kernels.relative_to(image_root / cache.lstrip("/"))
+    assert copied.read_bytes() == b"compiled"
 
 
 def test_k8s_configmap_carries_the_checked_container_config():
