@@ -6,7 +6,7 @@ Logs are JSON lines on stderr. Exit codes:
   checkpoints written, offsets committed), or the end of a finite source;
 - 1 on a config error (every problem listed, one line each);
 - 3 when the daemon had to stop without committing (a sink kept failing, a checkpoint could not
-  be written, a sink did not drain within ``shutdown_timeout_s`` of a stop); a restart replays
+  be written, a sink did not drain within 20 s of a stop); a restart replays
   from the last commit;
 - 4 when it cannot start: the Kafka broker is unreachable (after ``source.connect_timeout_s``),
   the metrics port is in use, the checkpoint directory is used by another daemon or cannot be

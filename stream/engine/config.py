@@ -612,17 +612,27 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and validate a TOML config file."""
+    """Read and validate a TOML config file.
+
+    Every problem is a ValueError saying what is wrong and what to do, without the file's name (as
+    :class:`ConfigError`'s lines; ``ratiowatch validate`` and ``ratiowatch run`` print the name first):
+    a path that is a directory or does not exist, a file that cannot be read (permissions, I/O error),
+    TOML that does not parse, and every schema problem at once.
+    """
     path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"config file {str(path)!r} is a directory, not a TOML file; pass the path of a TOML "
-                         "config file in it")
-    if not path.is_file():
-        raise ValueError(f"config file {str(path)!r} does not exist; pass the path of a TOML config")
     try:
-        doc = tomllib.loads(path.read_text())
+        if path.is_dir():
+            raise ValueError("is a directory, not a TOML file; pass the path of a TOML config file in it")
+        if not path.is_file():
+            raise ValueError("does not exist; pass the path of a TOML config")
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read it ({exc.strerror or exc}); make it readable by the user that runs "
+                         "ratiowatch (ls -l shows its owner and mode)") from exc
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+        raise ValueError(f"not valid TOML ({exc})") from None
     return parse_config(doc, base_dir=path.resolve().parent)
 
 
