@@ -235,6 +235,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated candidates for --leave-one-out (default: {','.join(CANDIDATES)})")
 
 
+def missing_sklearn(baselines=BASELINES) -> bool:
+    """Before any data set is read: print one line on stderr when scikit-learn, which the protocol's
+    splits and ROC-AUC need (and ``baselines``, when any), cannot be imported; True if so.
+
+    >>> missing_sklearn(())
+    False
+    """
+    import importlib
+
+    modules = ["sklearn.model_selection", "sklearn.metrics"]
+    if baselines:
+        modules += ["sklearn.svm", "sklearn.ensemble", "sklearn.neighbors"]
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except ImportError:
+        print("ratiowatch eval odds: needs scikit-learn (the protocol's splits and ROC-AUC, and its baselines), "
+              "which is not installed; install it with pip install '.[test]'", file=sys.stderr)
+        return True
+    return False
+
+
 def run(args) -> int:
     from ratiowatch.stream.evaluate.datasets import bench_dir, eval_dir_problem, os_error_line
 
@@ -255,6 +277,8 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
         loo = [next(iter(CANDIDATES))] + [c for c in loo if c != next(iter(CANDIDATES))]
+    if missing_sklearn(() if args.no_baselines else BASELINES):
+        return 2
     from ratiowatch.stream.commands.interrupts import guarded
 
     with guarded():  # a Ctrl-C while numba compiles stops the run too
