@@ -19,7 +19,7 @@ Write a class with ``poll(max_records, timeout_s) -> list[Record | BadRecord]`` 
 ``ref=(partition, offset)``; turn unparsable input into a ``BadRecord`` via
 ``ratiowatch.connectors.records.parse_record`` / ``bad_record``, never raise), an ``exhausted`` attribute (True
 when a finite input is done), ``commit(positions: dict[partition, next_offset])`` that makes the
-positions durable, and ``close()``. Then add its options to ``_SOURCE`` in ``stream/config.py``
+positions durable, and ``close()``. Then add its options to ``_SOURCE`` in ``stream/engine/config.py``
 and a branch in ``ratiowatch.stream.engine.daemon.build_source``.
 
 Adding a sink
@@ -27,6 +27,6 @@ Adding a sink
 Write a class with ``name``, ``deliver(items) -> list[(item, reason)]`` (items have ``to_json()``
 and ``key``; return what you gave up on instead of raising), ``flush() -> list[(item, reason)]``
 that returns only once everything delivered is acknowledged (the daemon commits offsets right
-after), and ``close()``. Then add its options to ``_SINK`` in ``stream/config.py`` and a branch
+after), and ``close()``. Then add its options to ``_SINK`` in ``stream/engine/config.py`` and a branch
 in ``ratiowatch.stream.engine.daemon.build_sink``.
 """

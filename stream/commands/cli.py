@@ -40,8 +40,10 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
      "accuracy of the outlier detector on ODDS: ROC-AUC (inlier-based protocol) next to "
      "scikit-learn baselines"),
     (("eval", "compare"), "ratiowatch.stream.evaluate.compare",
-     "paired comparison of two change-point runs (eval tcpd|tssb|utsa --json) on the same series: per half, "
-     "the mean difference, its standard error and the series that moved most"),
+     "two results of one eval command compared: change-point runs (eval tcpd|tssb|utsa --json) series by "
+     "series, per half the mean difference, its standard error and the series that moved most; synthetic "
+     "suites (eval synthetic|synthetic-anomaly --json) every number that changed, by kind and length; "
+     "eval nab|odds --json every number that changed, by its path"),
     (("bench", "estimators"), "ratiowatch.stream.bench.estimators",
      "speed of the batch estimators against densratio, and of one incremental window step"),
     (("bench", "cpd"), "ratiowatch.stream.bench.cpd",

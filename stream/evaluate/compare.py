@@ -1,4 +1,5 @@
-"""Paired comparison of two change-point evaluation runs on the same series.
+"""Comparison of two results of one ``ratiowatch eval`` command: change-point runs series by series
+(paired), synthetic suites kind by kind, other results number by number.
 
 The protocol keeps a change only if the check half improves by more than its noise
 (docs/evaluation.md). Two runs' half means differ by the change *and* by which series happen to
@@ -400,8 +401,9 @@ def format_number_comparison(res: Mapping) -> list[str]:
 
 # -- the command -------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("base", type=Path, help="the run to compare against (ratiowatch eval tcpd|tssb|utsa --json)")
-    parser.add_argument("new", type=Path, help="the run with the change, on the same benchmark")
+    parser.add_argument("base", type=Path, help="the result to compare against (ratiowatch eval tcpd|tssb|utsa|synthetic|"
+                        "synthetic-anomaly|nab|odds ... --json)")
+    parser.add_argument("new", type=Path, help="the result with the change, of the same command on the same data")
     parser.add_argument("--method", action="append", default=None, metavar="NAME",
                         help="compare only this method (repeatable): ours, ours_streaming, ours_streaming_auto, "
                              "ours_streaming_profile, peer:<name>, stored:<name>; default: all in both runs")
