@@ -62,8 +62,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ratiowatch.stream.commands.interrupts import failure_reason
-from ratiowatch.stream.evaluate.synthetic import (ANOMALY_ONLY_KINDS, NULL_KINDS, STRESS_KINDS, null_series,
-                                                  seeds_and_lengths)
+from ratiowatch.stream.evaluate.synthetic import (ANOMALY_ONLY_KINDS, NULL_KINDS, STRESS_KINDS, failures_line,
+                                                  null_series, seeds_and_lengths)
 
 #: score thresholds reported; nominal tail probabilities 1e-3, 1e-5, 1e-7 and <= 1e-10
 THRESHOLDS: tuple[float, ...] = (0.3, 0.5, 0.7, 1.0)
@@ -193,7 +193,9 @@ def score_anomaly_null(factory: Callable[[int], Callable[[], object]] = default_
 
     ``factory(seed)`` returns a detector factory; each series gets a fresh detector with the series'
     seed. ``within_target`` says whether every kind stays at or below :data:`TARGET_FLAGS` at
-    :data:`TARGET_SCORE` (when that score is among ``thresholds``).
+    :data:`TARGET_SCORE` (when that score is among ``thresholds``), and is False when any series
+    failed: a failed series is left out of the rates (a kind of failures alone, of ``by_kind``) and
+    listed in ``errors``, and a detector that fails is not within the target.
     """
     t0 = time.perf_counter()
     thresholds = tuple(float(t) for t in thresholds)
@@ -222,7 +224,7 @@ def score_anomaly_null(factory: Callable[[int], Callable[[], object]] = default_
             "target": {"score": TARGET_SCORE, "flags_per_10k": TARGET_FLAGS},
             "cells": {k: {ln: per_10k(c) for ln, c in d.items()} for k, d in counts.items()},
             "by_kind": by_kind,
-            "within_target": (worst <= TARGET_FLAGS) if TARGET_SCORE in thresholds else None,
+            "within_target": (worst <= TARGET_FLAGS and not errors) if TARGET_SCORE in thresholds else None,
             "seconds": round(time.perf_counter() - t0, 2), "errors": errors}
 
 
@@ -264,9 +266,11 @@ def score_anomaly_found(factory: Callable[[int], Callable[[], object]] = default
 
 
 def format_null(res: dict) -> list[str]:
-    """Kind x threshold table of flags per 10,000 rows, with the nominal rates."""
+    """Kind x threshold table of flags per 10,000 rows, with the nominal rates, and a line on the series
+    that failed (left out of the table)."""
     ths = res["thresholds"]
-    mark = {True: "", False: "  (* above the target)", None: ""}[res["within_target"]]
+    above = TARGET_SCORE in ths and any(v[str(TARGET_SCORE)] > TARGET_FLAGS for v in res["by_kind"].values())
+    mark = "  (* above the target)" if above else ""
     lines = [f"anomaly-free series ({res['seeds']} per kind and length, lengths {res['lengths']}): "
              f"rows at or above each score, per 10,000{mark}",
              f"{'kind':18s}" + "".join(f"{'>= ' + str(t):>10s}" for t in ths),
@@ -274,11 +278,15 @@ def format_null(res: dict) -> list[str]:
     for kind, v in res["by_kind"].items():
         star = "*" if TARGET_SCORE in ths and v[str(TARGET_SCORE)] > TARGET_FLAGS else " "
         lines.append(f"{kind:17s}{star}" + "".join(f"{v[str(t)]:>10.2f}" for t in ths))
-    return lines
+    failed = failures_line(res.get("errors", []), lambda e: f"{e['kind']}/{e['length']} seed {e['seed']}")
+    if failed and res["within_target"] is False:
+        failed[0] += "; not within the target"
+    return lines + failed
 
 
 def format_found(res: dict) -> list[str]:
-    """Anomaly kind x base kind table of anomalies found at each threshold."""
+    """Anomaly kind x base kind table of anomalies found at each threshold, and a line on the series
+    that failed (left out of the counts)."""
     ths = res["thresholds"]
     lines = [f"injected anomalies ({res['seeds']} series per cell): found within {res['within_rows']} rows "
              f"of their end, at scores " + " / ".join(f">= {t}" for t in ths)]
@@ -289,7 +297,7 @@ def format_found(res: dict) -> list[str]:
     for base, c in res["by_base"].items():
         lines.append(f"{'all':9s} {base:12s}" + " / ".join(f"{c[str(t)]:2d}" for t in ths) + f"  of {c['series']}")
     lines.append("all: " + " / ".join(f"{res['found'][str(t)]}" for t in ths) + f" of {res['anomalies']}")
-    return lines
+    return lines + failures_line(res.get("errors", []), lambda e: f"{e['kind']}/{e['base']} seed {e['seed']}")
 
 
 def add_arguments(parser) -> None:

@@ -58,9 +58,15 @@ def true_positives(truth: Iterable[int], pred: Iterable[int], margin: int = 5) -
 
 
 def _annotator_sets(annotations) -> list[set[int]]:
+    """One set of change points per annotator, from any of the forms the metrics accept:
+    ``{annotator: [cp, ...]}``, a list of lists, or a flat list of change points (one annotator,
+    as in TSSB; an empty list is one annotator who marked no change)."""
     if isinstance(annotations, Mapping):
         sets = [set(_clean(v)) for v in annotations.values()]
     else:
+        annotations = list(annotations)
+        if all(np.isscalar(a) for a in annotations):
+            annotations = [annotations]
         sets = [set(_clean(v)) for v in annotations]
     if not sets:
         raise ValueError("annotations must hold at least one annotator (a list of change points each)")
@@ -68,7 +74,7 @@ def _annotator_sets(annotations) -> list[set[int]]:
 
 
 def precision_recall(annotations, predictions: Sequence[int], margin: int = 5) -> tuple[float, float]:
-    """TCPD precision and recall (index 0 added everywhere)."""
+    """TCPD precision and recall (index 0 added everywhere); ``annotations`` as in :func:`f1_score`."""
     tks = _annotator_sets(annotations)
     for tk in tks:
         tk.add(0)
@@ -83,8 +89,12 @@ def precision_recall(annotations, predictions: Sequence[int], margin: int = 5) -
 def f1_score(annotations, predictions: Sequence[int], margin: int = 5) -> float:
     """TCPD F1 = 2PR / (P + R) with the margin rule (default 5 as in TCPD).
 
-    ``annotations`` is ``{annotator: [cp, ...]}`` (or a list of lists); change points are the
-    first index of the new segment.
+    ``annotations`` may be ``{annotator: [cp, ...]}``, a list of lists, or a flat list of change
+    points (one annotator, as in TSSB; ``[]`` is one annotator who marked no change), as
+    :func:`covering` accepts; change points are the first index of the new segment.
+
+    >>> f1_score([10, 50], [10]) == f1_score([[10, 50]], [10]), f1_score([], [])
+    (True, 1.0)
     """
     p, r = precision_recall(annotations, predictions, margin)
     return 0.0 if p + r == 0 else 2 * p * r / (p + r)
@@ -117,13 +127,11 @@ def covering(annotations, predictions: Sequence[int], n_obs: int) -> float:
     """Segmentation covering of the predicted change points, averaged over annotators.
 
     ``annotations`` may be ``{annotator: [cp, ...]}``, a list of lists, or a flat list of change
-    points (one annotator, as in TSSB).
+    points (one annotator, as in TSSB; ``[]`` is one annotator who marked no change).
     """
     n_obs = int(n_obs)
     if n_obs < 1:
         raise ValueError(f"n_obs must be >= 1 (the series length); got {n_obs}")
-    if not isinstance(annotations, Mapping) and all(np.isscalar(a) for a in annotations):
-        annotations = [list(annotations)]
     sets = _annotator_sets(annotations)
     return float(np.mean([_cover_single(tk, predictions, n_obs) for tk in sets]))
 

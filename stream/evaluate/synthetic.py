@@ -306,6 +306,9 @@ def change_series(kind: str, seed: int = 0, segment: int = SEGMENT) -> ChangeCas
     elif kind == "mean_clean":
         x = 0.05 * rng.normal(size=length) + 1.0 * mid
     elif kind == "mean_alternating":
+        if seg < 2 or seg % 2:  # six segments of seg / 2 must fill the 3 x seg samples exactly
+            raise ValueError(f"mean_alternating needs an even segment >= 2 (six segments of segment / 2 "
+                             f"samples fill 3 x segment); got segment={seg}")
         half = seg // 2
         cps = list(range(half, length, half))[:5]
         x = rng.normal(size=length) + 2.0 * ((np.arange(length) // half) % 2 == 1)
@@ -405,7 +408,10 @@ def named_factory(name: str, seed: int = 0) -> Callable[[], object]:
 
 
 def _null_stream_row(factory: Callable[[], object], kind: str, length: int, s: int) -> dict:
-    """One null-suite series through ``factory()``: its alarm count (a failure is reported, not hidden)."""
+    """One null-suite series through ``factory()``: its alarm count (a failure is reported, not hidden).
+
+    A series whose detector fails records no alarm, not even those raised before the failure, and
+    the scores leave it out (:func:`_scored`): a part of a run is not a measurement of the series."""
     x = null_series(kind, length, s)
     try:
         alarms = stream_alarms(factory(), x)
@@ -443,6 +449,12 @@ def _table(rows: list[dict], key: str, value: Callable[[list[dict]], dict]) -> d
     return {k: value(v) for k, v in groups.items()}
 
 
+def _scored(rows: list[dict]) -> list[dict]:
+    """The rows whose detector ran to the end: a failed series is left out of every rate (numerator and
+    denominator alike; ``errors`` counts it), since its detector said nothing about it."""
+    return [r for r in rows if r["error"] is None]
+
+
 def _null_report(rows: list[dict], mode: str, seeds: int, target: float, summ: Callable, t0: float) -> dict:
     """The null suite's report: ``summ`` of every kind x length cell, per length, per kind, overall."""
     cells: dict = {}
@@ -460,7 +472,9 @@ def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = No
                        progress: Callable[[str], None] | None = None) -> dict:
     """Fraction of change-free series with any change point, per kind x length, per length, per kind.
 
-    ``rate`` = series with >= 1 change point / series; ``in_spec`` = rate <= 5 %.
+    ``rate`` = series with >= 1 change point / series; ``in_spec`` = rate <= 5 % and no series failed.
+    A series whose ``detect`` raises is left out of ``series`` and the rates, counted in ``errors``
+    (and listed in the report's ``errors``); a cell of failures alone has ``rate`` None.
     """
     detect = detect or default_detect()
     rows = []
@@ -477,11 +491,13 @@ def score_null_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = No
             progress(f"{kind} T={length} seed={s}: {len(cps)} change(s)")
 
     def summ(rs):
-        hit = sum(r["n_changes"] > 0 for r in rs)
-        rate = hit / len(rs)
-        return {"series": len(rs), "with_change": hit, "rate": round(rate, 4),
-                "changes_per_series": round(float(np.mean([r["n_changes"] for r in rs])), 4),
-                "errors": sum(r["error"] is not None for r in rs), "in_spec": rate <= TARGET_NULL_OFFLINE}
+        ok = _scored(rs)
+        errors = len(rs) - len(ok)
+        hit = sum(r["n_changes"] > 0 for r in ok)
+        rate = hit / len(ok) if ok else None
+        return {"series": len(ok), "with_change": hit, "rate": None if rate is None else round(rate, 4),
+                "changes_per_series": round(float(np.mean([r["n_changes"] for r in ok])), 4) if ok else None,
+                "errors": errors, "in_spec": rate is not None and rate <= TARGET_NULL_OFFLINE and not errors}
 
     return _null_report(rows, "offline", seeds, TARGET_NULL_OFFLINE, summ, t0)
 
@@ -492,7 +508,10 @@ def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int
                          jobs: int = 1) -> dict:
     """False alarms per 10,000 samples of a fresh streaming detector per series (every sample counts).
 
-    ``in_spec`` = rate <= 1 per 10,000 samples. ``factory()`` builds one detector (river API);
+    ``in_spec`` = rate <= 1 per 10,000 samples and no series failed; a series whose detector raises
+    is left out of ``series``, ``samples`` and the rates, counted in ``errors`` (and listed in the
+    report's ``errors``); a cell of failures alone has ``per_10k`` None. ``factory()`` builds one
+    detector (river API);
     without it, the detector named ``detector`` (:data:`STREAMING_DETECTORS`) with its defaults,
     over ``jobs`` processes.
     """
@@ -517,12 +536,15 @@ def score_null_streaming(factory: Callable[[], object] | None = None, seeds: int
             record(_null_stream_row(factory, *c))
 
     def summ(rs):
-        samples = sum(r["length"] for r in rs)
-        n_al = sum(r["alarms"] for r in rs)
-        rate = 1e4 * n_al / samples
-        return {"series": len(rs), "samples": samples, "alarms": n_al, "per_10k": round(rate, 3),
-                "series_with_alarm": sum(r["alarms"] > 0 for r in rs),
-                "errors": sum(r["error"] is not None for r in rs), "in_spec": rate <= TARGET_NULL_STREAMING}
+        ok = _scored(rs)
+        errors = len(rs) - len(ok)
+        samples = sum(r["length"] for r in ok)
+        n_al = sum(r["alarms"] for r in ok)
+        rate = 1e4 * n_al / samples if samples else None
+        return {"series": len(ok), "samples": samples, "alarms": n_al,
+                "per_10k": None if rate is None else round(rate, 3),
+                "series_with_alarm": sum(r["alarms"] > 0 for r in ok),
+                "errors": errors, "in_spec": rate is not None and rate <= TARGET_NULL_STREAMING and not errors}
 
     return _null_report(rows, "streaming", seeds, TARGET_NULL_STREAMING, summ, t0)
 
@@ -542,7 +564,9 @@ def match_offline(truth: Sequence[int], pred: Sequence[int], tolerance: int) -> 
 
 def match_streaming(truth: Sequence[int], alarms: Sequence[tuple[int, int]], tolerance: int,
                     length: int) -> list[tuple[int, int] | None]:
-    """For each true change c, the first alarm raised in ``[c, min(c + tolerance, next change))``."""
+    """For each true change c, the first alarm raised in ``[c, min(c + tolerance, next change - 1)]``:
+    at most ``tolerance`` samples after c (inclusive, as the offline rule), and before the next change
+    (or the end of the series)."""
     out: list[tuple[int, int] | None] = []
     bounds = list(truth) + [int(length)]
     for i, c in enumerate(truth):
@@ -553,29 +577,40 @@ def match_streaming(truth: Sequence[int], alarms: Sequence[tuple[int, int]], tol
 
 
 def _change_summary(rows: list[dict], key: str) -> dict:
+    """Changes found (``rate`` None when no series of the group ran to the end)."""
     found = [r["found"] for r in rows]
     errs = [r[key] for r in rows if r[key] is not None]
-    out = {"changes": len(rows), "found": int(sum(found)), "rate": round(float(np.mean(found)), 4),
+    out = {"changes": len(rows), "found": int(sum(found)), "rate": round(float(np.mean(found)), 4) if rows else None,
            f"mean_{key}": round(float(np.mean(errs)), 2) if errs else None,
            f"max_{key}": int(max(errs)) if errs else None}
-    if rows and "found_in_segment" in rows[0]:
+    if key == "delay":  # the streaming suite's
         loc = [r["location_error"] for r in rows if r["location_error"] is not None]
         out["found_in_segment"] = int(sum(r["found_in_segment"] for r in rows))
         out["median_location_error"] = float(np.median(loc)) if loc else None
     return out
 
 
+def _unmatched_per_10k(series: list[dict]) -> float | None:
+    """Reported changes that match none, per 10,000 samples of ``series`` (None for no series)."""
+    if not series:
+        return None
+    return round(1e4 * sum(s["unmatched"] for s in series) / max(1, sum(s["length"] for s in series)), 3)
+
+
 def _change_scores(rows: list[dict], series: list[dict], key: str, mode: str, seeds: int, t0: float) -> dict:
+    """The change suite's report. ``rows`` (one per change) hold only the series whose detector ran to
+    the end: a failed series is left out of every count (a failure is not a miss) and listed in
+    ``errors``; a kind of failures alone keeps its row, with no change and rates of None."""
     by_kind = {}
-    for kind in dict.fromkeys(r["kind"] for r in rows):
+    for kind in dict.fromkeys(s["kind"] for s in series):
         rk = [r for r in rows if r["kind"] == kind]
-        sk = [s for s in series if s["kind"] == kind]
+        sk = [s for s in series if s["kind"] == kind and s["error"] is None]
         d = _change_summary(rk, key)
-        d["unmatched_per_10k"] = round(1e4 * sum(s["unmatched"] for s in sk) / sum(s["length"] for s in sk), 3)
+        d["unmatched_per_10k"] = _unmatched_per_10k(sk)
         by_kind[kind] = d
     overall = _change_summary(rows, key)
-    overall["unmatched_per_10k"] = round(1e4 * sum(s["unmatched"] for s in series)
-                                         / max(1, sum(s["length"] for s in series)), 3)
+    scored = [s for s in series if s["error"] is None]
+    overall["unmatched_per_10k"] = _unmatched_per_10k(scored) if series else 0.0
     return {"suite": "change", "mode": mode, "seeds": int(seeds), "tolerance": "2 x window",
             "by_kind": by_kind, "overall": overall, "seconds": round(time.perf_counter() - t0, 2),
             "errors": [s for s in series if s["error"]]}
@@ -602,7 +637,7 @@ def score_change_offline(detect: Callable[[np.ndarray], Sequence[int]] | None = 
     t0 = time.perf_counter()
     for kind, s, case, pred, err in _change_cases(kinds, seeds, lambda case: [int(c) for c in detect(case.x)]):
         m = match_offline(case.change_points, pred, 2 * case.window)
-        for c, p in zip(case.change_points, m):
+        for c, p in zip(case.change_points, m) if err is None else ():  # a failure is not a miss
             rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": p is not None,
                          "error_abs": None if p is None else abs(p - c)})
         series.append({"kind": kind, "seed": s, "length": len(case.x), "predicted": pred,
@@ -624,7 +659,7 @@ def score_change_streaming(factory: Callable[[], object] | None = None, seeds: i
     for kind, s, case, alarms, err in _change_cases(kinds, seeds, lambda case: stream_alarms(factory(), case.x)):
         m = match_streaming(case.change_points, alarms, 2 * case.window, len(case.x))
         late = match_streaming(case.change_points, alarms, len(case.x), len(case.x))
-        for c, a, a_late in zip(case.change_points, m, late):
+        for c, a, a_late in zip(case.change_points, m, late) if err is None else ():  # a failure is not a miss
             rows.append({"kind": kind, "seed": s, "length": len(case.x), "change": c, "found": a is not None,
                          "delay": None if a is None else a[1] - c, "found_in_segment": a_late is not None,
                          "location_error": None if a_late is None else abs(a_late[0] - c)})
@@ -634,10 +669,26 @@ def score_change_streaming(factory: Callable[[], object] | None = None, seeds: i
 
 
 # ---------------------------------------------------------------------------------------------- report
+def failures_line(errors: list[dict], where: Callable[[dict], str]) -> list[str]:
+    """``["N series failed (where: first error)"]`` for a report's ``errors``, or ``[]`` for none: a
+    failed series is left out of the scores, so the table alone would not show it."""
+    if not errors:
+        return []
+    first = errors[0]
+    return [f"{len(errors)} series failed, left out of the scores ({where(first)}: {first['error']})"]
+
+
 def format_null(res: dict) -> list[str]:
-    """Kind x length table of the null suite (offline: % of series with a change; streaming: per 10k)."""
+    """Kind x length table of the null suite (offline: % of series with a change; streaming: per 10k);
+    ``-`` where every series failed."""
     offline = res["mode"] == "offline"
-    val = (lambda d: f"{100 * d['rate']:.0f}%") if offline else (lambda d: f"{d['per_10k']:.1f}")
+
+    def val(d):
+        v = d["rate" if offline else "per_10k"]
+        if v is None:
+            return "-"
+        return f"{100 * v:.0f}%" if offline else f"{v:.1f}"
+
     lengths = list(next(iter(res["cells"].values())).keys())
     head = "offline: % of change-free series with any change" if offline else \
         "streaming: false alarms per 10,000 samples"
@@ -653,11 +704,17 @@ def format_null(res: dict) -> list[str]:
                      + f"{val(res['by_kind'][kind]):>8s}{mark}")
     lines.append(f"{'all':{w}s}" + "".join(f"{val(res['by_length'][ln]):>8s}" for ln in lengths)
                  + f"{val(res['overall']):>8s}")
-    lines.append("(* = above the null suite's target)" if stress else "(* = out of spec)")
-    return lines
+    failed = failures_line(res.get("errors", []), lambda e: f"{e['kind']}/{e['length']} seed {e['seed']}")
+    if stress:
+        lines.append("(* = above the null suite's target" + (", or a series failed)" if failed else ")"))
+    else:
+        lines.append("(* = out of spec" + (": above the target, or a series failed)" if failed else ")"))
+    return lines + failed
 
 
 def format_change(res: dict) -> list[str]:
+    """Kind table of the change suite, and a line on the series that failed (left out of the counts:
+    a failure is not a miss)."""
     key = "mean_error_abs" if res["mode"] == "offline" else "mean_delay"
     label = "mean |error|" if res["mode"] == "offline" else "mean delay"
     seg = "found_in_segment" in res["overall"]
@@ -667,12 +724,13 @@ def format_change(res: dict) -> list[str]:
              + (f"{'in segment':>12s}{'median |cp error|':>19s}" if seg else "")]
     for kind, d in list(res["by_kind"].items()) + [("all", res["overall"])]:
         e = "-" if d[key] is None else f"{d[key]:.1f}"
-        line = f"{kind:{w}s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{d['unmatched_per_10k']:>15.2f}"
+        u = "-" if d["unmatched_per_10k"] is None else f"{d['unmatched_per_10k']:.2f}"
+        line = f"{kind:{w}s}{d['found']:>5d}/{d['changes']:<4d}{e:>14s}{u:>15s}"
         if seg:
             loc = "-" if d["median_location_error"] is None else f"{d['median_location_error']:.1f}"
             line += f"{d['found_in_segment']:>12d}{loc:>19s}"
         lines.append(line)
-    return lines
+    return lines + failures_line(res.get("errors", []), lambda e: f"{e['kind']} seed {e['seed']}")
 
 
 def add_arguments(parser) -> None:

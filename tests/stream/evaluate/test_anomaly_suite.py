@@ -114,6 +114,38 @@ def test_a_failing_series_is_reported_and_the_suite_goes_on():
     assert res["by_kind"]["ar0"]["rows"] == 400
 
 
+def test_a_detector_that_fails_is_not_within_the_target_and_the_table_says_so():
+    def rule(x):
+        if x.shape[0] == 300:
+            raise RuntimeError("boom")
+        return np.zeros(x.shape[0])
+
+    # the series of 300 rows fail; those of 400 score far below the target
+    res = A.score_anomaly_null(factory_of(rule), seeds=2, lengths=(300, 400), kinds=("ar0", "t3"))
+    assert res["by_kind"]["ar0"][str(A.TARGET_SCORE)] == 0.0 and len(res["errors"]) == 4
+    assert res["within_target"] is False
+    lines = A.format_null(res)
+    assert lines[-1] == "4 series failed, left out of the scores (ar0/300 seed 0: RuntimeError: boom); " \
+                        "not within the target"
+    assert "* above the target" not in lines[0]  # no kind is above it: the failures are why
+    # a kind whose series all fail leaves by_kind: it must not leave the verdict with it
+    everywhere = A.score_anomaly_null(factory_of(rule), seeds=1, lengths=(300,), kinds=("ar0",))
+    assert everywhere["by_kind"] == {} and everywhere["within_target"] is False
+    clean = A.score_anomaly_null(factory_of(lambda x: np.zeros(x.shape[0])), seeds=1, lengths=(300,),
+                                 kinds=("ar0",))
+    assert clean["within_target"] is True and not any("failed" in line for line in A.format_null(clean))
+
+
+def test_the_found_table_says_how_many_series_failed():
+    def rule(x):
+        if x[A.ANOMALY_ROW] > 3:  # only the spike on ar0 reaches 3
+            raise RuntimeError("boom")
+        return np.zeros(x.shape[0])
+
+    res = A.score_anomaly_found(factory_of(rule), 1, ("spike", "flatline"), ("ar0",))
+    assert A.format_found(res)[-1] == "1 series failed, left out of the scores (spike/ar0 seed 0: RuntimeError: boom)"
+
+
 @pytest.mark.parametrize("rule, reason", [
     (lambda x: np.full(x.shape[0], np.nan), "non-finite scores (NaN or infinity) on 300 of 300 rows"),
     (lambda x: np.where(np.arange(x.shape[0]) % 2 == 0, np.nan, 1.0),

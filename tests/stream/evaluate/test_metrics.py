@@ -43,6 +43,19 @@ def test_covering_flat_list_is_one_annotator():
     assert covering([30, 60], [30, 60], 90) == 1.0
 
 
+@pytest.mark.parametrize("flat, nested", [([10, 50], [[10, 50]]), ((30,), [[30]]), ([], [[]])],
+                         ids=["two-changes", "tuple", "no-change"])
+def test_f1_and_covering_accept_the_same_annotation_forms(flat, nested):
+    # a flat list of change points is one annotator (as in TSSB), for F1 as for covering
+    for pred in ([], [10], [10, 50, 90]):
+        assert f1_score(flat, pred) == f1_score(nested, pred) == f1_score({"a": nested[0]}, pred)
+        assert precision_recall(flat, pred) == precision_recall(nested, pred)
+        assert covering(flat, pred, 100) == covering(nested, pred, 100)
+    assert f1_score([10, 50], [10]) == pytest.approx(2 * (2 / 2) * (2 / 3) / (1 + 2 / 3))
+    # one annotator who marked no change: only the added index 0 is to be found
+    assert f1_score([], []) == 1.0 and f1_score([], [40]) == pytest.approx(2 * 0.5 / 1.5)
+
+
 def test_tssb_f1_margin_scales_with_length():
     assert tssb_f1([500], [509], 1000) == pytest.approx(1.0)  # margin 10
     assert tssb_f1([500], [520], 1000) < 1.0

@@ -181,6 +181,23 @@ def test_a_staircase_too_short_for_ten_steps_is_refused_with_the_segment_it_need
         S.change_series("mean_staircase", 0, segment=3)
 
 
+@pytest.mark.parametrize("segment", [1, 3, 501])
+def test_alternating_means_need_an_even_segment_so_that_six_halves_fill_the_series(segment):
+    # an odd segment left a seventh, short segment of mean 0 after the sixth: a change the case
+    # does not list (and segment 1 had halves of no sample)
+    with pytest.raises(ValueError, match=f"mean_alternating needs an even segment >= 2.*got segment={segment}"):
+        S.change_series("mean_alternating", 0, segment=segment)
+
+
+@pytest.mark.parametrize("segment", [2, 10, 500])
+def test_alternating_means_change_exactly_where_the_case_says(segment):
+    case = S.change_series("mean_alternating", 0, segment=segment)
+    half = segment // 2
+    assert case.x.shape == (3 * segment,) and case.change_points == [half * i for i in range(1, 6)]
+    level = 2.0 * ((np.arange(3 * segment) // half) % 2 == 1)
+    assert set(np.flatnonzero(np.diff(level)) + 1) == set(case.change_points)
+
+
 def test_the_evaluation_guide_lists_every_stress_kind():
     from pathlib import Path
 
@@ -211,6 +228,106 @@ def test_offline_null_scorer_reports_failures():
     assert res["overall"]["errors"] == 1 and "RuntimeError" in res["errors"][0]["error"]
 
 
+class FailsAfter(FixedAlarms):
+    """A detector raising alarms at ``at`` that fails once it has seen ``rows`` samples."""
+
+    def __init__(self, at=(), rows=0):
+        super().__init__(at)
+        self.rows = rows
+
+    def update(self, x):
+        if self.t + 1 >= self.rows:
+            raise RuntimeError("detector failed")
+        super().update(x)
+
+
+def test_offline_null_series_that_fail_are_left_out_and_out_of_spec():
+    def detect(x):
+        if len(x) == 100:
+            raise RuntimeError("detector failed")
+        return [3] if len(x) == 50 else []
+
+    res = S.score_null_offline(detect, seeds=2, lengths=(15, 50, 100), kinds=("ar0",))
+    # a failure is no "no change": the failed series count in neither the rate nor its denominator
+    assert res["cells"]["ar0"]["100"] == {"series": 0, "with_change": 0, "rate": None, "changes_per_series": None,
+                                          "errors": 2, "in_spec": False}
+    assert res["cells"]["ar0"]["15"]["in_spec"] and res["cells"]["ar0"]["15"]["errors"] == 0
+    assert res["overall"] == {"series": 4, "with_change": 2, "rate": 0.5, "changes_per_series": 0.5,
+                              "errors": 2, "in_spec": False}
+    assert len(res["errors"]) == 2 and res["errors"][0]["error"] == "RuntimeError: detector failed"
+
+
+def test_a_detector_that_fails_is_not_within_the_null_specification():
+    def fails_on_long_series(x):
+        if len(x) > 15:
+            raise RuntimeError("detector failed")
+        return []
+
+    res = S.score_null_offline(fails_on_long_series, seeds=1, lengths=(15, 50), kinds=("ar0",))
+    assert res["overall"]["rate"] == 0.0 and res["overall"]["errors"] == 1
+    assert not res["overall"]["in_spec"] and not res["by_kind"]["ar0"]["in_spec"]
+    assert not res["by_length"]["50"]["in_spec"] and res["by_length"]["15"]["in_spec"]
+
+
+def test_streaming_null_series_that_fail_are_left_out_alarms_samples_and_all():
+    res = S.score_null_streaming(lambda: FailsAfter(at=(10,), rows=500), seeds=2, lengths=(100, 1000),
+                                 kinds=("ar0",))
+    # T = 100 runs to the end (one alarm per series); T = 1000 fails at sample 500 and is left out
+    # entirely, with the alarm it raised before failing
+    assert res["overall"] == {"series": 2, "samples": 200, "alarms": 2, "per_10k": 100.0,
+                              "series_with_alarm": 2, "errors": 2, "in_spec": False}
+    assert res["cells"]["ar0"]["1000"] == {"series": 0, "samples": 0, "alarms": 0, "per_10k": None,
+                                           "series_with_alarm": 0, "errors": 2, "in_spec": False}
+    # quiet until it fails: no false alarm counted, and still out of spec
+    quiet = S.score_null_streaming(lambda: FailsAfter(rows=500), seeds=1, lengths=(100, 1000), kinds=("ar0",))
+    assert quiet["overall"]["per_10k"] == 0.0 and quiet["overall"]["errors"] == 1
+    assert not quiet["overall"]["in_spec"] and not quiet["by_kind"]["ar0"]["in_spec"]
+    assert [e["length"] for e in quiet["errors"]] == [1000]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["offline", "streaming"])
+def test_the_null_table_says_how_many_series_failed_and_the_first_reason(streaming):
+    if streaming:
+        res = S.score_null_streaming(lambda: FailsAfter(rows=30), seeds=2, lengths=(15, 50), kinds=("ar0",))
+    else:
+        res = S.score_null_offline(lambda x: [] if len(x) < 30 else 1 // 0, seeds=2, lengths=(15, 50),
+                                   kinds=("ar0",))
+    text = S.format_null(res)
+    first = res["errors"][0]["error"]
+    assert text[-1] == f"2 series failed, left out of the scores (ar0/50 seed 0: {first})"
+    # the cell of failures alone shows no rate, and the kind is marked out of spec
+    ar0 = next(line for line in text if line.startswith("ar0")).split()
+    assert ar0[2] == "-" and ar0[-1] == "*"
+    res["suite"] = "stress"
+    assert "2 series failed" in S.format_null(res)[-1]
+    clean = S.score_null_offline(lambda x: [], seeds=1, lengths=(15,), kinds=("ar0",))
+    assert not any("failed" in line for line in S.format_null(clean))
+
+
+def test_change_series_that_fail_are_reported_as_failed_not_as_misses():
+    seg = S.SEGMENT
+
+    def detect(x):
+        if len(x) == 3 * S.YOUNG_SEGMENT:
+            raise RuntimeError("detector failed")
+        return [seg + 3, 2 * seg - 3]
+
+    off = S.score_change_offline(detect, seeds=2, kinds=("mean", "mean_young"))
+    assert off["overall"]["changes"] == 4 and off["overall"]["rate"] == 1.0
+    assert off["by_kind"]["mean_young"] == {"changes": 0, "found": 0, "rate": None, "mean_error_abs": None,
+                                            "max_error_abs": None, "unmatched_per_10k": None}
+    assert [(e["kind"], e["error"]) for e in off["errors"]] == [("mean_young", "RuntimeError: detector failed")] * 2
+    text = S.format_change(off)
+    assert text[-1] == "2 series failed, left out of the scores (mean_young seed 0: RuntimeError: detector failed)"
+    assert next(line for line in text if line.startswith("mean_young")).split()[1:] == ["0/0", "-", "-"]
+    # streaming: a detector failing half-way counts none of its changes, found or missed
+    st = S.score_change_streaming(lambda: FailsAfter(at=(seg + 40,), rows=seg + 100), seeds=1,
+                                  kinds=("mean", "variance"))
+    assert st["overall"]["changes"] == 0 and st["overall"]["rate"] is None and len(st["errors"]) == 2
+    assert st["by_kind"]["variance"]["found_in_segment"] == 0
+    assert S.format_change(st)[-1].startswith("2 series failed, left out of the scores (mean seed 0: RuntimeError")
+
+
 def test_streaming_null_scorer_is_alarms_per_10k_samples():
     res = S.score_null_streaming(lambda: FixedAlarms(at=(10, 150)), seeds=2, lengths=(100, 1000),
                                  kinds=("ar05",))
@@ -228,7 +345,12 @@ def test_matching_rules():
     assert S.match_offline([500, 1000], [505, 990, 1200], 100) == [505, 990]
     assert S.match_offline([500, 520], [510], 100) == [510, None]
     assert S.match_offline([500], [701], 200) == [None]
-    # streaming: the first alarm raised in [c, c + tol] and before the next change
+    # streaming: the first alarm raised in [c, c + tol] (both ends included) and before the next change
+    assert S.match_streaming([500, 1000], [(490, 500)], 100, 1500) == [(490, 500), None]
+    assert S.match_streaming([500, 1000], [(490, 600)], 100, 1500) == [(490, 600), None]
+    assert S.match_streaming([500, 1000], [(490, 601)], 100, 1500) == [None, None]
+    # and the docstring states that closed window
+    assert "[c, min(c + tolerance, next change - 1)]" in S.match_streaming.__doc__
     alarms = [(480, 490), (500, 560), (990, 1080)]
     assert S.match_streaming([500, 1000], alarms, 100, 1500) == [(500, 560), (990, 1080)]
     assert S.match_streaming([500, 1000], alarms, 50, 1500) == [None, None]
