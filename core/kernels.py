@@ -117,6 +117,10 @@ def _median(x):
 #: float (about 1.5e-150), so that a width of 1e-3 times it still has a normal square
 MIN_SCALE = 1e4 * float(np.sqrt(np.finfo(np.float64).tiny))
 
+#: the smallest width whose square is a normal float64 (about 1.5e-154): below it ``-0.5 / sigma^2``
+#: overflows to -inf and a zero distance gives a NaN exponent
+SQRT_TINY = float(np.sqrt(np.finfo(np.float64).tiny))
+
 #: a column whose values spread over at most this fraction of its largest magnitude is constant up to
 #: rounding (the relative floor of :func:`ratiowatch.stream.series.preprocess.robust_scale`)
 ROUNDING_SPREAD = 1e-12
@@ -199,8 +203,9 @@ def scaled_width(sigma: float, scale: float) -> float:
     return sigma / scale
 
 
-def check_width(sigma, name: str = "sigma") -> float:
-    """A Gaussian kernel width for data in their own units: finite and at least :data:`MIN_SCALE`.
+def check_width(sigma, name: str = "sigma", *, minimum: float = MIN_SCALE) -> float:
+    """A Gaussian kernel width for data in their own units: finite and at least ``minimum``
+    (:data:`MIN_SCALE`, or :data:`SQRT_TINY` for a width the caller made from the data's own scale).
 
     Below it ``sigma ** 2`` underflows float64 and ``exp(-d2 / (2 sigma^2))`` divides by zero.
 
@@ -214,8 +219,8 @@ def check_width(sigma, name: str = "sigma") -> float:
     value = float(sigma)
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be positive and finite; got {sigma}")
-    if value < MIN_SCALE:
-        raise ValueError(f"{name} must be positive and finite, and at least {MIN_SCALE:.1e} (its square underflows "
+    if value < minimum:
+        raise ValueError(f"{name} must be positive and finite, and at least {minimum:.1e} (its square underflows "
                          f"float64 below that); got {sigma}: rescale the data if its units are that small")
     return value
 

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from .kernels import data_scale, gauss_kernel, median_distance, scaled_width
+from .params import check_int
 from .sampling import canonical_order, check_folds, check_n_folds, cv_folds, int_seed, pick_rows, set_rng
 from .selection import SIGMA_FACTORS
 from .validation import as_samples, check_pair, positive_grid
@@ -283,9 +284,9 @@ def fit_kliep(
     True
     """
     x_nu, x_de = check_pair(x_nu, x_de, min_samples=2)
-    if int(n_centres) < 1:
+    if check_int(n_centres, "n_centres") < 1:
         raise ValueError(f"n_centres must be a positive integer; got {n_centres}")
-    if int(max_iter) < 0:
+    if check_int(max_iter, "max_iter") < 0:
         raise ValueError(f"max_iter must be >= 0; got {max_iter}")
     eps_schedule = positive_grid(eps_schedule, "eps_schedule")
     seed = int_seed(seed)

@@ -44,7 +44,8 @@ from numba import njit
 from .gram_ring import fill_gram, pair_sq_dists, resum_small, slide_gram, sum_tolerance, window_sums
 from .kernels import check_width
 from .kliep import EPS_SCHEDULE, LOG_FLOOR_VALUE, MAX_ITER, kliep_ascent
-from .window_base import SlidingWindowPair
+from .params import check_int
+from .window_base import SlidingWindowPair, check_window_sizes
 
 _STATE_VERSION = 1
 
@@ -121,11 +122,11 @@ class TwoWindowKLIEP(SlidingWindowPair):
     sigma : float
         Kernel width, fixed until :meth:`set_params`.
     warm_start : bool, default False
-        False (default): every solve is exact with respect to the batch iteration (see below), so the
-        incremental state is the batch fit of its windows. True: each solve continues from the previous coefficients with ``warm_iter`` steps per step
-        size (about 1.2x cheaper; differs from the batch fit by the iteration's stopping error, below
-        0.001 in KL at n = 50, d = 10). False: a cold start with the batch settings, so the scores
-        equal :func:`ratiowatch.core.kliep.fit_kliep` on the same windows.
+        False (default): every solve is a cold start with the batch settings, so the incremental
+        state is the batch fit of its windows and the scores equal
+        :func:`ratiowatch.core.kliep.fit_kliep` on the same windows. True: each solve continues from
+        the previous coefficients with ``warm_iter`` steps per step size (about 1.2x cheaper; differs
+        from the batch fit by the iteration's stopping error, below 0.001 in KL at n = 50, d = 10).
     warm_iter : int
         Steps per step size of a warm-started solve (the cold start uses the batch ``MAX_ITER``).
     refresh_every : int
@@ -146,13 +147,8 @@ class TwoWindowKLIEP(SlidingWindowPair):
 
     def __init__(self, dim: int, n: int, sigma: float, *, warm_start: bool = False, warm_iter: int = 10,
                  refresh_every: int = 256, eps_schedule=EPS_SCHEDULE):
-        if int(dim) < 1:
-            raise ValueError(f"dim must be >= 1; got {dim}")
-        if int(n) < 2:
-            raise ValueError(f"n (samples per window) must be >= 2; got {n}")
-        if int(refresh_every) < 1:
-            raise ValueError(f"refresh_every must be >= 1; got {refresh_every}")
-        if int(warm_iter) < 1:
+        dim, n, refresh_every = check_window_sizes(dim, n, refresh_every)
+        if check_int(warm_iter, "warm_iter") < 1:
             raise ValueError(f"warm_iter must be >= 1; got {warm_iter}")
         self._check_sigma(sigma)
         eps = np.atleast_1d(np.asarray(eps_schedule, dtype=np.float64))
@@ -290,6 +286,9 @@ class TwoWindowKLIEP(SlidingWindowPair):
         size = 2 * obj.n
         if not (0 <= obj._head < size) or obj._count < 0:
             raise ValueError(f"state has head={obj._head}, count={obj._count}: outside the ring of {size}")
+        if not 0 <= obj._since_refresh < obj.refresh_every:
+            raise ValueError(f"state has since_refresh={obj._since_refresh}; expected 0 <= since_refresh < "
+                             f"refresh_every={obj.refresh_every}")
         for name, shape in (("ring", (size, obj.dim)), ("gram", (size, size)), ("vec_p", (size,)),
                             ("vec_q", (size,)), ("alpha_p", (size,)), ("alpha_c", (size,))):
             arr = np.asarray(state[name], dtype=np.float64)

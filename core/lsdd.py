@@ -33,14 +33,16 @@ Choices not fixed by the paper (documented here; the paper leaves them open):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
 import numpy as np
 from numba import njit
 
-from .kernels import check_width, gauss_from_sq, gauss_kernel, sq_dist
+from .kernels import MIN_SCALE, check_width, gauss_from_sq, gauss_kernel, sq_dist
 from .linalg import cholesky_inplace
+from .params import check_int
 from .sampling import (canonical_order, check_folds, check_n_folds, cv_folds, int_seed, pick_rows,  # noqa: F401
                        set_rng)  # (re-exported)
 from .selection import lambda_grid, sigma_grid
@@ -181,6 +183,18 @@ def split_centres(x, x_prime, n_centres: int, rng_x, rng_xp, pool_x=None, pool_x
 
 
 
+def pooled_spread(x: np.ndarray, x_prime: np.ndarray) -> float:
+    """Euclidean length of the per-feature ranges of the two sets pooled: no two rows are further
+    apart (``math.hypot`` scales, so ranges of 1e-170 do not underflow to a spread of 0).
+
+    >>> pooled_spread(np.array([[0.0, 0.0]]), np.array([[3.0, 4.0]]))
+    5.0
+    """
+    with np.errstate(over="ignore"):
+        ranges = np.maximum(x.max(axis=0), x_prime.max(axis=0)) - np.minimum(x.min(axis=0), x_prime.min(axis=0))
+    return math.hypot(*ranges.tolist())
+
+
 # --------------------------------------------------------------------------- cross-validation
 
 
@@ -267,6 +281,12 @@ def fit_lsdd(
     seed : int
         Drives the centre subsets and the folds.
 
+    The L2 distance has the units of the data (1/length^d: it scales as ``s^-d`` when the data are
+    multiplied by ``s``), and lambda's grid is absolute while ``H`` scales as ``s^d``: standardise the
+    data first (in large units the fit is almost unregularised, in small ones over-regularised).
+    Samples whose spread is below :data:`~ratiowatch.core.kernels.MIN_SCALE` (about 1e-150) are
+    refused when sigma is searched: no kernel width of the grid resolves them.
+
     Examples
     --------
     >>> rng = np.random.default_rng(0)
@@ -277,15 +297,21 @@ def fit_lsdd(
     """
     x = as_samples(x, "x (first sample set)", min_samples=2)
     x_prime = as_samples(x_prime, "x_prime (second sample set)", min_samples=2, dim=x.shape[1])
-    if int(n_centres) < 2:
+    n_centres = check_int(n_centres, "n_centres")
+    if n_centres < 2:
         raise ValueError(f"n_centres must be an integer >= 2 (one centre per set at least); got {n_centres}")
-    n_centres = int(n_centres)
     seed = int_seed(seed)
     if check_folds(folds) == "random":
         # work on the rows in canonical order: the result is then a function of the two sets, bit for bit
         x, x_prime = x[canonical_order(x)], x_prime[canonical_order(x_prime)]
     n_folds = check_n_folds(n_folds)
     if sigma is None:
+        spread = pooled_spread(x, x_prime)
+        if 0.0 < spread < MIN_SCALE:
+            raise ValueError(f"the samples' spread ({spread:.3g}) is below what the Gaussian kernel can resolve in "
+                             f"float64 ({MIN_SCALE:.1e}): squared distances that small underflow, every kernel value "
+                             "is 1 and the L2 distance would be 0 whatever the two sets; rescale the samples "
+                             "(standardise them) first")
         factors = LSDD_SIGMA_FACTORS if sigma_factors is None else sigma_factors
         sigmas = sigma_grid(x, x_prime, factors=factors, seed=0)
         if not np.all(np.isfinite(sigmas)):

@@ -31,7 +31,7 @@ from numba import njit
 from .gram_ring import fill_gram, pair_sq_dists, slide_gram, window_sums
 from .kernels import check_width
 from .lsdd import h_scale, lsdd_solve
-from .window_base import SlidingWindowPair
+from .window_base import SlidingWindowPair, check_window_sizes
 
 _STATE_VERSION = 1
 
@@ -92,12 +92,7 @@ class TwoWindowLSDD(SlidingWindowPair):
 
     def __init__(self, dim: int, n: int, sigma: float, lam: float, *, refresh_every: int = 256,
                  unitless: bool = False):
-        if int(dim) < 1:
-            raise ValueError(f"dim must be >= 1; got {dim}")
-        if int(n) < 2:
-            raise ValueError(f"n (samples per window) must be >= 2; got {n}")
-        if int(refresh_every) < 1:
-            raise ValueError(f"refresh_every must be >= 1; got {refresh_every}")
+        dim, n, refresh_every = check_window_sizes(dim, n, refresh_every)
         self.dim, self.n = int(dim), int(n)
         self.unitless = bool(unitless)
         self._check_params(sigma, lam)
@@ -209,6 +204,9 @@ class TwoWindowLSDD(SlidingWindowPair):
         obj._since_refresh = int(state["since_refresh"])
         if not (0 <= obj._head < 2 * obj.n) or obj._count < 0:
             raise ValueError(f"state has head={obj._head}, count={obj._count}: outside the ring of {2 * obj.n}")
+        if not 0 <= obj._since_refresh < obj.refresh_every:
+            raise ValueError(f"state has since_refresh={obj._since_refresh}; expected 0 <= since_refresh < "
+                             f"refresh_every={obj.refresh_every}")
         size = 2 * obj.n
         for name, shape in (("ring", (size, obj.dim)), ("gram", (size, size)), ("hmat", (size, size)),
                             ("vec_p", (size,)), ("vec_q", (size,))):

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .kernels import FLUSH_EXPONENT, data_scale, gauss_from_sq, gauss_kernel, scaled_width, sq_dist
+from .kernels import (FLUSH_EXPONENT, SQRT_TINY, check_width, data_scale, gauss_from_sq, gauss_kernel, scaled_width,
+                      sq_dist)
 from .linalg import FASTMATH, cholesky_solve, sym_tridiagonal, tridiagonal_solve_rows
+from .params import check_int, check_real
 from .selection import choose_centres, lambda_grid, sigma_grid
 from .validation import as_samples, check_alpha, check_pair, make_rng
 
@@ -271,10 +273,24 @@ def loocv_scores(x_nu, x_de, centres, sigma: float, lambdas, alpha: float = 0.0,
     """Closed-form leave-one-out scores for one sigma and every lambda (lower is better).
 
     Pairs ``(x_nu[i], x_de[i])`` for ``i < min(n_nu, n_de)`` are held out together; centres stay fixed.
+    The samples and centres are validated as :func:`fit_rulsif`'s (at least 2 rows per set: a held-out
+    fit needs one left), ``lambdas`` must be positive (the closed form needs ``lam > 0``) and
+    ``sigma`` positive, with a square that float64 holds (the data are not rescaled here).
+
+    Examples
+    --------
+    >>> x = np.linspace(0.0, 1.0, 10)
+    >>> loocv_scores(x, x, x, 0.5, [0.1, 1.0]).shape
+    (2,)
     """
-    k_nu = gauss_kernel(x_nu, centres, float(sigma))
-    k_de = gauss_kernel(x_de, centres, float(sigma))
-    scores = _loocv_lambda_path(k_nu, k_de, float(alpha), np.asarray(lambdas, dtype=np.float64), bool(clip))
+    alpha = check_alpha(alpha)
+    x_nu, x_de = check_pair(x_nu, x_de, min_samples=2)
+    centres = as_samples(centres, "centres", dim=x_nu.shape[1])
+    sigma = check_width(check_real(sigma, "sigma"), minimum=SQRT_TINY)
+    lambdas = lambda_grid(lambdas)
+    k_nu = gauss_kernel(x_nu, centres, sigma)
+    k_de = gauss_kernel(x_de, centres, sigma)
+    scores = _loocv_lambda_path(k_nu, k_de, alpha, lambdas, bool(clip))
     return np.where(np.isfinite(scores), scores, np.inf)
 
 
@@ -319,7 +335,7 @@ def fit_rulsif(
     """
     alpha = check_alpha(alpha)
     x_nu, x_de = check_pair(x_nu, x_de, min_samples=2)
-    if int(n_centres) < 1:
+    if check_int(n_centres, "n_centres") < 1:
         raise ValueError(f"n_centres must be a positive integer; got {n_centres}")
     rng = make_rng(seed)
     if sigma is not None and not (np.isfinite(float(sigma)) and float(sigma) > 0):
@@ -386,7 +402,7 @@ def ratio_at_added(
     alpha = check_alpha(alpha)
     x_nu = as_samples(x_nu, "x_nu (numerator samples)", min_samples=2)
     x_add = as_samples(x_add, "x_add (added denominator samples)", min_samples=1, dim=x_nu.shape[1])
-    if int(n_centres) < 1:
+    if check_int(n_centres, "n_centres") < 1:
         raise ValueError(f"n_centres must be a positive integer; got {n_centres}")
     if not (np.isfinite(float(sigma)) and float(sigma) > 0):
         raise ValueError(f"sigma must be positive and finite; got {sigma}")

@@ -136,6 +136,13 @@ def _even(n: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, count)).round().astype(np.int64))
 
 
+#: the smallest normal float64: a kernel width whose square is below it divides -||f - c||^2 into -inf
+_TINY = float(np.finfo(np.float64).tiny)
+
+#: the subsequence views, in the order of :func:`_views`
+_VIEW_NAMES = ("raw", "z-normalised")
+
+
 def _views(x: np.ndarray, width: int, stride: int, max_dims: int) -> list[np.ndarray]:
     x = np.ascontiguousarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < width or width < 1 or stride < 1:
@@ -244,9 +251,20 @@ def kernel_features(x: np.ndarray, width: int, stride: int, n_centres: int = 32,
     n = views[0].shape[0]
     phi = np.zeros((n, sum(c.shape[0] for c in kernel.centres)))
     q = 0
-    for f, c, sigma in zip(views, kernel.centres, kernel.sigmas):
+    for view, f, c, sigma in zip(_VIEW_NAMES, views, kernel.centres, kernel.sigmas):
+        width_sq = sigma * sigma
+        if not (_TINY <= width_sq < math.inf):
+            # values of 1e-160 (or 1e200) give a width whose square underflows (overflows): every
+            # feature would be NaN and every split would score 0, "no change"
+            raise ValueError(f"the kernel width of the {view} subsequences is {sigma:g}, whose square float64 cannot "
+                             "hold: the series' values are too small or too large in their units; standardise "
+                             "the series (subtract its mean, divide by its standard deviation) first")
         phi[:, q:q + c.shape[0]] = gauss_entries(_gauss_exponents(f, c, sigma))
         q += c.shape[0]
+    if not np.isfinite(phi).all():
+        raise ValueError("the kernel features of the series are not finite: the series holds NaN or infinity, "
+                         "or values whose squared distances float64 cannot hold; fill missing values and "
+                         "standardise the series first")
     return phi
 
 
@@ -415,9 +433,11 @@ def split_profile(phi: np.ndarray, splits, width: int, stride: int, alpha: float
     >>> int(np.argmax(p))
     1
     """
-    if not 0.0 <= alpha < 1.0 or lam <= 0.0:
-        raise ValueError(f"need 0 <= alpha < 1 and lam > 0; got {alpha}, {lam}")
+    _check_alpha_lam(alpha, lam)
     phi = np.ascontiguousarray(phi, dtype=np.float64)
+    if not np.isfinite(phi).all():  # a NaN feature fails every Cholesky solve, which scores 0
+        raise ValueError("phi (the kernel features) holds NaN or infinity; make it with kernel_features from a "
+                         "finite, standardised series")
     n_left, first_right = split_rows(splits, width, stride)
     n = phi.shape[0]
     if n_left.size and (np.any(np.diff(n_left) < 0) or n_left.min() < 1 or first_right.max() > n - 1):
@@ -433,6 +453,15 @@ def valid_splits(t_len: int, width: int, stride: int, min_rows: int) -> np.ndarr
     return s[(jl >= min_rows) & (n - jr >= min_rows)]
 
 
+def _check_alpha_lam(alpha, lam) -> None:
+    """alpha a real number in [0, 1) and lam a positive finite one; a ``ValueError`` (``TypeError``
+    for a non-number) naming the parameter otherwise (a NaN ridge scored every split 0, an infinite
+    one NaN)."""
+    check_alpha(check_real(alpha, "alpha"))
+    if not check_real(lam, "lam") > 0.0:
+        raise ValueError(f"lam must be a positive number; got {lam!r}")
+
+
 def check_profile_settings(alpha: float, lam: float, sigma_factor: float, n_centres: int, grid: int) -> None:
     """Raise naming the first of the split profile's settings that is out of range.
 
@@ -446,10 +475,9 @@ def check_profile_settings(alpha: float, lam: float, sigma_factor: float, n_cent
     ...
     ValueError: grid must be an integer >= 1; got 0
     """
-    check_alpha(check_real(alpha, "alpha"))
-    for name, v in (("lam", lam), ("sigma_factor", sigma_factor)):
-        if not check_real(v, name) > 0.0:
-            raise ValueError(f"{name} must be a positive number; got {v!r}")
+    _check_alpha_lam(alpha, lam)
+    if not check_real(sigma_factor, "sigma_factor") > 0.0:
+        raise ValueError(f"sigma_factor must be a positive number; got {sigma_factor!r}")
     check_int(n_centres, "n_centres", minimum=1)
     check_int(grid, "grid", minimum=1)
 

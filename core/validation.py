@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 
@@ -11,13 +13,17 @@ def as_samples(x, name: str, *, min_samples: int = 1, dim: int | None = None) ->
     A 1-d input is read as n scalar samples (d = 1). Raises ``ValueError`` naming ``name`` when
     the input is empty, has more than two dimensions, holds NaN or infinity or a number beyond
     float64 (a Python int such as ``10**400``), has fewer than ``min_samples`` rows, or does not
-    have ``dim`` columns.
+    have ``dim`` columns, or is a masked array with masked entries (their values are not data, and
+    converting it would keep them).
 
     Examples
     --------
     >>> as_samples([1.0, 2.0, 3.0], "x").shape
     (3, 1)
     """
+    if np.ma.isMaskedArray(x) and np.ma.getmaskarray(x).any():
+        raise ValueError(f"{name} is a masked array with {int(np.ma.count_masked(x))} masked value(s); fill them "
+                         "(x.filled(value)) or drop their rows (x.compressed() for 1-d samples) first")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except OverflowError:  # a Python int beyond float64 (e.g. 10**400): an error code rather than a reading
@@ -60,7 +66,9 @@ def positive_grid(values, name: str) -> np.ndarray:
 
 
 def check_alpha(alpha: float) -> float:
-    """The relative-ratio mixture weight must lie in [0, 1)."""
+    """The relative-ratio mixture weight must be a real number (not a string or a bool) in [0, 1)."""
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"alpha must be a real number; got {alpha!r} ({type(alpha).__name__})")
     alpha = float(alpha)
     if not (0.0 <= alpha < 1.0):
         raise ValueError(f"alpha must be in [0, 1); got {alpha}")
@@ -94,6 +102,8 @@ def make_rng(seed) -> np.random.Generator:
     """A private generator: estimators never touch numpy's global RNG."""
     if isinstance(seed, np.random.Generator):
         return seed
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_)) and seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or a numpy Generator; got {seed}")
     return np.random.default_rng(seed)
 
 

@@ -36,7 +36,7 @@ from numba import njit
 from .kernels import check_width, gauss_entry
 from .linalg import FASTMATH, cholesky_scaled_solve
 from .validation import check_alpha
-from .window_base import SlidingWindowPair
+from .window_base import SlidingWindowPair, check_window_sizes
 
 #: version 2: position-indexed systems M1/M2 (version 1 kept full 2n x 2n accumulators; such states
 #: are still accepted and rebuilt from their Gram matrix)
@@ -401,12 +401,7 @@ class TwoWindowRuLSIF(SlidingWindowPair):
 
     def __init__(self, dim: int, n: int, sigma: float, lam: float, *, alpha: float = 0.1,
                  refresh_every: int = 256, clip: bool = True):
-        if int(dim) < 1:
-            raise ValueError(f"dim must be >= 1; got {dim}")
-        if int(n) < 2:
-            raise ValueError(f"n (samples per window) must be >= 2; got {n}")
-        if int(refresh_every) < 1:
-            raise ValueError(f"refresh_every must be >= 1; got {refresh_every}")
+        dim, n, refresh_every = check_window_sizes(dim, n, refresh_every)
         self.dim, self.n = int(dim), int(n)
         self.alpha = check_alpha(alpha)
         self.refresh_every = int(refresh_every)
@@ -568,12 +563,19 @@ class TwoWindowRuLSIF(SlidingWindowPair):
         fields = [("ring", (size, obj.dim)), ("gram", (size, size))]
         if version == _STATE_VERSION:
             fields += [("macc", (2, n, n)), ("hacc", (2, n))]
+        since_refresh = int(state["since_refresh"])
+        if version == _STATE_VERSION and not 0 <= since_refresh < obj.refresh_every:
+            # (a version-1 state's is not used: its systems are rebuilt below)
+            raise ValueError(f"state has since_refresh={since_refresh}; expected 0 <= since_refresh < "
+                             f"refresh_every={obj.refresh_every}")
         for name, shape in fields:
             arr = np.asarray(state[name], dtype=np.float64)
             if arr.shape != shape:
                 raise ValueError(f"state field {name!r} has shape {arr.shape}, expected {shape}")
+            if not np.all(np.isfinite(arr)):  # the compiled updates would carry a NaN into every score
+                raise ValueError(f"state field {name!r} holds NaN or infinity")
             getattr(obj, "_" + name)[...] = arr  # into the views of the packed buffer
-        obj._ist[:] = (head, count, int(state["since_refresh"]))
+        obj._ist[:] = (head, count, since_refresh)
         obj._ready = count >= size
         if version == 1:
             obj._ist[2] = 0

@@ -13,6 +13,26 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .params import check_int
+
+
+def check_window_sizes(dim, n, refresh_every) -> tuple[int, int, int]:
+    """``(dim, n, refresh_every)`` of a two-window state as ``int`` s: integers (a float such as
+    ``n=2.7`` is refused, not truncated) with ``dim >= 1``, ``n >= 2`` and ``refresh_every >= 1``.
+
+    >>> check_window_sizes(3, 50, 256)
+    (3, 50, 256)
+    """
+    dim, n = check_int(dim, "dim"), check_int(n, "n (samples per window)")
+    refresh_every = check_int(refresh_every, "refresh_every")
+    if dim < 1:
+        raise ValueError(f"dim must be >= 1; got {dim}")
+    if n < 2:
+        raise ValueError(f"n (samples per window) must be >= 2; got {n}")
+    if refresh_every < 1:
+        raise ValueError(f"refresh_every must be >= 1; got {refresh_every}")
+    return dim, n, refresh_every
+
 
 @runtime_checkable
 class TwoWindowState(Protocol):
@@ -73,7 +93,9 @@ class SlidingWindowPair:
             y = np.asarray(y, dtype=np.float64).reshape(-1)
         if y.shape[0] != self.dim:
             raise ValueError(f"sample has {y.shape[0]} values but the windows hold dim={self.dim}")
-        if not np.isfinite(y.sum()):  # one reduction instead of a boolean array per sample
+        # one reduction instead of a boolean array per sample; a sum of finite values can still
+        # overflow (1e308 + 1e308), so only an element-wise look decides a refusal
+        if not np.isfinite(y.sum()) and not np.isfinite(y).all():
             raise ValueError("sample contains NaN or infinity; the detector's missing-value policy must handle it")
         return y
 

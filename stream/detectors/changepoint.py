@@ -164,6 +164,15 @@ def _lag1_autocorr(x: np.ndarray) -> float:
 _STATE_CLASSES = {"rulsif": TwoWindowRuLSIF, "ulsif": TwoWindowRuLSIF, "lsdd": TwoWindowLSDD, "kliep": TwoWindowKLIEP}
 
 
+def _below_kernel_resolution(past: np.ndarray, cur: np.ndarray) -> bool:
+    """Whether two windows differ, but by less than any Gaussian kernel width resolves in float64
+    (:func:`~ratiowatch.core.lsdd.fit_lsdd` refuses to select a width for them)."""
+    from ratiowatch.core.kernels import MIN_SCALE
+    from ratiowatch.core.lsdd import pooled_spread
+
+    return 0.0 < pooled_spread(past, cur) < MIN_SCALE
+
+
 def _state_class(method: str):
     return _STATE_CLASSES[method]
 
@@ -890,10 +899,13 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         from ratiowatch.core.kernels import MIN_SCALE, constant_up_to_rounding, median_distance
 
         pooled = np.vstack([past, cur])
-        if constant_up_to_rounding(pooled):
+        if constant_up_to_rounding(pooled) or (self.method == "lsdd" and self.select != "median"
+                                               and _below_kernel_resolution(past, cur)):
             # values that differ in the last bits only (0.1 + 0.2 and 0.3) are chosen for as the
             # constant windows they are: their median distance would be a width of ulps, and the
-            # rounding a maximal change. Exactly constant windows select as before.
+            # rounding a maximal change. Exactly constant windows select as before. So are LSDD's
+            # windows whose spread no kernel width resolves (fit_lsdd refuses them): every kernel
+            # value is 1 either way, so the selection is the one it made of them before.
             pooled = np.repeat(pooled[:1], pooled.shape[0], axis=0)
             past, cur = pooled[: past.shape[0]], pooled[past.shape[0]:]
         if self.select == "median":

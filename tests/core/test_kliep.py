@@ -231,3 +231,11 @@ def test_a_given_grid_reports_its_own_widths():
     x_nu, x_de = rng.normal(size=(60, 1)), rng.normal(0.5, 1.0, size=(80, 1))
     fit = fit_kliep(x_nu, x_de, sigma=[0.3, 1.0, 3.0])
     assert np.array_equal(fit.sigmas, [0.3, 1.0, 3.0]) and fit.sigma in (0.3, 1.0, 3.0)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"n_centres": 2.5}, "n_centres must be an integer; got 2.5"),
+                                           ({"max_iter": 10.5}, "max_iter must be an integer; got 10.5")])
+def test_integer_parameters_given_as_fractions_are_refused_not_truncated(kwargs, match):
+    rng = np.random.default_rng(0)
+    with pytest.raises(TypeError, match=match):
+        fit_kliep(rng.normal(size=(20, 1)), rng.normal(size=(20, 1)), **kwargs)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ratiowatch.core.kernels import gauss_kernel
+from ratiowatch.core.kernels import MIN_SCALE, gauss_kernel
 from ratiowatch.core.lsdd import (
     LSDD_SIGMA_FACTORS,
     cv_folds,
@@ -245,9 +245,14 @@ def test_permutation_invariance(x, xp, seed):
 @given(value=st.floats(-1e3, 1e3, allow_nan=False), other=st.floats(-1e3, 1e3, allow_nan=False),
        n=st.integers(2, 12), n_dup=st.integers(1, 6))
 @example(value=0.0, other=4.368047369487286e-162, n=2, n_dup=1)  # a width whose square underflowed
+@example(value=1.0, other=1.0 + 2.0 ** -52, n=3, n_dup=2)  # one ulp apart: resolved (above MIN_SCALE)
 def test_duplicated_or_constant_samples_never_give_nan(value, other, n, n_dup):
     x = np.full((n, 1), value)
     xp = np.concatenate([np.full((n_dup, 1), other), np.full((n_dup + 1, 1), value)])
+    if 0.0 < abs(other - value) < MIN_SCALE:  # no kernel width resolves them: refused, not a silent 0
+        with pytest.raises(ValueError, match="spread"):
+            fit_lsdd(x, xp)
+        return
     fit = fit_lsdd(x, xp)
     assert np.isfinite(fit.l2) and fit.l2 >= 0.0
     assert np.all(np.isfinite(fit.theta))
@@ -261,3 +266,35 @@ def test_fewer_than_two_folds_are_refused(n_folds):
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="n_folds must be an integer >= 2"):
         fit_lsdd(rng.normal(size=(30, 1)), rng.normal(size=(30, 1)), n_folds=n_folds)
+
+
+def _shifted_pair(scale):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(60, 1)) * scale, rng.normal(3.0, 1.0, size=(60, 1)) * scale
+
+
+@pytest.mark.parametrize("scale", [1e-151, 1e-160, 1e-300])
+def test_samples_spread_below_what_the_kernel_resolves_are_refused_not_scored_zero(scale):
+    # every kernel value of the searched widths was 1: two clearly different sets had an L2 of exactly 0
+    x, xp = _shifted_pair(scale)
+    with pytest.raises(ValueError, match=r"spread .* below what the Gaussian kernel can resolve.*standardise"):
+        fit_lsdd(x, xp)
+    # in two dimensions the spread is the length of the per-feature ranges, not the largest one
+    with pytest.raises(ValueError, match="spread"):
+        fit_lsdd(np.c_[x, x], np.c_[xp, xp])
+
+
+def test_samples_spread_just_above_min_scale_are_still_fitted_as_in_their_own_units():
+    # L2 has units 1/length: l2 x scale is the same number at every scale the kernel resolves
+    x, xp = _shifted_pair(1e-149)
+    fit = fit_lsdd(x, xp)
+    assert fit.l2 > 0.0
+    assert fit.l2 * 1e-149 == pytest.approx(fit_lsdd(*_shifted_pair(1e-100)).l2 * 1e-100, rel=1e-6)
+
+
+@pytest.mark.parametrize("n_centres", [2.9, 3.0, "3"])
+def test_n_centres_must_be_an_integer_not_truncated(n_centres):
+    x, xp = _shifted_pair(1.0)
+    with pytest.raises(TypeError, match="n_centres must be an integer"):
+        fit_lsdd(x, xp, n_centres=n_centres)
+    assert fit_lsdd(x, xp, n_centres=np.int64(4)).centres.shape == (4, 1)  # numpy integers are integers

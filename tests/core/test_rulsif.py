@@ -300,3 +300,57 @@ def test_ratio_at_added_checks_its_arguments():
         ratio_at_added(x, x, 1.0, 1.0, 0.1)
     with pytest.raises(ValueError, match="x_nu"):
         ratio_at_added(x[:1], x, 0.1, 1.0, 0.1)
+
+
+def _loocv_inputs():
+    rng = np.random.default_rng(0)
+    x_nu, x_de = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
+    return x_nu, x_de, x_nu
+
+
+@pytest.mark.parametrize("change, exc, match", [
+    ({"lambdas": [0.0]}, ValueError, "lambdas must hold strictly positive"),  # scored 2.6e10
+    ({"lambdas": [0.1, -1.0]}, ValueError, "lambdas"),
+    ({"alpha": 2.0}, ValueError, r"alpha must be in \[0, 1\)"),  # scored a number
+    ({"alpha": "0.1"}, TypeError, "alpha must be a real number"),
+    ({"sigma": 0.0}, ValueError, "sigma must be positive"),  # ZeroDivisionError
+    ({"sigma": float("nan")}, ValueError, "sigma must be finite"),
+    ({"sigma": 1e-160}, ValueError, "sigma must be positive and finite, and at least"),  # its square underflows
+    ({"x_nu": np.r_[_loocv_inputs()[0], [[np.nan, 0.0]]]}, ValueError, "x_nu .* NaN"),  # scored a finite number
+    ({"x_nu": _loocv_inputs()[0][:1]}, ValueError, "at least 2"),
+    ({"x_de": _loocv_inputs()[1][:, :1]}, ValueError, "x_de .* features"),
+    ({"centres": _loocv_inputs()[2][:, :1]}, ValueError, "centres has 1 features"),
+])
+def test_loocv_scores_validates_its_arguments(change, exc, match):
+    x_nu, x_de, centres = _loocv_inputs()
+    args = {"x_nu": x_nu, "x_de": x_de, "centres": centres, "sigma": 1.0, "lambdas": [0.1], "alpha": 0.1, **change}
+    with pytest.raises(exc, match=match):
+        loocv_scores(**args)
+
+
+def test_loocv_scores_reads_lists_and_one_feature_samples_as_fit_rulsif_does():
+    x_nu, x_de, _ = _loocv_inputs()
+    col = loocv_scores(x_nu[:, :1], x_de[:, :1], x_nu[:, :1], 1.0, [0.1, 1.0], 0.1)
+    assert np.array_equal(loocv_scores(x_nu[:, 0], x_de[:, 0], x_nu[:, 0], 1.0, [0.1, 1.0], 0.1), col)
+    assert np.array_equal(loocv_scores(x_nu.tolist(), x_de.tolist(), x_nu.tolist(), 1.0, [0.1, 1.0], 0.1),
+                          loocv_scores(x_nu, x_de, x_nu, 1.0, [0.1, 1.0], 0.1))
+
+
+def test_loocv_scores_accepts_a_width_far_below_min_scale_whose_square_float64_holds():
+    # a detector's width is a factor of its data's own scale: 1e-152 has a normal square, and the
+    # scores of data in those units are the scores of the same data in units of one
+    x_nu, x_de, _ = _loocv_inputs()
+    tiny = loocv_scores(x_nu * 2.0 ** -505, x_de * 2.0 ** -505, x_nu * 2.0 ** -505, 2.0 ** -505, [0.1, 1.0], 0.1)
+    np.testing.assert_allclose(tiny, loocv_scores(x_nu, x_de, x_nu, 1.0, [0.1, 1.0], 0.1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"alpha": "0.5"}, TypeError, "alpha must be a real number"),
+    ({"alpha": True}, TypeError, "alpha must be a real number"),
+    ({"n_centres": 2.5}, TypeError, "n_centres must be an integer; got 2.5"),  # used 2 centres
+    ({"seed": -1}, ValueError, "seed must be a non-negative integer"),  # numpy's "expected non-negative integer"
+])
+def test_fit_rulsif_refuses_parameters_of_the_wrong_type_naming_them(kwargs, exc, match):
+    x_nu, x_de, _ = _loocv_inputs()
+    with pytest.raises(exc, match=match):
+        fit_rulsif(x_nu, x_de, **{"n_centres": 5, **kwargs})

@@ -220,3 +220,51 @@ class TestKernel:
         kernel = fit_kernel(np.random.default_rng(2).normal(size=(100, 1)), 6, 1)
         with pytest.raises(ValueError, match="another width"):
             kernel_features(np.zeros((50, 1)), 4, 1, kernel=kernel)
+
+
+def _two_spreads(scale):
+    rng = np.random.default_rng(0)
+    return np.r_[rng.normal(0, 1, 300), rng.normal(0, 3, 300)] * scale
+
+
+@pytest.mark.parametrize("scale", [1e-160, 1e200])
+def test_a_series_whose_kernel_width_squared_float64_cannot_hold_is_refused_not_scored_zero(scale):
+    # sigma^2 underflowed (overflowed), every feature was NaN, every Cholesky solve failed and the
+    # profile reported a score of 0.0 at the first split: "no change" for a clear one
+    with pytest.raises(ValueError, match="kernel width of the raw subsequences.*standardise the series"):
+        SplitProfile(width=5).best(_two_spreads(scale))
+    with pytest.raises(ValueError, match="standardise"):
+        kernel_features(_two_spreads(scale)[:, None], 5, 1)
+
+
+@pytest.mark.parametrize("scale", [1e-100, 1e150])
+def test_a_series_in_far_but_representable_units_is_still_scored(scale):
+    score, split = SplitProfile(width=5).best(_two_spreads(scale))
+    assert score > 100.0 and abs(split - 300) <= 10
+
+
+def test_features_that_are_not_finite_are_refused():
+    x = _two_spreads(1.0)[:, None]
+    x[10] = np.nan  # a missing value not filled
+    with pytest.raises(ValueError, match="not finite"):
+        kernel_features(x, 5, 1)
+    phi = kernel_features(_two_spreads(1.0)[:, None], 5, 1)
+    phi[50, 3] = np.nan
+    with pytest.raises(ValueError, match="phi .*NaN or infinity"):
+        split_profile(phi, [100, 300, 500], 5, 1)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"lam": float("nan")}, "lam must be finite"),  # scored every split 0
+    ({"lam": float("inf")}, "lam must be finite"),  # scored every split NaN
+    ({"lam": 0.0}, "lam must be a positive number"),
+    ({"lam": "0.001"}, "lam must be a real number"),
+    ({"alpha": float("nan")}, "alpha must be finite"),
+    ({"alpha": 1.0}, r"alpha must be in \[0, 1\)"),
+])
+def test_split_profile_checks_alpha_and_lam_as_the_split_profile_class_does(bad, message):
+    phi = kernel_features(_two_spreads(1.0)[:, None], 5, 1)
+    with pytest.raises((ValueError, TypeError), match=message):
+        split_profile(phi, [100, 300, 500], 5, 1, **bad)
+    with pytest.raises((ValueError, TypeError), match=message):
+        SplitProfile(width=5, **bad)

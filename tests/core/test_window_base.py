@@ -62,3 +62,50 @@ def test_an_object_missing_part_of_the_interface_is_not_a_state():
             pass
 
     assert not isinstance(Partial(), TwoWindowState)
+
+
+@pytest.mark.parametrize("method", sorted(STATES))
+def test_a_finite_sample_whose_sum_overflows_is_accepted_as_a_list_and_as_an_array(method):
+    # 1e308 + 1e308 overflows: the sample was refused as "NaN or infinity" (the RuLSIF state took it
+    # as an array and refused it as a list); far values have no kernel mass with the others
+    rows = np.random.default_rng(5).normal(size=(14, 2))
+    rows[3] = rows[12] = [1e308, 1e308]
+    rows[9] = [-1e308, 1e308]
+    as_list, as_array, many = STATES[method](), STATES[method](), STATES[method]()
+    with np.errstate(over="ignore"):  # the quick check sums the sample: that sum overflows
+        for row in rows:
+            as_list.push(row.tolist())
+            as_array.push(row)
+        many.push_many(rows)
+    assert as_list.count == as_array.count == 14
+    assert as_list.scores() == as_array.scores() == many.scores()
+    assert np.isfinite(as_list.scores()).all()
+
+
+@pytest.mark.parametrize("method", sorted(STATES))
+def test_a_sample_holding_nan_or_infinity_is_still_refused(method):
+    st = STATES[method]()
+    for bad in ([1e308, np.inf], [np.nan, 0.0], [-np.inf, 1.0]):
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            st.push(bad)
+    assert st.count == 0
+
+
+@pytest.mark.parametrize("method", sorted(STATES))
+@pytest.mark.parametrize("size, exc, match", [
+    ({"n": 2.7}, TypeError, r"n \(samples per window\) must be an integer; got 2.7"),
+    ({"n": 6.0}, TypeError, r"n \(samples per window\) must be an integer"),
+    ({"n": True}, TypeError, r"n \(samples per window\) must be an integer"),
+    ({"n": 1}, ValueError, r"n \(samples per window\) must be >= 2"),
+    ({"dim": 1.9}, TypeError, "dim must be an integer; got 1.9"),
+    ({"dim": 0}, ValueError, "dim must be >= 1"),
+    ({"refresh_every": 0.5}, TypeError, "refresh_every must be an integer"),
+    ({"refresh_every": 0}, ValueError, "refresh_every must be >= 1"),
+])
+def test_window_sizes_must_be_integers_not_truncated(method, size, exc, match):
+    make = {"rulsif": TwoWindowRuLSIF, "kliep": TwoWindowKLIEP, "lsdd": TwoWindowLSDD}[method]
+    args = {"dim": 2, "n": 6, "sigma": 1.0, **({"lam": 0.1} if method != "kliep" else {}), **size}
+    with pytest.raises(exc, match=match):
+        make(**args)
+    st = make(**{**args, "dim": np.int64(2), "n": np.int64(6), "refresh_every": np.int64(9)})
+    assert (st.dim, st.n, st.refresh_every) == (2, 6, 9) and type(st.n) is int

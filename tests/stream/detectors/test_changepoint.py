@@ -1138,6 +1138,16 @@ def test_values_of_ordinary_size_after_values_near_1e_300_are_taken_not_refused_
     assert det._t == x.size - 1 and math.isfinite(det.score)
 
 
+def test_lsdd_windows_that_differ_below_any_kernel_width_select_as_constant_windows_not_an_error():
+    # fit_lsdd refuses samples whose spread no kernel width resolves (its L2 would be 0 whatever the
+    # sets); the detector selects for such windows as for the constant windows they look like
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(size=400), 1e-300 * rng.normal(size=600)]
+    det = ChangePointDetector(method="lsdd", select="loocv", seed=0)
+    alarms = [a for a in (det.step(float(v)) for v in x) if a is not None]
+    assert det._t == x.size - 1 and [a.change_index for a in alarms if a.change_index >= 400] == [400]
+
+
 def test_a_width_below_the_smallest_usable_one_is_raised_to_it_not_an_error_at_every_step():
     # normal values beside +-1e150 ones: once scaled, the median distance times sigma_factor fell
     # below 1.5e-150, which every window refuses
