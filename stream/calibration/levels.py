@@ -127,6 +127,8 @@ def unit_root_rejected(x: np.ndarray) -> bool:
     (False, True)
     """
     stat = adf_t_stat(x)
+    if not np.isfinite(stat):  # undefined: the critical value is not needed (and divides by 0 for T = 2)
+        return False
     rows = np.asarray(x).size - int(4 * (np.asarray(x).size / 100.0) ** 0.25) - 1
     b0, b1, b2 = ADF_CT_5PCT
     return bool(stat < b0 + b1 / rows + b2 / rows ** 2)

@@ -616,6 +616,24 @@ def n_surrogates(level: float) -> int:
     return max(1, int(round(2.0 / level)) - 1)
 
 
+def _test_count(observed: float, level: float, count: int | None) -> int:
+    """The surrogates of a rank test (``count``, or :func:`n_surrogates` (level) if None), once its
+    arguments are checked: a NaN statistic would never be reached by a null maximum (every
+    comparison with NaN is False), so it would be reported as a change; a count below 1 gives a
+    p-value below 0 or above 1, and a level outside (0, 1) a test that always or never rejects.
+    An infinite statistic is a limit the test still orders: +inf is reached by no null maximum,
+    -inf (no split to score) by every one."""
+    if math.isnan(observed):
+        raise ValueError("the observed statistic is NaN; a profile maximum of finite values is a number")
+    if count is None:
+        return n_surrogates(level)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.05; got {level}")
+    if int(count) < 1:
+        raise ValueError(f"count (the surrogates at most) must be at least 1; got {count}")
+    return int(count)
+
+
 def max_split_test(x, profile, observed: float, level: float, rng: np.random.Generator,
                    count: int | None = None, max_order: int = MAX_ORDER,
                    level_shifts: bool = True, smooth_steps: bool = False) -> SplitTest:
@@ -644,7 +662,7 @@ def max_split_test(x, profile, observed: float, level: float, rng: np.random.Gen
         With ``level_shifts``, the search for level steps in smooth series
         (:func:`remove_level_shifts`; off by default).
     """
-    count = n_surrogates(level) if count is None else int(count)
+    count = _test_count(observed, level, count)
     fit = null_fit(x, max_order, level if level_shifts else None, smooth_steps)
     shifts = tuple(sorted({k for ks in fit[3] for k in ks}))
     maxima = (profile.maximum(z) for z in ar_surrogates(x, rng, count, max_order, fit=fit))
@@ -655,7 +673,8 @@ def monte_carlo_test(maxima: Iterable[float], observed: float, level: float, cou
                      shifts: tuple[int, ...] = ()) -> SplitTest:
     """The rank test of ``observed`` against ``count`` null ``maxima``, drawn lazily: drawing stops
     as soon as more of them reach ``observed`` than a rejection at ``level`` allows (Besag and
-    Clifford 1991), and the p-value is then that of the draws made.
+    Clifford 1991), and the p-value is then that of the draws made. A NaN ``observed``, a ``count``
+    below 1 or a ``level`` outside (0, 1) raises ValueError.
 
     Examples
     --------
@@ -665,6 +684,7 @@ def monte_carlo_test(maxima: Iterable[float], observed: float, level: float, cou
     >>> t.reject, t.null.size
     (False, 2)
     """
+    count = _test_count(observed, level, count)
     allowed = int(math.floor(level * (count + 1))) - 1  # exceedances that still reject
     exceed = 0
     null = []

@@ -58,6 +58,12 @@ def test_unit_root_stands_where_the_test_is_undefined():
     assert np.isnan(adf_t_stat(np.ones(300)))
 
 
+@pytest.mark.parametrize("t_len", range(0, 20))
+def test_unit_root_stands_for_every_series_too_short_to_test(t_len):
+    """Two values leave the regression no row (T - p - 1 = 0): the critical value divided by 0."""
+    assert unit_root_rejected(np.arange(float(t_len))) is False
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_the_adf_statistic_of_values_that_are_not_finite_is_undefined(bad):
     # NaN was a LinAlgError, with LAPACK's complaint printed to stderr

@@ -1,5 +1,7 @@
 """Stop test of the split profile (ratiowatch.stream.calibration.split_test)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -62,6 +64,56 @@ def test_a_clear_change_is_rejected_and_noise_stops_early():
     y = _ar1(600, 0.5, 3)
     test = max_split_test(y, prof, prof.best(y)[0], 0.05, rng)
     assert not test.reject and test.null.size < 39
+
+
+def test_a_nan_statistic_is_refused_not_reported_as_a_change():
+    """No null maximum reaches NaN (every comparison with it is False): tested, it was rejected
+    with p = 1 / 40, a change point made of a NaN."""
+    from ratiowatch.stream.calibration.split_test import monte_carlo_test
+
+    x = np.random.default_rng(0).normal(size=200)
+    with pytest.raises(ValueError, match="NaN"):
+        max_split_test(x, SplitProfile(width=3), float("nan"), 0.05, np.random.default_rng(1))
+    with pytest.raises(ValueError, match="NaN"):
+        monte_carlo_test(iter(np.zeros(39)), float("nan"), 0.05, 39)
+
+
+@pytest.mark.parametrize("count", [0, -3])
+def test_a_count_below_one_is_refused(count):
+    """count = -3 gave the p-value (1 + 0) / (-3 + 1) = -0.5."""
+    from ratiowatch.stream.calibration.split_test import monte_carlo_test
+
+    x = np.random.default_rng(0).normal(size=200)
+    prof = SplitProfile(width=3)
+    with pytest.raises(ValueError, match="count"):
+        max_split_test(x, prof, prof.best(x)[0], 0.05, np.random.default_rng(1), count=count)
+    with pytest.raises(ValueError, match="count"):
+        monte_carlo_test(iter([]), 1.0, 0.05, count)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5, -0.05, float("nan")])
+def test_a_level_outside_zero_one_is_refused_with_a_count_as_without(level):
+    """As :func:`n_surrogates` refuses it when no count is given; with one, level 1.5 rejected a
+    change-free segment and NaN failed with numpy's "cannot convert float NaN to integer"."""
+    from ratiowatch.stream.calibration.split_test import monte_carlo_test
+
+    x = np.random.default_rng(0).normal(size=200)
+    prof = SplitProfile(width=3)
+    for count in (None, 10):
+        with pytest.raises(ValueError, match=r"level must be in \(0, 1\)"):
+            max_split_test(x, prof, prof.best(x)[0], level, np.random.default_rng(1), count=count)
+    with pytest.raises(ValueError, match=r"level must be in \(0, 1\)"):
+        monte_carlo_test(iter(np.zeros(10)), 1.0, level, 10)
+
+
+def test_an_infinite_statistic_is_still_ordered_by_the_test():
+    """+inf is reached by no null maximum (every draw made, rejected); -inf by every one."""
+    from ratiowatch.stream.calibration.split_test import monte_carlo_test
+
+    above = monte_carlo_test(iter(np.arange(9.0)), math.inf, 0.2, 9)
+    assert above.reject and above.null.size == 9 and above.p_value == 0.1
+    below = monte_carlo_test(iter(np.arange(9.0)), -math.inf, 0.2, 9)
+    assert not below.reject and below.null.size == 2
 
 
 def test_level_on_change_free_ar1_series():
