@@ -341,12 +341,12 @@ def _option_problem(args: argparse.Namespace) -> str | None:
     if args.kind in ("window", "auto"):
         from ratiowatch.stream.engine.pipeline import check_detector
 
-        cfg = _daemon_config("127.0.0.1:9", "check", args.partitions, Path(tempfile.gettempdir()), args.n, "check",
-                             kind=args.kind)
-        try:
+        try:  # the config's own check (a ConfigError, e.g. n < 2) as well as the detector's
+            cfg = _daemon_config("127.0.0.1:9", "check", args.partitions, Path(tempfile.gettempdir()), args.n,
+                                 "check", kind=args.kind)
             check_detector(_factory(cfg), cfg.detector["dim"])
-        except ValueError as exc:
-            return f"--n {args.n}: {exc}"
+        except ValueError as exc:  # a ConfigError lists one problem a line: kept to the one line
+            return f"--n {args.n}: " + "; ".join(str(exc).splitlines())
     return None
 
 
@@ -502,6 +502,17 @@ def _produce_chunks(bootstrap: str, topic: str, total: int, chunk: int, keys: in
         c += 1
 
 
+def _stop_process(proc, grace_s: float = 5.0) -> None:
+    """End a ``multiprocessing`` process now: SIGTERM, then SIGKILL if it has not ended within
+    ``grace_s`` seconds."""
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(grace_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(grace_s)
+
+
 def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Stream ``args.soak`` records through one daemon while a producer process writes them; RSS
     (of the daemon's process) after every twentieth of them."""
@@ -525,9 +536,10 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
         target=_produce_chunks, args=(bootstrap, topic, total, chunk, args.keys, args.seed, args.partitions),
         daemon=True)
     t0 = time.perf_counter()
-    producer.start()
     samples: list[float] = []
+    finished = False
     try:
+        producer.start()
         done = 0
         while done < total:
             got = d.run_for(min(per, total - done), timeout_s=300)
@@ -536,9 +548,13 @@ def _soak(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any
             if got == 0 and not producer.is_alive():
                 break
         d.checkpoint_and_commit()
+        finished = True
     finally:
+        if not finished:  # a stop (SIGTERM, Ctrl-C) or an error: the records left are not wanted
+            _stop_process(producer)
         d.close()
-        producer.join(60)
+        if finished:  # the producer has produced every record the daemon read, and is ending
+            producer.join(60)
     elapsed = time.perf_counter() - t0
     warm = samples[max(0, len(samples) // 5 - 1)]
     return {"records": d.stats["records"], "duration_s": round(elapsed, 1),

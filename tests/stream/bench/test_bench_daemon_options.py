@@ -21,6 +21,10 @@ from ratiowatch.stream.commands.cli import main
     # the detector's ValueError traceback after the records were produced
     (["--n", "3"], "--n 3: detector: n_min (6) must not exceed n (3)"),
     (["--kind", "auto", "--n", "3"], "--n 3: detector:"),
+    # the config's ConfigError traceback (exit code 1): a window needs n >= 2
+    (["--n", "1"], "--n 1: detector.n: must be >= 2; got 1"),
+    (["--n", "0"], "--n 0: detector.n: must be >= 2; got 0"),
+    (["--kind", "auto", "--n", "1"], "--n 1: detector:"),
     # exit code 1 before, like an error of the benchmark itself
     (["--records", "5", "--keys", "10"], "--records must be at least --keys; got 5 < 10"),
     (["--repeat", "0"], "--repeat must be >= 1; got 0"),

