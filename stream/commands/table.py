@@ -7,7 +7,8 @@ The rules, in the order they apply (each one says what it did on stderr through 
   not read: an error says to write JSON lines or CSV. Otherwise delimited text whose separator
   (``,`` ``;`` tab ``|``) is found by :class:`csv.Sniffer` on the first lines, or given (one
   character; ``\\t`` or ``tab`` for a tab). ``-`` reads standard input. A UTF-8 byte order mark is
-  dropped, from a file and from standard input alike.
+  dropped, from a file and from standard input alike; text that is not UTF-8 is an error that says
+  how to convert it (and names UTF-16 or UTF-32 by its byte order mark: Excel's "Unicode text").
 - **Header.** A first row is data, not a header, when every cell of it is a number, or when it holds
   a number or a date/time, no text, and each of its cells is of the kind (number or date/time) of
   its column in the rows below (an empty or missing cell fits any column), unless its first cell
@@ -15,13 +16,29 @@ The rules, in the order they apply (each one says what it did on stderr through 
   A row with a text cell is a header (``region,2022,2023`` names yearly columns).
   The columns are then named ``col1``, ``col2``, ... and a note shows the first row. A header made
   only of numbers (sensor IDs) cannot be told from data: it is read as a data row, and the note
-  says so (``header=True`` / ``False`` decides instead of these rules).
+  says so (``header=True`` / ``False`` decides instead of these rules). A first row read as the header
+  although it holds a number of its column's kind (an integer above integers, a decimal above
+  decimals: ``0.3456,#N/A``) gets a note saying so. Names must differ; several unnamed columns with
+  nothing in them (a spreadsheet's ``time;value;;``) are dropped.
 - **Row length.** A row with more cells than the header (or, without a header, than the first row)
   is an error naming its line and both counts: cutting it to fit would shift or split its numbers
   (a decimal comma or an unquoted thousands separator in a comma-separated file splits a number in
   two). Extra cells that are all empty (a trailing separator) are ignored. A row with fewer cells
   reads its missing trailing cells as missing values.
-- **Blank lines.** A line with nothing but whitespace is blank and skipped. Row indices (change
+- **Separator.** A separator found, not given, must not split numbers. A comma-separated file whose
+  every data row is, split at ``;`` (or a tab, ``|``) instead, numbers some of which hold a comma
+  (``0,346;-0,346``) is an error that names that separator. So is a file without a header in which
+  an integer column is followed by digits that can only be the decimals of numbers written with a
+  decimal comma (an integer part ``-0``; digits with a leading zero in two lengths, ``035`` and
+  ``0822``), or a number split at a thousands separator (``1,034.6``) beside rows of smaller numbers
+  one cell shorter (``999.1``). Digits with a leading zero all of one length (``0,346``, or
+  ``2,034.6`` in a file of numbers above 1000) get a note: they may as well be zero-padded IDs. A
+  limit: one column of decimal-comma numbers without a header and with none of these signs
+  (``1,5`` / ``2,7``) cannot be told from two columns of integers, and is read as two (the note on
+  the first row shows its cells); write decimal dots, or pass ``--delimiter ';'`` to read each line
+  as one cell (a decimal comma then stops with a hint).
+- **Blank lines.** A line with nothing but whitespace is blank and skipped (in a TSV, a line of tabs
+  below the header is a row of missing values, as a line of commas is in a CSV). Row indices (change
   points) count data rows from 0; the header and blank lines are not counted. :attr:`Table.lines`
   gives each data row's line in the file. A line of separators or empty quoted cells (``,`` or
   ``""``, as csv writers write a row of missing values) is not blank: it is a row of missing values,
@@ -38,8 +55,9 @@ The rules, in the order they apply (each one says what it did on stderr through 
   is, or is made of, a time or index word (``time``, ``time_ms``, ``timestamp_s``, ``idx``...) is
   the time axis; without one, so is a numeric column that counts up in equal steps (an index)
   when another numeric column is left to watch. A time axis is not a series to watch (as a channel
-  its ramp hides real changes); its values label the change points. Any other column that only
-  ever increases is kept, with a note.
+  its ramp hides real changes); its values label the change points (an integer label is the
+  cell's own: epoch nanoseconds stay exact). Any other column that only ever increases is kept,
+  with a note.
 
 Examples
 --------
@@ -55,6 +73,7 @@ import io
 import json
 import math
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,18 +218,37 @@ def _increasing(v: np.ndarray) -> bool:
     return bool(v.size >= 3 and np.all(np.isfinite(v)) and np.all(np.diff(v) > 0))
 
 
+#: byte order marks of the Unicode encodings other than UTF-8 (longest first: UTF-32 LE starts as UTF-16 LE)
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
+def _not_utf8(name: str, start: bytes, exc: UnicodeDecodeError) -> str:
+    """The message for a text that is not UTF-8: which encoding a byte order mark names, and how to convert.
+
+    ``start``: the first bytes of the text."""
+    shown = "FILE" if name == "<stdin>" else shlex.quote(name)
+    for bom, encoding in _BOMS:
+        if start.startswith(bom):
+            # what spreadsheets save as "Unicode text"
+            return (f"{name} is {encoding} text (it starts with a {encoding} byte order mark), not UTF-8; save it as "
+                    f"UTF-8 (CSV UTF-8), or convert it: iconv -f {encoding.lower()} -t utf-8 {shown} > utf8.csv")
+    return (f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 (CSV UTF-8), or "
+            f"convert it, e.g. from Windows-1252: iconv -f cp1252 -t utf-8 {shown} > utf8.csv")
+
+
 def _read_source(path) -> tuple[str, str]:
     """(display name, text) of a path or ``-`` (standard input)."""
     if str(path) == "-":
         buffer = getattr(sys.stdin, "buffer", None)
         if buffer is None:  # a text stream without bytes beneath (a test's StringIO)
             return "<stdin>", sys.stdin.read()
+        data = buffer.read()
         try:
             # decoded here, as files are, so that a byte order mark is dropped and bad bytes get a message
-            return "<stdin>", buffer.read().decode("utf-8-sig")
+            return "<stdin>", data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise TableError(f"<stdin> is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             "give a CSV or JSON-lines file") from None
+            raise TableError(_not_utf8("<stdin>", data[:4], exc)) from None
     p = Path(path)
     if p.is_dir():
         raise TableError(f"{p} is a directory; give a CSV or JSON-lines file")
@@ -219,8 +257,12 @@ def _read_source(path) -> tuple[str, str]:
     try:
         return str(p), p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise TableError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                         "give a CSV or JSON-lines file") from None
+        try:
+            with p.open("rb") as fh:
+                start = fh.read(4)
+        except OSError:
+            start = b""
+        raise TableError(_not_utf8(str(p), start, exc)) from None
     except OSError as exc:
         raise TableError(f"{p} cannot be read ({exc.strerror or exc}); give a readable CSV or JSON-lines "
                          "file") from None
@@ -308,6 +350,25 @@ def _index_header(first: list[str], below: list[list[str]]) -> bool | None:
     return False
 
 
+def _numbers_like_data(first: list[str], below: list[list[str]]) -> str:
+    """For a first row read as the header: what to say when it holds a number of its column's kind
+    (an integer above integers, a decimal above decimals), as a data row would; empty otherwise.
+
+    ``0.3456,#N/A`` above ``0.8216,-0.8216`` is data whose second cell Excel could not compute;
+    ``region,2022,2023`` above ``north,1.5,1.7`` names yearly columns (integers above decimals)."""
+    like = []
+    for j, c in enumerate(first):
+        if _kind(c) != "number":
+            continue
+        seen = [_integer(r[j]) for r in below if j < len(r) and _kind(r[j]) == "number"]
+        if seen and _integer(c) == max(set(seen), key=seen.count):
+            like.append(c.strip())
+    if not like:
+        return ""
+    return (f"it holds {'a number' if len(like) == 1 else 'numbers'} ({', '.join(like[:3])}"
+            f"{', ...' if len(like) > 3 else ''}) like the rows below it; if the line is data, pass --header no")
+
+
 def _is_data_row(first: list[str], below: list[list[str]]) -> tuple[bool, str]:
     """Whether the first row of a delimited file is data rather than a header (module docstring), and
     what to say when that is a guess."""
@@ -327,19 +388,20 @@ def _is_data_row(first: list[str], below: list[list[str]]) -> tuple[bool, str]:
     if not below or not any(k in ("number", "date") for k in kinds):
         return False, ""
     if "text" in kinds:  # "region,2022,2023" names yearly columns above "north,1.5,1.7": a header
-        return False, ""
+        return False, _numbers_like_data(first, below)
     for j, k in enumerate(kinds):
         seen = [_kind(r[j]) for r in below if j < len(r)]
         seen = [s for s in seen if s is not None]
         # a column's usual kind, so that one bad cell below does not make a header name fit
         usual = max(set(seen), key=seen.count) if seen else None
         if k is not None and usual is not None and k != usual:
-            return False, ""
+            return False, _numbers_like_data(first, below)
     return True, ""
 
 
 def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: bool | None = None):
     notes: list[str] = []
+    sniffed = delimiter is None
     if delimiter is None:
         sample = "\n".join(text.splitlines()[:50])
         try:
@@ -357,9 +419,14 @@ def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: boo
             yield raw
 
     reader = csv.reader(lines_of(io.StringIO(text, newline="")), delimiter=delimiter)
+    # a line of tabs is whitespace to str.strip(), but in a TSV it is a row of missing values (before
+    # the header, it is skipped as a blank line is; with a space for the separator, a line of spaces
+    # stays blank)
+    tabs = delimiter == "\t"
     try:
         for row in reader:
-            if "".join(consumed).strip():
+            raw = "".join(consumed)
+            if raw.strip() or (tabs and records and "\t" in raw):
                 records.append((reader.line_num, row))
             else:
                 blank.append(reader.line_num)
@@ -394,6 +461,15 @@ def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: boo
         header = [h.strip() for h in first]
         data = records[1:]
         blank = [b for b in blank if b > first_line]
+        if header.count("") > 1:
+            # blank columns a spreadsheet exports at the end of its used range ("time;value;;"): unnamed
+            # columns whose cells are all empty are dropped, as extra empty cells of a row are
+            # (one such column is read, and noted, as a column without numbers)
+            drop = {j for j, h in enumerate(header) if not h and not any(j < len(r) and r[j].strip()
+                                                                         for _, r in data)}
+            if drop:
+                header = [h for j, h in enumerate(header) if j not in drop]
+                data = [(ln, [c for j, c in enumerate(r) if j not in drop]) for ln, r in data]
     if not data:
         raise TableError(f"{name} has a header but no data rows")
     long = [(ln, r) for ln, r in data if len(r) > len(header) and any(c.strip() for c in r[len(header):])]
@@ -408,11 +484,111 @@ def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: boo
             hint = "name every column in the header, or fix the row"
         more = f"; {len(long) - 1} more such row(s)" if len(long) > 1 else ""
         raise TableError(f"{name} line {ln} has {len(r)} cells, {what} {len(header)}{more}: {hint}")
+    if sniffed:
+        _check_sniffed_separator(name, delimiter, data, no_header, notes)
     if blank:
         shown = ", ".join(str(b) for b in blank[:5]) + (", ..." if len(blank) > 5 else "")
         notes.append(f"{name}: skipped {len(blank)} blank line(s) (line {shown}); indices count data rows "
                      "from 0, header and blank lines not counted")
     return header, [r for _, r in data], [ln for ln, _ in data], notes
+
+
+def _comma_number(cell: str) -> bool:
+    """Whether a cell is a number written with a decimal comma or thousands separators (``0,346``)."""
+    c = cell.strip()
+    return bool(_DECIMAL_COMMA.fullmatch(c) or _THOUSANDS.fullmatch(c))
+
+
+_INT = re.compile(r"[-+]?[0-9]+")
+_DIGITS = re.compile(r"[0-9]+")
+_UP_TO_THOUSAND = re.compile(r"[-+]?[0-9]{1,3}")
+_GROUP_WITH_FRACTION = re.compile(r"[0-9]{3}\.[0-9]+")
+_DECIMAL_UP_TO_THOUSAND = re.compile(r"[-+]?[0-9]{1,3}\.[0-9]+")
+
+
+def _check_sniffed_separator(name: str, delimiter: str, data: list, no_header: bool, notes: list[str]):
+    """Stop when the separator found by the sniffer splits the file's numbers, rather than read other
+    numbers silently. Only a separator the user did not give is checked (``--delimiter`` decides).
+
+    - A comma-separated file whose every data row, split at another separator (``;``, tab, ``|``)
+      instead, is numbers, some with decimal commas (``0,346;-0,346``): it is separated by that one.
+    - A comma-separated file without a header, in which an integer column is followed by a column
+      of unsigned digits that can only be the digits after a decimal comma: an integer part ``-0``
+      (no integer is written so), or digits with a leading zero in two lengths or more (``035`` and
+      ``0822``: zero-padded numbers all have one length). Integer tables (counts, IDs, zero-padded
+      IDs) have neither. Fraction digits of one length (``0,346`` ``1,082``) of numbers never
+      between -1 and 0 cannot be told from an integer column beside zero-padded ones (IDs, HHMM
+      times): when some of them have a leading zero, a note says what they may be.
+    - The same with a thousands separator: an integer of one to three digits followed by a cell of
+      three digits and a fraction (``1,034.6``) in the rows of larger numbers, while other rows have
+      one cell fewer and a decimal number where that integer stands (``999.1``). When every number
+      is above 1000 no row is shorter; a fraction with a leading zero (``034.6``) gets a note.
+    """
+    if delimiter == ",":
+        for other in DELIMITERS:
+            if other == ",":
+                continue
+            # each row's line split at the other separator: pieces that hold a comma are numbers
+            # written with one (a cell "3;4" of a comma-separated "a,3;4,b" leaves "a,3" and "4,b")
+            # (row by row: an ordinary file stops at its first row)
+            split = ((ln, ",".join(r).split(other)) for ln, r in data)
+            if all(len(p) > 1 and all(_comma_number(c) for c in p if "," in c) for _, p in split):
+                commas = ((ln, p) for ln, p in ((ln, ",".join(r).split(other)) for ln, r in data)
+                          if any("," in c for c in p))
+                first = next(commas, None)
+                if first:
+                    ln, pieces = first
+                    flag, what = ("tab", "a tab") if other == "\t" else (repr(other), repr(other))
+                    raise TableError(
+                        f"{name} line {ln}: read with ',' as the separator, but {what} separates its numbers "
+                        f"written with decimal commas ({', '.join(c.strip() for c in pieces[:3])}"
+                        f"{', ...' if len(pieces) > 3 else ''}), as on every data row: if {what} separates the "
+                        f"cells, pass --delimiter {flag} and write decimal dots; if not, pass --delimiter ','",
+                        notes)
+    if delimiter != "," or not no_header:
+        return
+    width = max(len(r) for _, r in data)
+    for j in range(width - 1):
+        def pairs(j=j):  # (line, cell j, cell j + 1) of the rows that have both
+            return ((ln, r[j].strip(), r[j + 1].strip()) for ln, r in data if len(r) > j + 1 and r[j + 1].strip())
+
+        # tested row by row, so that a column of decimals stops the test at its first cell
+        if next(pairs(), None) is None or not all(_INT.fullmatch(a) for _, a, _ in pairs()):
+            continue
+        if all(_DIGITS.fullmatch(b) for _, _, b in pairs()):
+            full = list(pairs())
+            negative = [(ln, a, b) for ln, a, b in full if a == "-0"]
+            padded = [(ln, a, b) for ln, a, b in full if len(b) > 1 and b[0] == "0"]
+            if negative or len({len(b) for _, _, b in padded}) > 1:
+                ln, a, b = (negative or padded)[0]
+                raise TableError(
+                    f"{name} line {ln}: {a},{b} reads as two integers in columns col{j + 1} and col{j + 2}, but it "
+                    f"looks like one number written with a decimal comma ({a}.{b}): write decimal dots; if the "
+                    "cells are separated by another character, pass --delimiter CHAR; if they are integers, "
+                    "pass --delimiter ','", notes)
+            if padded and len(padded) < len(full):
+                ln, a, b = padded[0]
+                notes.append(f"{name}: col{j + 2} holds digits with a leading zero after the integers of col{j + 1} "
+                             f"(line {ln}: {a},{b}): if they are the decimals of numbers written with a decimal "
+                             f"comma ({a}.{b}), write decimal dots (without a header, the file cannot tell)")
+        elif all(_UP_TO_THOUSAND.fullmatch(a) and _GROUP_WITH_FRACTION.fullmatch(b) for _, a, b in pairs()):
+            full = list(pairs())
+            short = [(ln, r[j].strip()) for ln, r in data
+                     if (len(r) == j + 1 or (len(r) > j + 1 and not r[j + 1].strip()))
+                     and _DECIMAL_UP_TO_THOUSAND.fullmatch(r[j].strip())]
+            if short:
+                ln, a, b = full[0]
+                raise TableError(
+                    f"{name} line {ln}: {a},{b} reads as two cells, but it looks like one number written with a "
+                    f"thousands separator ({a}{b}): rows of smaller numbers have one cell fewer (line {short[0][0]}: "
+                    f"{short[0][1]}); remove the separators or quote such numbers; if the cells are separate, "
+                    "pass --delimiter ','", notes)
+            padded = [(ln, a, b) for ln, a, b in full if b[0] == "0"]
+            if padded:
+                ln, a, b = padded[0]
+                notes.append(f"{name}: col{j + 2} holds numbers with a leading zero after the integers of col{j + 1} "
+                             f"(line {ln}: {a},{b}): if they are numbers written with a thousands separator "
+                             f"({a}{b}), remove the separators (without a header, the file cannot tell)")
 
 
 def _jsonl_rows(text: str, name: str):
@@ -458,7 +634,8 @@ def _jsonl_rows(text: str, name: str):
 def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) -> Table:
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
-        raise TableError(f"{name}: duplicate column name(s) {dup} in the header")
+        raise TableError(f"{name}: duplicate column name(s) {dup} in the header; give each column its own "
+                         "name, or pass --header no to read the first row as data (columns col1, col2, ...)")
     selected = list(columns or [])
     twice = sorted({c for c in selected if selected.count(c) > 1})
     if twice:  # one series fed twice would be two perfectly correlated channels
@@ -572,8 +749,9 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
     if time_name is not None:
         tv = parsed.get(time_name)
         if tv is not None:  # numbers stay numbers; a missing time is None (null in JSON)
-            time_values = [(int(v) if float(v).is_integer() else float(v)) if math.isfinite(v)
-                           else (None if c.strip().lower() in MISSING else c.strip())
+            # an integer is the cell's own (a float64 keeps 53 bits: epoch nanoseconds would change)
+            time_values = [((int(c) if _integer(c) else int(v)) if float(v).is_integer() else float(v))
+                           if math.isfinite(v) else (None if c.strip().lower() in MISSING else c.strip())
                            for v, c in zip(tv, cells[time_name])]
         else:
             time_values = [c.strip() for c in cells[time_name]]

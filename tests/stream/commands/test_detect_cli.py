@@ -73,6 +73,15 @@ def test_headerless_file_keeps_every_row(tmp_path):
     assert "no header row" in proc.stderr
 
 
+def test_a_headerless_semicolon_file_with_decimal_commas_stops_instead_of_reading_other_numbers(tmp_path):
+    rows = jump_rows()
+    p = tmp_path / "dc.csv"
+    p.write_text("".join(f"{c};{m}\n".replace(".", ",") for _, c, m in rows))
+    proc = cli("detect", p, "--json")
+    one_line_error(proc, 2, "--delimiter ';'", "write decimal dots")
+    assert proc.stdout == ""
+
+
 def test_blank_lines_do_not_shift_the_reported_lines(tmp_path):
     p = write(tmp_path / "b.csv", jump_rows())
     lines = p.read_text().splitlines(keepends=True)

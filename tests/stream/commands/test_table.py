@@ -451,3 +451,129 @@ def test_a_missing_time_keeps_the_other_times_numbers():
     text = "time,v\n" + "".join(f"{'' if i == 3 else 1000 + 10 * i},{i % 3}.5\n" for i in range(10))
     t = read_table_text(text, name="g.csv")
     assert t.time_values[:5] == [1000, 1010, 1020, None, 1040]
+
+
+# --- a found separator that splits numbers; headers that hold data; rows of tabs; exact times ------
+
+
+def _wave(n=120):
+    """A series that crosses zero, so that some of its values lie between -1 and 0."""
+    return [round(float(v), 3) for v in 1.5 * np.sin(np.arange(n) / 7.0)]
+
+
+@pytest.mark.parametrize("sep,flag", [(";", "--delimiter ';'"), ("\t", "--delimiter tab")])
+def test_decimal_commas_between_another_separator_stop_without_a_header(sep, flag):
+    # "0,346;-0,346": a comma is as regular a separator as the ';' in such a file
+    text = "".join(f"{v:.3f}{sep}{-v:.3f}\n".replace(".", ",") for v in _wave())
+    with pytest.raises(TableError, match=flag):
+        read_table_text(text, name="dc.csv")
+    # given, the separator is not questioned: the decimal commas themselves then stop it
+    with pytest.raises(TableError, match="decimal commas"):
+        read_table_text(text, name="dc.csv", delimiter=sep)
+
+
+def test_a_cell_holding_a_semicolon_in_a_comma_separated_file_is_text():
+    text = "host,tags,cpu\n" + "".join(f"h{i % 3},a;b,{i % 4}.5\n" for i in range(20))
+    t = read_table_text(text, name="t.csv")
+    assert t.names == ["cpu"] and t.values.shape == (20, 1)
+
+
+@pytest.mark.parametrize("cells", [
+    [f"{v:.3f}".replace(".", ",") for v in _wave()],  # -0,537: no integer is written -0
+    ["1,5", "0,035", "2,0822", "1,25", "3,5"] * 10,  # 035, 0822: fraction digits, not zero-padded numbers
+])
+def test_one_column_of_decimal_commas_without_a_header_stops(cells):
+    with pytest.raises(TableError, match="decimal comma") as exc:
+        read_table_text("\n".join(cells) + "\n", name="one.csv")
+    assert "write decimal dots" in str(exc.value) and "--delimiter ','" in str(exc.value)
+
+
+def test_integer_tables_without_a_header_are_not_taken_for_decimal_commas():
+    counts = "".join(f"{i % 9},{(7 * i) % 13}\n" for i in range(40))
+    t = read_table_text(counts, name="c.csv", time_column="none")
+    assert t.names == ["col1", "col2"] and t.values[3].tolist() == [3.0, 8.0]
+    padded = "".join(f"{i % 5},{i + 1:04d}\n" for i in range(40))  # IDs 0001 ... 0040
+    t = read_table_text(padded, name="p.csv", time_column="none")
+    assert t.values[:2].tolist() == [[0.0, 1.0], [1.0, 2.0]] and not any("leading zero" in n for n in t.notes)
+
+
+def test_digits_with_a_leading_zero_of_one_length_are_read_as_integers_with_a_note():
+    # 0,346 0,035 ... or a count beside HHMM times: without a header the file cannot tell
+    text = "".join(f"{i % 3},{c}\n" for i, c in enumerate(["346", "035", "822", "907", "061"] * 8))
+    t = read_table_text(text, name="h.csv", time_column="none")
+    assert t.values[1].tolist() == [1.0, 35.0]
+    assert any("col2 holds digits with a leading zero" in n and "line 2: 1,035" in n and "decimal dots" in n
+               for n in t.notes)
+
+
+def test_one_column_of_decimal_commas_without_any_sign_is_read_as_two_integer_columns():
+    # the documented limit: 1,5 and 2,7 are as well two integers
+    t = read_table_text("1,5\n2,7\n3,1\n4,4\n", name="amb.csv", time_column="none")
+    assert t.names == ["col1", "col2"] and t.values[0].tolist() == [1.0, 5.0]
+
+
+def test_unquoted_thousands_separators_without_a_header_stop():
+    values = [1034.6, 999.1, 1082.2, 870.0, 1250.5] * 10
+    text = "".join(f"{v:,.1f}\n" for v in values)  # 999.1 has one cell, 1,034.6 two
+    with pytest.raises(TableError, match="thousands separator") as exc:
+        read_table_text(text, name="k.csv")
+    assert "line 1: 1,034.6" in str(exc.value) and "line 2: 999.1" in str(exc.value)
+    # one integer and one decimal per row, some rows missing the decimal, still read as such
+    t = read_table_text("".join(f"{i % 7},{'' if i % 5 == 0 else f'{i}.5'}\n" for i in range(30)),
+                        name="m.csv", time_column="none")
+    assert t.values.shape == (30, 2) and np.isnan(t.values[5, 1]) and t.values[6].tolist() == [6.0, 6.5]
+
+
+@pytest.mark.parametrize("first", ["#N/A", "-"])
+def test_a_first_row_read_as_the_header_although_it_holds_numbers_gets_a_note(first):
+    x = _wave(50)
+    text = "".join(f"{v:.4f},{first if i == 0 else f'{-v:.4f}'}\n" for i, v in enumerate(x))
+    t = read_table_text(text, name="f.csv")
+    assert t.values.shape == (49, 2)  # what the header rules decide does not change
+    assert any(n.startswith("f.csv: line 1 (0.0000") and "read as the header" in n and "--header no" in n
+               for n in t.notes)
+    assert read_table_text(text, name="f.csv", header=False, bad_cells="missing").values.shape == (50, 2)
+
+
+def test_a_header_naming_yearly_columns_above_decimals_gets_no_note():
+    t = read_table_text("region,2022,2023\nnorth,1.5,1.7\nsouth,2.5,2.1\neast,0.5,0.9\n", name="y.csv")
+    assert t.names == ["2022", "2023"] and not any("--header no" in n for n in t.notes)
+
+
+def test_a_line_of_tabs_in_a_tsv_is_a_row_of_missing_values():
+    rows = [f"{i}.5\t{-i}.25" for i in range(10)]
+    rows[4] = "\t"
+    t = read_table_text("a\tb\n" + "\n".join(rows) + "\n", name="m.tsv", time_column="none")
+    assert t.values.shape == (10, 2) and np.isnan(t.values[4]).all() and t.values[5, 0] == 5.5
+    assert t.lines == list(range(2, 12)) and not any("blank" in n for n in t.notes)
+
+
+def test_epoch_nanoseconds_label_the_rows_exactly():
+    stamps = [1700000000123456789 + i * 1000000007 for i in range(10)]
+    t = read_table_text("time_ns,value\n" + "".join(f"{s},{i % 5}\n" for i, s in enumerate(stamps)), name="ns.csv")
+    assert t.time_name == "time_ns" and t.time_values == stamps
+    assert read_table_text("t,v\n0,1\n1000,2\n2000,3\n", name="ms.csv").time_values == [0, 1000, 2000]
+
+
+def test_blank_columns_at_the_end_of_a_spreadsheet_range_are_dropped():
+    text = "time;value;;\n" + "".join(f"{i};{i % 7}.5;;\n" for i in range(20))
+    t = read_table_text(text, name="export.csv")
+    assert t.names == ["value"] and t.time_name == "time" and t.values[3, 0] == 3.5
+
+
+def test_a_duplicate_column_name_says_what_to_do():
+    with pytest.raises(TableError, match=r"duplicate column name\(s\) \['a'\]") as exc:
+        read_table_text("a,b,a\n1,2,3\n4,5,6\n", name="d.csv")
+    assert "give each column its own name" in str(exc.value) and "--header no" in str(exc.value)
+
+
+@pytest.mark.parametrize("data,says", [
+    ("time,city\n1,Zürich\n".encode("cp1252"), "iconv -f cp1252 -t utf-8"),
+    ("time\tvalue\n1\t2\n".encode("utf-16"), "is UTF-16 text"),  # Excel's "Unicode text"
+], ids=["cp1252", "utf-16"])
+def test_a_file_that_is_not_utf8_says_how_to_convert_it(tmp_path, data, says):
+    path = tmp_path / "export.csv"
+    path.write_bytes(data)
+    with pytest.raises(TableError) as exc:
+        read_table(path)
+    assert says in str(exc.value) and "save it as UTF-8" in str(exc.value)
