@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,6 +100,39 @@ def plot_path_problem(path) -> str | None:
     return None
 
 
+def _save(fig, path: str, fmt: str, dpi: int) -> None:
+    """``fig.savefig`` to ``path``, which is replaced only by a complete file (see :func:`plot_detection`)."""
+    target = os.path.realpath(path) if os.path.islink(path) else path  # a link keeps pointing at the plot
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        mode = None  # a new file
+    if mode is not None and not stat.S_ISREG(mode):  # /dev/null, a pipe: nothing to replace
+        _savefig(fig, target, fmt, dpi)
+        return
+    # drawn under the same name (the PostScript title is the file's name) in a directory beside the
+    # target, on its file system: os.replace then swaps the complete file in at once
+    tmpdir = tempfile.mkdtemp(prefix=".plot-", dir=os.path.dirname(target) or ".")
+    tmp = os.path.join(tmpdir, os.path.basename(target))
+    try:
+        _savefig(fig, tmp, fmt, dpi)
+        if mode is not None:
+            os.chmod(tmp, stat.S_IMODE(mode))  # as writing over the file kept its permissions
+        os.replace(tmp, target)
+    finally:  # on any failure, Ctrl-C included; after os.replace only the empty directory is left
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        with contextlib.suppress(OSError):
+            os.rmdir(tmpdir)
+
+
+def _savefig(fig, path: str, fmt: str, dpi: int) -> None:
+    try:
+        fig.savefig(path, format=fmt, dpi=dpi)
+    except RuntimeError as exc:  # a backend's own failure, e.g. pgf without LaTeX
+        raise PlotWriteError(_latex_problem(fmt) or str(exc)) from exc
+
+
 def plot_detection(path, series, scores, thresholds, detected: Sequence[int], truth: Sequence[int] = (),
                    title: str = "", columns: Sequence[str] | None = None, width: float = 10.0,
                    height: float = 5.0, dpi: int = 100, score_label: str = "change score") -> str:
@@ -107,8 +141,9 @@ def plot_detection(path, series, scores, thresholds, detected: Sequence[int], tr
     the path's extension (``.png``, ``.svg``, ``.pdf``, ... see :func:`plot_formats`).
 
     A file that cannot be written raises ``OSError``: the system's own, or :class:`PlotWriteError`
-    when the backend fails (e.g. ``.pgf`` without LaTeX), saying why; no partly written new file is
-    left behind."""
+    when the backend fails (e.g. ``.pgf`` without LaTeX), saying why. The plot is drawn into a new
+    file beside ``path`` that then takes its place: a failed or interrupted write (Ctrl-C) leaves an
+    existing plot as it was, and no partly written file behind."""
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in plot_formats():
         raise ValueError(f"{path}: unknown image format {Path(path).suffix or '(no extension)'}; "
@@ -139,17 +174,8 @@ def plot_detection(path, series, scores, thresholds, detected: Sequence[int], tr
     ax2.set_xlabel("sample index")
     fig.tight_layout()
     path = str(path)
-    existed = os.path.lexists(path)
     try:
-        fig.savefig(path, format=fmt, dpi=dpi)
-    except (OSError, RuntimeError) as exc:
-        if not existed:  # the backend may have opened the file before failing: leave no broken plot behind
-            with contextlib.suppress(OSError):
-                os.remove(path)
-        if isinstance(exc, OSError):
-            raise
-        # a backend's own failure, e.g. pgf without LaTeX
-        raise PlotWriteError(_latex_problem(fmt) or str(exc)) from exc
+        _save(fig, path, fmt, dpi)
     finally:
         plt.close(fig)
     return path

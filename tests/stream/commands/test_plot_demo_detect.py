@@ -204,3 +204,45 @@ def test_detect_prints_its_results_then_reports_a_backend_failure_of_its_plot(tm
     assert "Traceback" not in captured.err  # detect's notes on the columns it read come first
     last = captured.err.strip().splitlines()[-1]
     assert last == f"ratiowatch detect: could not write the plot {out}: the backend broke"
+
+
+def _plot(path):
+    from ratiowatch.stream.commands.plot import plot_detection
+
+    x = np.r_[np.zeros(50), np.ones(50)]
+    return plot_detection(path, x, np.linspace(0, 1, 100), np.full(100, 0.5), [50], [48], dpi=50)
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt(), OSError(28, "No space left on device")],
+                         ids=["ctrl-c", "disk-full"])
+def test_a_failed_plot_write_leaves_an_existing_plot_as_it_was_and_no_file_behind(tmp_path, monkeypatch, failure):
+    pytest.importorskip("matplotlib")
+    import matplotlib.figure
+
+    existing = tmp_path / "plot.svg"
+    _plot(existing)
+    before = existing.read_bytes()
+
+    def savefig(self, fname, **kwargs):  # the backend truncates its file, draws part of it, and stops
+        with open(fname, "wb") as fh:
+            fh.write(b"<svg")
+        raise failure
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    with pytest.raises(type(failure)):
+        _plot(existing)
+    assert existing.read_bytes() == before
+    with pytest.raises(type(failure)):
+        _plot(tmp_path / "new.svg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot.svg"]
+
+
+def test_a_plot_written_over_another_keeps_its_permissions_and_its_name_inside(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.eps"
+    _plot(out)
+    out.chmod(0o640)
+    _plot(out)
+    assert out.stat().st_mode & 0o777 == 0o640
+    assert b"%%Title: p.eps" in out.read_bytes()  # PostScript names the file it was written to
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.eps"]
