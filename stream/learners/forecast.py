@@ -21,7 +21,9 @@ from collections import deque
 import numpy as np
 from river.base import AnomalyDetector
 
-from .wsvm import OnlineWeightedSVR, check_state
+from ratiowatch.core.params import check_int
+
+from .wsvm import OnlineWeightedSVR, _as_key, check_state
 
 #: the largest magnitude the detector takes: the warm-up's variance sums squares of deviations up
 #: to twice it (4e300 each); squares beyond 1.8e308, of deviations beyond about 1.3e154, overflow
@@ -41,13 +43,6 @@ def _checkpointable_key(key) -> bool:
     if isinstance(key, tuple):
         return all(_checkpointable_key(k) for k in key)
     return False
-
-
-def _as_key(obj):
-    """A key read back from JSON: lists (tuples when written) become tuples again, nested too."""
-    if isinstance(obj, list):
-        return tuple(_as_key(k) for k in obj)
-    return obj
 
 
 def _scaled_mean_sd(resid: np.ndarray) -> tuple[float, float]:
@@ -99,12 +94,12 @@ class ForecastResidualDetector(AnomalyDetector):
     def __init__(self, k: int = 8, window: int = 200, C: float = 1.0, epsilon: float = 0.1,
                  gamma: float | None = None, decay: float = 3.0, warmup: int = 50,
                  resid_window: int = 200, key=None, ridge: float = 1e-6):
-        if int(k) < 1:
-            raise ValueError(f"k must be a positive integer; got {k}")
-        if int(warmup) < int(k) + 2:
+        # counts are integers: no silent int(2.5), no bare TypeError of int(None) or ValueError of
+        # int(nan) that does not say which parameter (window and decay are checked by the SVR)
+        check_int(k, "k", minimum=1)
+        if check_int(warmup, "warmup") < int(k) + 2:
             raise ValueError(f"warmup must be at least k + 2 = {int(k) + 2}; got {warmup}")
-        if int(resid_window) < 2:
-            raise ValueError(f"resid_window must be at least 2; got {resid_window}")
+        check_int(resid_window, "resid_window", minimum=2)
         if not _checkpointable_key(key):
             raise ValueError(f"key must be None, a str, an int, a finite float, a bool or a tuple of these, which a "
                              f"checkpoint restores as it was; got {key!r} ({type(key).__name__})")

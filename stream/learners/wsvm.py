@@ -25,6 +25,8 @@ from collections.abc import Mapping
 import numpy as np
 from river import base
 
+from ratiowatch.core.params import check_int, check_real
+from ratiowatch.core.validation import as_plain
 from ratiowatch.core.wsvm import PathStats, WeightedSVC, WeightedSVR
 from ratiowatch.stream.detectors.state_file import CheckpointEntries
 
@@ -37,6 +39,35 @@ def cao_tay_weights(n_points: int, window: int, decay: float) -> np.ndarray:
     """
     i = np.arange(window - n_points + 1, window + 1, dtype=np.float64)
     return 2.0 / (1.0 + np.exp(decay - 2.0 * decay * i / window))
+
+
+def _plain(obj):
+    """``obj`` with numpy scalars, inside tuples too, as the Python scalars they equal (a
+    checkpoint's JSON takes no numpy scalar; ``np.int64(3)`` and ``3`` are one key and one label)."""
+    if isinstance(obj, tuple):
+        return tuple(_plain(o) for o in obj)
+    return as_plain(obj)
+
+
+def _as_key(obj):
+    """A key read back from JSON: lists (tuples when written) become tuples again, nested too."""
+    if isinstance(obj, list):
+        return tuple(_as_key(k) for k in obj)
+    return obj
+
+
+def _restorable_label(y) -> bool:
+    """Whether the class label ``y`` comes back equal from a checkpoint (JSON; numpy scalars as the
+    Python scalars they equal, lists read back as tuples): None, a str, a bool, an int, a float
+    other than NaN (NaN equals nothing, not even itself), or a tuple of these."""
+    y = as_plain(y)
+    if y is None or isinstance(y, (str, bool, int)):
+        return True
+    if isinstance(y, float):
+        return y == y
+    if isinstance(y, tuple):
+        return all(_restorable_label(v) for v in y)
+    return False
 
 
 def check_state(state, cls) -> CheckpointEntries:
@@ -64,9 +95,10 @@ class _WindowedSVM:
     """Sliding window bookkeeping shared by the regressor and the classifier."""
 
     def _check_params(self) -> None:
-        if int(self.window) < 2:
-            raise ValueError(f"window must be an integer >= 2; got {self.window}")
-        if not (math.isfinite(float(self.decay)) and float(self.decay) >= 0):
+        # no silent int(2.5) or int("10"): the window is a count of points, and a checkpoint keeps
+        # the parameter as it was given
+        check_int(self.window, "window", minimum=2)
+        if not check_real(self.decay, "decay") >= 0:
             raise ValueError(f"decay must be finite and >= 0; got {self.decay}")
 
     def _values(self, x, features) -> np.ndarray:
@@ -89,7 +121,9 @@ class _WindowedSVM:
         space for good."""
         if not isinstance(x, dict):
             raise ValueError(f"x must be a dict of feature -> number; got {type(x).__name__}")
-        features = self._features if self._features is not None else sorted(x.keys(), key=str)
+        # a numpy integer key is kept as the int it equals (the same key of a dict), which a
+        # checkpoint's JSON can write
+        features = self._features if self._features is not None else [_plain(k) for k in sorted(x.keys(), key=str)]
         vec = self._values(x, features)
         if not features:
             raise ValueError("x has no features; the first sample fixes the input space and needs at least one")
@@ -198,7 +232,8 @@ class _WindowedSVM:
             try:
                 features = json.dumps(list(self._features))
             except TypeError:
-                raise ValueError("feature names must be str or int to be checkpointed") from None
+                raise ValueError("feature names must be None, str, int, float, bool or tuples of these to be "
+                                 "checkpointed") from None
         else:
             features = ""
         state = {"version": 1, "class": type(self).__name__, **self._get_params(), "features": features,
@@ -216,8 +251,15 @@ class _WindowedSVM:
         import inspect
 
         names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
-        obj = cls(**{n: state[n] for n in names})
-        obj._features = json.loads(state["features"]) if state["features"] else None
+        params = {n: state[n] for n in names}
+        window = params.get("window")
+        if isinstance(window, float) and window.is_integer():
+            # written before fractional windows were refused, by a learner built with window=30.0
+            # (its window was 30 points): read as the count it was
+            params["window"] = int(window)
+        obj = cls(**params)
+        # tuple names were written as JSON lists: as lists they would match no key of a sample
+        obj._features = [_as_key(f) for f in json.loads(state["features"])] if state["features"] else None
         ids = np.asarray(state["ids"])
         if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
             raise ValueError(f"damaged {cls.__name__} state: entry 'ids' must be a 1-d array of point ids")
@@ -335,7 +377,9 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
 
     Boolean labels map False to -1 and True to +1 (river's binary convention, both always
     reported); other labels map in order of appearance, and a third label raises ``ValueError``, as
-    does a NaN label (it equals no label, not even itself).
+    does a NaN label (it equals no label, not even itself). A label is a bool, None, a str, an int,
+    a float or a tuple of these (a numpy scalar counts as the Python scalar it equals): the labels
+    a checkpoint restores as they were. Any other raises ``ValueError``.
     While the window holds a single class, every weight is driven to 0 and that class is
     predicted. ``predict_proba_one`` is a logistic squashing of the margin (``1 / (1 + e^{-2f})``),
     not a calibrated probability.
@@ -378,11 +422,12 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
 
     def _extra_state(self) -> dict:
         keys = sorted(self._sign)
-        return {"labels": json.dumps(self._labels), "sign_ids": np.array(keys, dtype=np.int64),
+        # numpy labels (the values of a label array) as the Python scalars they equal
+        return {"labels": json.dumps([_plain(v) for v in self._labels]), "sign_ids": np.array(keys, dtype=np.int64),
                 "sign_vals": np.array([self._sign[k] for k in keys], dtype=np.float64)}
 
     def _load_extra(self, state: dict) -> None:
-        self._labels = json.loads(state["labels"])
+        self._labels = [_as_key(v) for v in json.loads(state["labels"])]  # tuple labels come back as tuples
         self._sign = dict(zip(np.asarray(state["sign_ids"]).tolist(), np.asarray(state["sign_vals"]).tolist()))
         if sorted(self._sign) != sorted(self._ids) or not all(v in (-1.0, 1.0) for v in self._sign.values()):
             raise ValueError("damaged OnlineWeightedSVC state: entries 'sign_ids' and 'sign_vals' must give a "
@@ -397,6 +442,11 @@ class OnlineWeightedSVC(_WindowedSVM, base.Classifier):
         if isinstance(y, numbers.Number) and y != y:
             raise ValueError(f"y is {y!r}, which is no class label; the labels are two booleans or two values "
                              "that compare equal to themselves: drop unlabelled samples or impute their labels")
+        # a label a checkpoint cannot restore as it was would make the restored learner refuse it
+        if not _restorable_label(y):
+            raise ValueError(f"y is {y!r} ({type(y).__name__}); a class label must be a bool, None, a str, an int, "
+                             "a float or a tuple of these (numpy scalars of these too), which a checkpoint "
+                             "restores as it was")
 
     def _code(self, y) -> float:
         if isinstance(y, (bool, np.bool_)):

@@ -255,3 +255,21 @@ def test_a_value_far_beyond_the_warm_up_spread_leaves_the_scores_finite_and_exac
                 want = float(abs(Fraction(det._resid[-1]) - mean) / Fraction(sd))
                 assert score == pytest.approx(want, rel=1e-12, abs=0.0), t
                 assert score > 0.0
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"k": None}, TypeError, "k must be an integer; got None"),
+    ({"k": 2.5}, TypeError, "k must be an integer; got 2.5"),
+    ({"k": True}, TypeError, "k must be an integer; got True"),
+    ({"warmup": float("nan")}, TypeError, "warmup must be an integer; got nan"),
+    ({"warmup": "50"}, TypeError, "warmup must be an integer; got '50'"),
+    ({"resid_window": None}, TypeError, "resid_window must be an integer; got None"),
+    ({"resid_window": 1}, ValueError, "resid_window must be an integer >= 2; got 1"),
+    ({"window": float("inf")}, TypeError, "window must be an integer; got inf"),
+    ({"decay": None}, TypeError, "decay must be a real number; got None"),
+])
+def test_a_parameter_of_the_wrong_type_is_refused_by_name(kwargs, error, message):
+    # before: bare TypeErrors of int(None) / float(None), "cannot convert float NaN to integer",
+    # an OverflowError of int(inf), and k=2.5 silently became 2 lags
+    with pytest.raises(error, match=f"^{message}"):
+        ForecastResidualDetector(**kwargs)

@@ -243,3 +243,137 @@ def test_a_damaged_learner_state_is_refused(damage, match):
     damage(state)
     with pytest.raises(ValueError, match=match):
         OnlineWeightedSVC.from_state(state)
+
+
+def _npz_round_trip(tmp_path, model):
+    from ratiowatch.stream.detectors.state_file import read_state, write_state
+
+    write_state(tmp_path / "model.npz", model.to_state())
+    return type(model).from_state(read_state(tmp_path / "model.npz"))
+
+
+def _two_classes(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return X, X[:, 0] + 0.3 * rng.normal(size=n) > 0
+
+
+@pytest.mark.parametrize("labels", [np.array([0, 1]), np.array([0.5, 1.5], dtype=np.float32)],
+                         ids=["int64", "float32"])
+def test_numpy_labels_are_checkpointed_and_restored_as_the_python_scalars_they_equal(tmp_path, labels):
+    # labels taken from a numpy array are numpy scalars: np.int64 and np.float32 are no JSON, and
+    # to_state raised json's bare TypeError
+    X, side = _two_classes()
+    model = OnlineWeightedSVC(window=20, C=2.0, gamma=0.5)
+    for x, s in zip(X[:30], side[:30]):
+        model.learn_one({"a": x[0], "b": x[1]}, labels[int(s)])
+    twin = _npz_round_trip(tmp_path, model)
+    assert twin._labels == model._labels and type(twin._labels[0]) is type(labels[0].item())
+    for x, s in zip(X[30:], side[30:]):
+        q = {"a": x[0], "b": x[1]}
+        assert twin.predict_one(q) == model.predict_one(q)
+        assert twin.predict_proba_one(q) == model.predict_proba_one(q)
+        model.learn_one(q, labels[int(s)])
+        twin.learn_one(q, labels[int(s)])
+    assert twin.decision_one({"a": 0.3, "b": 0.0}) == model.decision_one({"a": 0.3, "b": 0.0})
+
+
+def test_tuple_labels_come_back_from_a_checkpoint_as_tuples(tmp_path):
+    # JSON writes a tuple as a list: restored as lists, the labels were unhashable, every
+    # predict_one raised and the same tuple label was refused as a third label
+    X, side = _two_classes(seed=1)
+    up, down = ("up", 1), ("down", (0, True))
+    model = OnlineWeightedSVC(window=20, C=2.0, gamma=0.5)
+    for x, s in zip(X[:30], side[:30]):
+        model.learn_one({"a": x[0], "b": x[1]}, up if s else down)
+    twin = _npz_round_trip(tmp_path, model)
+    assert set(twin._labels) == {up, down}
+    for x, s in zip(X[30:], side[30:]):
+        q = {"a": x[0], "b": x[1]}
+        assert twin.predict_one(q) == model.predict_one(q) and isinstance(twin.predict_one(q), tuple)
+        assert twin.predict_proba_one(q) == model.predict_proba_one(q)
+        model.learn_one(q, up if s else down)
+        twin.learn_one(q, up if s else down)
+
+
+@pytest.mark.parametrize("label", [object(), frozenset({"a"}), b"a", ["a"], 1 + 2j, ("a", object()),
+                                   ("a", float("nan"))],
+                         ids=["object", "frozenset", "bytes", "list", "complex", "tuple-with-object", "tuple-with-nan"])
+def test_a_label_a_checkpoint_cannot_restore_is_refused_when_learned(label):
+    model = OnlineWeightedSVC(window=10)
+    model.learn_one({"a": 0.0}, "x")
+    with pytest.raises(ValueError, match="a class label must be a bool, None, a str, an int, a float or a tuple "
+                                         "of these"):
+        model.learn_one({"a": 1.0}, label)
+    assert model._labels == ["x"] and model.n_points == 1
+    model.to_state()  # what was learned can still be checkpointed
+
+
+@pytest.mark.parametrize("cls", [OnlineWeightedSVR, OnlineWeightedSVC])
+def test_tuple_feature_names_come_back_from_a_checkpoint_as_tuples(tmp_path, cls):
+    # restored as JSON lists, the names matched no key of a sample: every later prediction and
+    # update raised "feature values must be numbers"
+    X, side = _two_classes(seed=2)
+    names = [("sensor", 1), ("sensor", (2, "b"))]
+    model = cls(window=20, C=2.0, gamma=0.5)
+
+    def feed(m, x, s):
+        m.learn_one(dict(zip(names, x)), bool(s) if cls is OnlineWeightedSVC else float(x[0]))
+
+    for x, s in zip(X[:30], side[:30]):
+        feed(model, x, s)
+    twin = _npz_round_trip(tmp_path, model)
+    assert twin._features == model._features
+    for x, s in zip(X[30:], side[30:]):
+        q = dict(zip(names, x))
+        assert twin.predict_one(q) == model.predict_one(q)
+        feed(model, x, s)
+        feed(twin, x, s)
+
+
+def test_numpy_integer_feature_names_are_the_ints_they_equal(tmp_path):
+    # np.int64 keys (the columns of an array) were learned, but to_state refused them as "not str
+    # or int"; a learner fed them now behaves, and checkpoints, as one fed the equal Python ints
+    rng = np.random.default_rng(3)
+    draws = rng.normal(size=(40, 2))
+    numpy_keys, int_keys = OnlineWeightedSVR(window=20), OnlineWeightedSVR(window=20)
+    for u in draws:
+        numpy_keys.learn_one({np.int64(0): u[0], np.int64(1): u[1]}, float(u[0] - u[1]))
+        int_keys.learn_one({0: u[0], 1: u[1]}, float(u[0] - u[1]))
+    assert numpy_keys._features == [0, 1] and all(type(f) is int for f in numpy_keys._features)
+    assert numpy_keys.to_state()["features"] == int_keys.to_state()["features"]
+    twin = _npz_round_trip(tmp_path, numpy_keys)
+    for u in rng.normal(size=(5, 2)):
+        want = int_keys.predict_one({0: u[0], 1: u[1]})
+        assert numpy_keys.predict_one({np.int64(0): u[0], np.int64(1): u[1]}) == want
+        assert twin.predict_one({np.int64(0): u[0], np.int64(1): u[1]}) == want
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: OnlineWeightedSVR(window=2.5), TypeError, "window must be an integer; got 2.5"),
+    (lambda: OnlineWeightedSVR(window="10"), TypeError, "window must be an integer; got '10'"),
+    (lambda: OnlineWeightedSVR(window=float("inf")), TypeError, "window must be an integer; got inf"),
+    (lambda: OnlineWeightedSVC(window=None), TypeError, "window must be an integer; got None"),
+    (lambda: OnlineWeightedSVR(decay=None), TypeError, "decay must be a real number; got None"),
+    (lambda: OnlineWeightedSVC(decay="3"), TypeError, "decay must be a real number; got '3'"),
+])
+def test_a_window_or_decay_of_the_wrong_type_is_refused_by_name(make, error, message):
+    # before: window=2.5 silently became a window of 2, window="10" was kept as a string (and
+    # written to the checkpoint), window=inf raised a bare OverflowError of int()
+    with pytest.raises(error, match=f"^{message}"):
+        make()
+
+
+@pytest.mark.parametrize("cls", [OnlineWeightedSVR, OnlineWeightedSVC])
+def test_a_checkpoint_of_a_learner_built_with_a_whole_number_float_window_still_restores(cls):
+    # window=30.0 was taken as 30 points before fractional windows were refused; its checkpoint
+    # holds 30.0, and restores as the learner it was
+    learner = cls(window=30)
+    for i in range(40):
+        learner.learn_one({"a": float(i % 7)}, (i % 7) / 7.0 if cls is OnlineWeightedSVR else i % 2 == 0)
+    state = learner.to_state()
+    state["window"] = 30.0
+    restored = cls.from_state(state)
+    assert restored.window == 30 and isinstance(restored.window, int)
+    x = {"a": 3.0}
+    assert restored.predict_one(x) == learner.predict_one(x)
