@@ -108,6 +108,7 @@ from ratiowatch.stream.calibration.cycle_permutation import (applies, block_prof
                                                              window_null_maxima)
 from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, check_max_order, gumbel_threshold,
                                                       null_fit, remove_level_shifts)
+from ratiowatch.stream.detectors.changepoint import check_magnitude
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
 from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
@@ -304,6 +305,9 @@ class SplitProfileDetector(base.DriftDetector):
                              "not a dict; pass the values in a fixed order")
         try:
             v = np.array([x], dtype=np.float64) if isinstance(x, float) else np.asarray(x, dtype=np.float64)
+        except OverflowError:  # a Python int beyond float64: refused as the other detectors refuse it
+            check_magnitude(x)
+            raise
         except (TypeError, ValueError):
             raise ValueError(f"a sample is a number or a 1-d array of channel values; got {x!r}") from None
         if v.ndim == 2 and v.shape[0] == 1:
@@ -345,6 +349,8 @@ class SplitProfileDetector(base.DriftDetector):
         calibrates on the whole window and is tested as usual. For a stream handed over with its
         past several cycles, which a window restarted at a change would not hold
         (:class:`~ratiowatch.stream.detectors.routed.PeriodRoutedDetector` with ``with_history``).
+        The window is the one :meth:`step` would hold after the same rows: rows before the first
+        with a value in every channel are counted but not taken (no window if there is none).
 
         Examples
         --------
@@ -366,10 +372,13 @@ class SplitProfileDetector(base.DriftDetector):
         if np.isinf(x).any():
             raise ValueError("rows hold an infinite value; use NaN for missing values")
         self.n_seen = self._start = int(start) + len(x)
-        seen = ~np.isnan(x).all(axis=1)
-        if not seen.any():
+        # as step skips them: rows before the first with every channel present are dropped, and
+        # gaps after it are carried forward (back-filling a channel that had not begun, or
+        # zero-filling one that never reported, put a false step into the window)
+        complete = ~np.isnan(x).any(axis=1)
+        if not complete.any():
             return
-        first = int(seen.argmax())  # rows before any value are dropped; gaps are carried forward
+        first = int(complete.argmax())
         x = fill_missing(x[first:])
         self._buf = np.empty((2 * self.max_window, x.shape[1]))
         self._buf[:len(x)] = x

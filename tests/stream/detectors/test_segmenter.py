@@ -259,6 +259,14 @@ class TestInput:
         assert stream_alarms(fresh, x[2:]) == later
         assert fresh.to_state()["window"].tolist() == det.to_state()["window"].tolist()
 
+    @pytest.mark.parametrize("sample", [10**400, [1.0, -10**400]], ids=["number", "channel"])
+    def test_an_int_beyond_the_float_range_is_refused_as_a_gross_value(self, sample):
+        # before: a bare OverflowError of the float conversion
+        det = SplitProfileDetector()
+        with pytest.raises(ValueError, match=r"holds a value beyond 1e\+150 in magnitude .* The sample was not taken"):
+            det.step(sample)
+        assert det.n_seen == 0 and det.window_length == 0
+
     def test_bad_input_says_what_to_do(self):
         det = SplitProfileDetector()
         with pytest.raises(ValueError, match="infinite"):
@@ -499,6 +507,27 @@ class TestPrime:
         det.prime(np.r_[np.nan, np.nan, 1.0, np.nan, 3.0], start=10)
         assert (det.n_seen, det.window_length) == (15, 3)
         assert det.to_state()["window"].ravel().tolist() == [1.0, 1.0, 3.0]
+
+    @pytest.mark.parametrize("begins", [None, 120], ids=["never-reports", "begins-later"])
+    def test_primed_rows_give_the_window_that_stepping_through_them_gives(self, begins):
+        # a second channel that has not reported (yet) when the history starts: prime back-filled
+        # it, or filled it with 0.0 if it never reported, and when it then read about 1000 the
+        # window held a step that step never sees, a false alarm (at 300 after the history)
+        rng = np.random.default_rng(0)
+        history = np.c_[rng.normal(size=300), np.full(300, np.nan)]
+        if begins is not None:
+            history[begins:, 1] = 1000 + rng.normal(size=300 - begins)
+            history[begins + 10, 1] = np.nan  # a gap after the first complete row is carried forward
+        later = np.c_[rng.normal(size=600), 1000 + rng.normal(size=600)]
+        primed, stepped = SplitProfileDetector(seed=0), SplitProfileDetector(seed=0)
+        primed.prime(history, start=0)
+        for row in history:
+            stepped.step(row)
+        assert primed.n_seen == stepped.n_seen == 300
+        assert primed.window_length == stepped.window_length == (0 if begins is None else 300 - begins)
+        assert primed.to_state()["window"].tolist() == stepped.to_state()["window"].tolist()
+        alarms = stream_alarms(primed, later)
+        assert alarms == stream_alarms(stepped, later) == []
 
     def test_prime_is_for_a_fresh_detector_with_at_most_max_window_finite_rows(self):
         det = SplitProfileDetector(min_window=15, max_window=40)
