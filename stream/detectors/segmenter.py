@@ -363,7 +363,11 @@ class SplitProfileDetector(base.DriftDetector):
             raise ValueError(f"prime is for a fresh detector; this one has seen {self.n_seen} samples")
         if start < 0:
             raise ValueError(f"start must be >= 0; got {start}")
-        x = np.asarray(rows, dtype=np.float64)
+        try:
+            x = np.asarray(rows, dtype=np.float64)
+        except OverflowError:  # a Python int beyond float64, refused as step refuses it
+            raise ValueError("rows hold a number beyond float64 (an error code rather than a reading); use NaN "
+                             "for a missing value") from None
         x = x.reshape(-1, 1) if x.ndim < 2 else x
         if x.ndim != 2:
             raise ValueError(f"rows must be (T,) or (T, channels); got shape {x.shape}")

@@ -267,6 +267,12 @@ class TestInput:
             det.step(sample)
         assert det.n_seen == 0 and det.window_length == 0
 
+    def test_prime_refuses_an_int_beyond_the_float_range_as_step_does(self):
+        det = SplitProfileDetector()
+        with pytest.raises(ValueError, match="beyond float64"):
+            det.prime([1.0, 10**400, 2.0], start=0)
+        assert det.n_seen == 0 and det.window_length == 0
+
     def test_bad_input_says_what_to_do(self):
         det = SplitProfileDetector()
         with pytest.raises(ValueError, match="infinite"):
