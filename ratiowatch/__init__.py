@@ -60,7 +60,13 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ratiowatch' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    try:
+        imported = importlib.import_module(module)
+    except AttributeError as exc:
+        # raised from here, an AttributeError would read as "cannot import name" with its cause
+        # dropped (a dependency too old for an attribute the module uses, say)
+        raise ImportError(f"importing {module} for ratiowatch.{name} failed: {exc}") from exc
+    return getattr(imported, name)
 
 
 def __dir__() -> list[str]:

@@ -92,3 +92,16 @@ def test_wheel_installs_one_top_level_package_that_imports_beside_a_local_core(t
     # and the user's own `core` is still theirs
     clash = subprocess.run([str(py), "-c", "import core"], cwd=user, capture_output=True, text=True)
     assert "the user's own package" in clash.stderr
+
+
+def test_an_export_whose_module_fails_to_import_says_why(monkeypatch):
+    # an AttributeError raised while importing an export's module (a dependency too old for an
+    # attribute the module uses) read as "cannot import name 'X' from 'ratiowatch'", its cause dropped
+    import ratiowatch
+
+    def fails(name):
+        raise AttributeError("module 'river.base' has no attribute 'AnomalyDetector'")
+
+    monkeypatch.setattr(ratiowatch.importlib, "import_module", fails)
+    with pytest.raises(ImportError, match="ratiowatch.stream.detectors.changepoint .*AnomalyDetector"):
+        ratiowatch.__getattr__("ChangePointDetector")
