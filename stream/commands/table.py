@@ -69,13 +69,14 @@ Examples
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import re
 import shlex
 import sys
+from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -288,18 +289,19 @@ def read_table_text(text: str, name: str = "<text>", columns: list[str] | None =
         raise ValueError(f"bad_cells must be one of {BAD_CELLS}; got {bad_cells!r}")
     delimiter = _delimiter(delimiter)
     text = text.removeprefix("\ufeff")
-    if not text.strip():
+    if not text or text.isspace():  # as text.strip() would tell, without a copy of the text
         raise TableError(f"{name} is empty; expected a header row and data rows")
-    first = text.lstrip()[:1]
+    first = next(c for c in text if not c.isspace())
     if delimiter is None and first == "[" and _json_array(text, name):
         raise TableError(f"{name} is a JSON array, which is not read; write JSON lines (one object per line, "
                          "a field per column) or CSV")
+    keep = _may_be_time(columns, time_column)
     if delimiter is None and (name.endswith((".jsonl", ".ndjson")) or first == "{"):
-        names, rows, lines, notes = _jsonl_rows(text, name)
+        names, cols, lines, notes = _jsonl_rows(text, name, keep)
     else:
-        names, rows, lines, notes = _delimited_rows(text, name, delimiter, header)
+        names, cols, lines, notes = _delimited_rows(text, name, delimiter, header, keep)
     try:
-        return _columns(name, names, rows, lines, notes, columns, time_column, bad_cells)
+        return _columns(name, names, cols, lines, notes, columns, time_column, bad_cells)
     except TableError as exc:
         if not exc.notes:
             exc.notes = list(notes)  # what was noted up to the error may explain it
@@ -320,7 +322,8 @@ def _delimiter(delimiter: str | None) -> str | None:
 
 def _json_array(text: str, name: str) -> bool:
     """Whether a text that starts with ``[`` is a JSON array rather than a header such as ``[ms],cpu``."""
-    if name.lower().endswith(".json") or re.match(r"\s*\[\s*([{\[]|$)", text.split("\n", 1)[0]):
+    end = text.find("\n")
+    if name.lower().endswith(".json") or re.match(r"\s*\[\s*([{\[]|$)", text[:end] if end >= 0 else text):
         return True
     try:
         return isinstance(json.loads(text), list)
@@ -399,49 +402,197 @@ def _is_data_row(first: list[str], below: list[list[str]]) -> tuple[bool, str]:
     return True, ""
 
 
-def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: bool | None = None):
-    notes: list[str] = []
-    sniffed = delimiter is None
-    if delimiter is None:
-        sample = "\n".join(text.splitlines()[:50])
-        try:
-            delimiter = csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
-        except csv.Error:
-            delimiter = ","  # one column, or nothing the sniffer could tell apart
-    records = []
-    blank = []
+#: a line as ``io.StringIO(text, newline="")`` yields it (ending at \n, \r\n or \r, the ending kept), found
+#: in the text itself rather than in a copy of it
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
+
+#: float64 holds every integer below 2**53 exactly; above, an integer cell's own digits are kept
+_EXACT = float(2 ** 53)
+
+
+def _may_be_time(columns: list[str] | None, time_column: str | None):
+    """Whether a column, by its name, may become the time axis (whose labels need the cells' text)."""
+    selected = list(columns or [])
+    if time_column == "none":
+        return lambda h: False
+    if time_column is not None:
+        return lambda h: h == time_column
+    return lambda h: h not in selected and is_time_name(h)
+
+
+class _Column:
+    """A column read cell by cell: its values as float64 (NaN for a missing value or a cell that is not a
+    number), with only what the messages, notes and time axis need of the cells' text; a file's
+    strings are not all kept until its last row is read.
+
+    ``keep``: the column may become the time axis, whose labels are the cells' text when no cell is a
+    number (dates), and a bad cell's text when some are."""
+
+    __slots__ = ("values", "numeric", "bad", "first_bad", "commas", "filled", "keep", "texts", "distinct",
+                 "odd", "exact")
+
+    def __init__(self, keep: bool):
+        self.values = array("d")
+        self.numeric = False  # a cell holds a number
+        self.bad = 0  # cells that are neither a number nor missing
+        self.first_bad: tuple[int, str] | None = None  # (row, cell) of the first of them
+        self.commas = True  # each of them, while no cell is a number, is a number written with a comma
+        self.filled = False  # a cell holds more than whitespace
+        self.keep = keep
+        self.texts: list[str] | None = [] if keep else None  # every cell, while no cell is a number
+        # the different values (stripped, not empty) of a column without a number: a key's note
+        self.distinct: set[str] | None = None if keep else set()
+        self.odd: dict[int, str] = {}  # row -> cell that is not a number, in a numeric column kept
+        # row -> cell of an integer whose own digits label the time axis where float64 may differ
+        # (beyond 2**53) or int() may read the cell differently (whitespace other than spaces and tabs)
+        self.exact: dict[int, str] = {}
+
+    def add(self, cell: str) -> None:
+        c = cell.strip()
+        if c.lower() in MISSING:
+            self.values.append(math.nan)
+            if c:
+                self.filled = True
+            if self.texts is not None:
+                self.texts.append(cell)
+            elif self.distinct is not None and c:
+                self.distinct.add(c)
+            return
+        self.filled = True
+        if _NUMBER.fullmatch(c):  # as _number() reads a cell
+            v = float(c)
+            if math.isfinite(v):
+                i = len(self.values)
+                self.values.append(v)
+                if not self.numeric:
+                    self._numeric()
+                if (v >= _EXACT or v <= -_EXACT or (cell is not c and cell.strip(" \t") != c)) and _INT.fullmatch(c):
+                    self.exact[i] = cell
+                return
+        i = len(self.values)
+        self.values.append(math.nan)
+        self.bad += 1
+        if self.first_bad is None:
+            self.first_bad = (i, cell)
+        if self.numeric:
+            if self.keep:
+                self.odd[i] = cell
+            return
+        if self.commas and not _comma_hint(cell):
+            self.commas = False
+        if self.texts is not None:
+            self.texts.append(cell)
+        elif self.distinct is not None:
+            self.distinct.add(c)
+
+    def _numeric(self) -> None:
+        """The first number: the column is numeric, its text cells before it are bad cells."""
+        self.numeric = True
+        if self.texts is not None:
+            self.odd = {i: c for i, c in enumerate(self.texts) if c.strip().lower() not in MISSING}
+        self.texts = self.distinct = None
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.values, dtype=np.float64) if self.values else np.zeros(0)
+
+    def distinct_values(self) -> set[str]:
+        if self.texts is not None:
+            return {c.strip() for c in self.texts} - {""}
+        return self.distinct or set()
+
+
+def _records(text: str, delimiter: str, name: str):
+    """(line, cells) of each record of a delimited text in turn, and (line, None) of each blank line."""
     # the raw lines of each record: csv.reader gives [''] for both a blank line and a line '""'
     consumed: list[str] = []
 
-    def lines_of(stream):
-        for raw in stream:
+    def lines_of():
+        for m in _LINE.finditer(text):
+            raw = m.group()
             consumed.append(raw)
             yield raw
 
-    reader = csv.reader(lines_of(io.StringIO(text, newline="")), delimiter=delimiter)
+    reader = csv.reader(lines_of(), delimiter=delimiter)
     # a line of tabs is whitespace to str.strip(), but in a TSV it is a row of missing values (before
     # the header, it is skipped as a blank line is; with a space for the separator, a line of spaces
     # stays blank)
     tabs = delimiter == "\t"
-    try:
-        for row in reader:
-            raw = "".join(consumed)
-            if raw.strip() or (tabs and records and "\t" in raw):
-                records.append((reader.line_num, row))
-            else:
-                blank.append(reader.line_num)
-            consumed.clear()
-    except csv.Error as exc:
-        raise TableError(f"{name} line {reader.line_num}: not readable as delimited text ({exc}); "
-                         "give a CSV, TSV or JSON-lines file") from None
-    if not records:
+    seen = False
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            raise TableError(f"{name} line {reader.line_num}: not readable as delimited text ({exc}); "
+                             "give a CSV, TSV or JSON-lines file") from None
+        if row is None:
+            return
+        raw = consumed[0] if len(consumed) == 1 else "".join(consumed)
+        consumed.clear()
+        if raw.strip() or (tabs and seen and "\t" in raw):
+            seen = True
+            yield reader.line_num, row
+        else:
+            yield reader.line_num, None
+
+
+class _DataRows:
+    """The data rows of a delimited text as (line, cells), read again from the text at each pass rather
+    than kept (a check that follows every row is rare; most stop at the first row)."""
+
+    def __init__(self, text: str, delimiter: str, name: str, header: bool, drop: set[int]):
+        self.text, self.delimiter, self.name, self.header, self.drop = text, delimiter, name, header, drop
+
+    def __iter__(self):
+        records = ((ln, r) for ln, r in _records(self.text, self.delimiter, self.name) if r is not None)
+        if self.header:
+            next(records, None)
+        for ln, r in records:
+            yield ln, ([c for j, c in enumerate(r) if j not in self.drop] if self.drop else r)
+
+
+def _first_lines(text: str, n: int) -> list[str]:
+    """``text.splitlines()[:n]``, from as much of the start of the text as holds them."""
+    size = 1 << 16
+    while True:
+        lines = text[:size].splitlines()
+        # more than n pieces: the first n end within the part read, as in the whole text
+        if len(lines) > n or size >= len(text):
+            return lines[:n]
+        size *= 4
+
+
+def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: bool | None, keep):
+    notes: list[str] = []
+    sniffed = delimiter is None
+    if delimiter is None:
+        sample = "\n".join(_first_lines(text, 50))
+        try:
+            delimiter = csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+        except csv.Error:
+            delimiter = ","  # one column, or nothing the sniffer could tell apart
+    scan = _records(text, delimiter, name)
+    # blank lines before the first record, and after it: (count, the first five)
+    blank = [[0, []], [0, []]]
+    # the first records decide the header; only they are kept as text
+    head: list[tuple[int, list[str]]] = []
+    for ln, row in scan:
+        if row is None:
+            b = blank[bool(head)]
+            b[0] += 1
+            if len(b[1]) < 5:
+                b[1].append(ln)
+            continue
+        head.append((ln, row))
+        if len(head) > 50:
+            break
+    if not head:
         raise TableError(f"{name} is empty; expected a header row and data rows")
-    first_line, first = records[0]
+    first_line, first = head[0]
     guess = ""
     if has_header is not None:
         no_header = not has_header
     else:
-        no_header, guess = _is_data_row(first, [r for _, r in records[1:51]])
+        no_header, guess = _is_data_row(first, [r for _, r in head[1:51]])
     if guess and not no_header:
         shown = ", ".join(c.strip() for c in first[:5]) + (", ..." if len(first) > 5 else "")
         notes.append(f"{name}: line {first_line} ({shown}) read as the header: {guess}")
@@ -456,41 +607,72 @@ def _delimited_rows(text: str, name: str, delimiter: str | None, has_header: boo
                      + ("; if that line is a header of numbers (sensor IDs), pass --header yes or give "
                         "its names a letter (s101)" if numbers else "")
                      + (f"; a guess: {guess}" if guess else ""))
-        data = records
+        data = head
     else:
         header = [h.strip() for h in first]
-        data = records[1:]
-        blank = [b for b in blank if b > first_line]
-        if header.count("") > 1:
-            # blank columns a spreadsheet exports at the end of its used range ("time;value;;"): unnamed
-            # columns whose cells are all empty are dropped, as extra empty cells of a row are
-            # (one such column is read, and noted, as a column without numbers)
-            drop = {j for j, h in enumerate(header) if not h and not any(j < len(r) and r[j].strip()
-                                                                         for _, r in data)}
-            if drop:
-                header = [h for j, h in enumerate(header) if j not in drop]
-                data = [(ln, [c for j, c in enumerate(r) if j not in drop]) for ln, r in data]
-    if not data:
+        data = head[1:]
+    # each data row's cells go to their columns as they are read
+    width = len(header)
+    cols = [_Column(keep(h)) for h in header]
+    lines = array("q")  # the line of each data row
+    longest = 0
+    long, first_long = 0, None
+    for ln, r in chain(data, scan):
+        if r is None:
+            b = blank[1]
+            b[0] += 1
+            if len(b[1]) < 5:
+                b[1].append(ln)
+            continue
+        lines.append(ln)
+        n = len(r)
+        if n > longest:
+            longest = n
+        if n == width:
+            for col, c in zip(cols, r):
+                col.add(c)
+            continue
+        if n > width and any(c.strip() for c in r[width:]):
+            long += 1
+            if first_long is None:
+                first_long = (ln, r)
+        for j, col in enumerate(cols):
+            col.add(r[j] if j < n else "")
+    del head, data
+    drop: set[int] = set()
+    if not no_header and header.count("") > 1:
+        # blank columns a spreadsheet exports at the end of its used range ("time;value;;"): unnamed
+        # columns whose cells are all empty are dropped, as extra empty cells of a row are
+        # (one such column is read, and noted, as a column without numbers)
+        drop = {j for j, h in enumerate(header) if not h and not cols[j].filled}
+        if drop:
+            header = [h for j, h in enumerate(header) if j not in drop]
+            cols = [col for j, col in enumerate(cols) if j not in drop]
+    if not lines:
         raise TableError(f"{name} has a header but no data rows")
-    long = [(ln, r) for ln, r in data if len(r) > len(header) and any(c.strip() for c in r[len(header):])]
-    if long:
-        ln, r = long[0]
-        what = "the header" if data is not records else "the first row (no header)"
-        if records[0][1][0].lstrip().startswith("#"):
+    if first_long is not None:
+        # a row is long with the dropped columns as without them: they hold nothing in any row
+        ln, r = first_long
+        if drop:
+            r = [c for j, c in enumerate(r) if j not in drop]
+        what = "the header" if not no_header else "the first row (no header)"
+        if first[0].lstrip().startswith("#"):
             hint = "lines starting with '#' are not skipped as comments: remove them"
         elif delimiter == ",":
             hint = _split_number_hint(r)
         else:
             hint = "name every column in the header, or fix the row"
-        more = f"; {len(long) - 1} more such row(s)" if len(long) > 1 else ""
+        more = f"; {long - 1} more such row(s)" if long > 1 else ""
         raise TableError(f"{name} line {ln} has {len(r)} cells, {what} {len(header)}{more}: {hint}")
     if sniffed:
-        _check_sniffed_separator(name, delimiter, data, no_header, notes)
-    if blank:
-        shown = ", ".join(str(b) for b in blank[:5]) + (", ..." if len(blank) > 5 else "")
-        notes.append(f"{name}: skipped {len(blank)} blank line(s) (line {shown}); indices count data rows "
+        _check_sniffed_separator(name, delimiter, _DataRows(text, delimiter, name, not no_header, drop),
+                                 no_header, notes, longest)
+    count, shown_lines = blank[1] if not no_header else (blank[0][0] + blank[1][0], blank[0][1] + blank[1][1])
+    if count:
+        shown = ", ".join(str(b) for b in shown_lines[:5]) + (", ..." if count > 5 else "")
+        notes.append(f"{name}: skipped {count} blank line(s) (line {shown}); indices count data rows "
                      "from 0, header and blank lines not counted")
-    return header, [r for _, r in data], [ln for ln, _ in data], notes
+    return header, cols, lines, notes
 
 
 def _comma_number(cell: str) -> bool:
@@ -506,7 +688,7 @@ _GROUP_WITH_FRACTION = re.compile(r"[0-9]{3}\.[0-9]+")
 _DECIMAL_UP_TO_THOUSAND = re.compile(r"[-+]?[0-9]{1,3}\.[0-9]+")
 
 
-def _check_sniffed_separator(name: str, delimiter: str, data: list, no_header: bool, notes: list[str]):
+def _check_sniffed_separator(name: str, delimiter: str, data, no_header: bool, notes: list[str], width: int):
     """Stop when the separator found by the sniffer splits the file's numbers, rather than read other
     numbers silently. Only a separator the user did not give is checked (``--delimiter`` decides).
 
@@ -547,59 +729,121 @@ def _check_sniffed_separator(name: str, delimiter: str, data: list, no_header: b
                         notes)
     if delimiter != "," or not no_header:
         return
-    width = max(len(r) for _, r in data)
-    for j in range(width - 1):
-        def pairs(j=j):  # (line, cell j, cell j + 1) of the rows that have both
-            return ((ln, r[j].strip(), r[j + 1].strip()) for ln, r in data if len(r) > j + 1 and r[j + 1].strip())
-
-        # tested row by row, so that a column of decimals stops the test at its first cell
-        if next(pairs(), None) is None or not all(_INT.fullmatch(a) for _, a, _ in pairs()):
+    # every pair of neighbouring columns (j, j + 1), followed in one pass over the rows; a pair is let go
+    # at its first misfit (a column of decimals stops at its first cell), and the pass when all are
+    pairs = [_Pair() for _ in range(width - 1)]
+    live = len(pairs)
+    for ln, r in data:
+        n = len(r)
+        for j in range(min(n, len(pairs))):
+            p = pairs[j]
+            if p.done:
+                continue
+            a = r[j].strip()
+            b = r[j + 1].strip() if n > j + 1 else ""
+            if not b:
+                # a row with one cell fewer here (or an empty one): a smaller number, once the pair
+                # reads as thousands
+                if p.thousands and p.short is None and _DECIMAL_UP_TO_THOUSAND.fullmatch(a):
+                    p.short = (ln, a)
+                continue
+            p.count += 1
+            if p.first is None:
+                p.first = (ln, a, b)
+            if not _INT.fullmatch(a):
+                p.integers = False
+            if p.digits and not _DIGITS.fullmatch(b):
+                p.digits = False
+            if p.thousands and not (_UP_TO_THOUSAND.fullmatch(a) and _GROUP_WITH_FRACTION.fullmatch(b)):
+                p.thousands = False
+            if not p.integers or not (p.digits or p.thousands):
+                p.done = True
+                live -= 1
+                continue
+            if p.digits:
+                if a == "-0" and p.negative is None:
+                    p.negative = (ln, a, b)
+                if len(b) > 1 and b[0] == "0":
+                    p.padded += 1
+                    if p.first_padded is None:
+                        p.first_padded = (ln, a, b)
+                    if len(p.lengths) < 2:
+                        p.lengths.add(len(b))
+            if p.thousands and b[0] == "0" and p.first_zero is None:
+                p.first_zero = (ln, a, b)
+        if not live:
+            break
+    for j, p in enumerate(pairs):
+        if p.first is None or not p.integers:
             continue
-        if all(_DIGITS.fullmatch(b) for _, _, b in pairs()):
-            full = list(pairs())
-            negative = [(ln, a, b) for ln, a, b in full if a == "-0"]
-            padded = [(ln, a, b) for ln, a, b in full if len(b) > 1 and b[0] == "0"]
-            if negative or len({len(b) for _, _, b in padded}) > 1:
-                ln, a, b = (negative or padded)[0]
+        if p.digits:
+            if p.negative or len(p.lengths) > 1:
+                ln, a, b = p.negative or p.first_padded
                 raise TableError(
                     f"{name} line {ln}: {a},{b} reads as two integers in columns col{j + 1} and col{j + 2}, but it "
                     f"looks like one number written with a decimal comma ({a}.{b}): write decimal dots; if the "
                     "cells are separated by another character, pass --delimiter CHAR; if they are integers, "
                     "pass --delimiter ','", notes)
-            if padded and len(padded) < len(full):
-                ln, a, b = padded[0]
+            if p.padded and p.padded < p.count:
+                ln, a, b = p.first_padded
                 notes.append(f"{name}: col{j + 2} holds digits with a leading zero after the integers of col{j + 1} "
                              f"(line {ln}: {a},{b}): if they are the decimals of numbers written with a decimal "
                              f"comma ({a}.{b}), write decimal dots (without a header, the file cannot tell)")
-        elif all(_UP_TO_THOUSAND.fullmatch(a) and _GROUP_WITH_FRACTION.fullmatch(b) for _, a, b in pairs()):
-            full = list(pairs())
-            short = [(ln, r[j].strip()) for ln, r in data
-                     if (len(r) == j + 1 or (len(r) > j + 1 and not r[j + 1].strip()))
-                     and _DECIMAL_UP_TO_THOUSAND.fullmatch(r[j].strip())]
-            if short:
-                ln, a, b = full[0]
+        elif p.thousands:
+            if p.short:
+                ln, a, b = p.first
                 raise TableError(
                     f"{name} line {ln}: {a},{b} reads as two cells, but it looks like one number written with a "
-                    f"thousands separator ({a}{b}): rows of smaller numbers have one cell fewer (line {short[0][0]}: "
-                    f"{short[0][1]}); remove the separators or quote such numbers; if the cells are separate, "
+                    f"thousands separator ({a}{b}): rows of smaller numbers have one cell fewer (line {p.short[0]}: "
+                    f"{p.short[1]}); remove the separators or quote such numbers; if the cells are separate, "
                     "pass --delimiter ','", notes)
-            padded = [(ln, a, b) for ln, a, b in full if b[0] == "0"]
-            if padded:
-                ln, a, b = padded[0]
+            if p.first_zero:
+                ln, a, b = p.first_zero
                 notes.append(f"{name}: col{j + 2} holds numbers with a leading zero after the integers of col{j + 1} "
                              f"(line {ln}: {a},{b}): if they are numbers written with a thousands separator "
                              f"({a}{b}), remove the separators (without a header, the file cannot tell)")
 
 
-def _jsonl_rows(text: str, name: str):
+class _Pair:
+    """What the separator check has seen of two neighbouring columns (cell j, cell j + 1 not empty)."""
+
+    __slots__ = ("count", "first", "integers", "digits", "thousands", "done", "negative", "padded",
+                 "first_padded", "lengths", "short", "first_zero")
+
+    def __init__(self):
+        self.count, self.first = 0, None  # such rows, and the first (line, cell j, cell j + 1)
+        self.integers = True  # every cell j is an integer
+        self.digits = True  # every cell j + 1 is unsigned digits
+        self.thousands = True  # every pair is 1-3 digits and 3 digits with a fraction (1,034.6)
+        self.done = False  # neither reading is possible any more
+        self.negative = None  # the first pair -0,digits
+        self.padded, self.first_padded, self.lengths = 0, None, set()  # digits with a leading zero
+        self.short = None  # the first row of a smaller number (999.1) where the pair has one cell
+        self.first_zero = None  # the first group with a leading zero (1,034.6)
+
+
+def _json_lines(text: str):
+    """``text.split("\\n")`` without its last piece when empty, one piece at a time."""
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            if start < len(text):
+                yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
+def _jsonl_rows(text: str, name: str, keep):
     header: list[str] = []
     seen: dict[str, int] = {}
-    objs, lines, blank = [], [], 0
+    cols: list[_Column] = []
+    lines = array("q")  # the line of each data row
+    blank = 0
+    nested = None  # (line, field) of the first nested value, told once every line has been read
     # lines end at \n (or \r\n) only: U+2028 and the like are characters a JSON string may hold
-    rows = text.split("\n")
-    if rows and rows[-1] == "":
-        rows.pop()
-    for i, raw in enumerate(rows, start=1):
+    for i, raw in enumerate(_json_lines(text), start=1):
         raw = raw.removesuffix("\r")
         if not raw.strip():
             blank += 1
@@ -614,24 +858,31 @@ def _jsonl_rows(text: str, name: str):
             if k not in seen:
                 seen[k] = len(header)
                 header.append(k)
-        objs.append(obj)
+                col = _Column(keep(k))
+                for _ in lines:  # a field first seen here is missing from the records above
+                    col.add("")
+                cols.append(col)
+        if nested is None:
+            row = [""] * len(header)
+            for k, v in obj.items():
+                if isinstance(v, (dict, list)):
+                    nested = (i, k)
+                    break
+                row[seen[k]] = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+            else:
+                for col, c in zip(cols, row):
+                    col.add(c)
         lines.append(i)
     notes = []
     if blank:
         notes.append(f"{name}: skipped {blank} blank line(s); indices count records from 0")
-    rows = []
-    for obj in objs:
-        row = [""] * len(header)
-        for k, v in obj.items():
-            if isinstance(v, (dict, list)):
-                raise TableError(f"{name} line {lines[len(rows)]}, field {k!r}: nested values are not read; "
-                                 "give one number per field")
-            row[seen[k]] = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
-        rows.append(row)
-    return header, rows, lines, notes
+    if nested is not None:
+        raise TableError(f"{name} line {nested[0]}, field {nested[1]!r}: nested values are not read; "
+                         "give one number per field")
+    return header, cols, lines, notes
 
 
-def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) -> Table:
+def _columns(name, header, cols, lines, notes, columns, time_column, bad_cells) -> Table:
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise TableError(f"{name}: duplicate column name(s) {dup} in the header; give each column its own "
@@ -648,28 +899,25 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
         if c not in header:
             flag = "--column" if c in selected else "--time-column"
             raise TableError(f"{flag} {c!r} is not a column of {name}; columns: {header}")
-    cells = {h: [r[j] if j < len(r) else "" for r in rows] for j, h in enumerate(header)}
+    column = dict(zip(header, cols))
     parsed: dict[str, np.ndarray] = {}
     text_cols: list[str] = []
-    for h in header:
-        vals = [_number(c) for c in cells[h]]
-        if not any(v is not None and not math.isnan(v) for v in vals):
+    for h, col in column.items():
+        if not col.numeric:
             text_cols.append(h)  # not one number: a text column (names, dates) or an empty one
             continue
-        bad = [i for i, v in enumerate(vals) if v is None]
-        if bad and h != time_column:
+        if col.bad and h != time_column:
+            i, cell = col.first_bad
             if bad_cells == "error":
-                i = bad[0]
-                hint = _comma_hint(cells[h][i])
+                hint = _comma_hint(cell)
                 hint = f" ({hint})" if hint else ""
-                more = f"; {len(bad) - 1} more such cell(s) in this column" if len(bad) > 1 else ""
+                more = f"; {col.bad - 1} more such cell(s) in this column" if col.bad > 1 else ""
                 raise TableError(
-                    f"{name} line {lines[i]}, column {h!r}: {cells[h][i]!r} is not a number{hint}{more}. "
+                    f"{name} line {lines[i]}, column {h!r}: {cell!r} is not a number{hint}{more}. "
                     "Fix the cell, or pass --bad-cells missing to read such cells as missing values")
-            notes.append(f"{name}: column {h!r}: {len(bad)} non-numeric cell(s) read as missing values "
-                         f"(first at line {lines[bad[0]]}: {cells[h][bad[0]]!r})")
-            vals = [math.nan if v is None else v for v in vals]
-        parsed[h] = np.array([math.nan if v is None else v for v in vals], dtype=np.float64)
+            notes.append(f"{name}: column {h!r}: {col.bad} non-numeric cell(s) read as missing values "
+                         f"(first at line {lines[i]}: {cell!r})")
+        parsed[h] = col.array()  # a bad cell is NaN already
     # the time axis: given, or found by name, or by equal steps
     time_name, also_time = None, []
     if time_column not in (None, "none"):
@@ -694,16 +942,16 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
                          "choose another with --time-column NAME, or --time-column none")
     # a column of numbers written with commas holds no number float() reads, so it looks like text;
     # the row of its first such cell, to show
-    comma_cols: dict[str, int] = {}
+    # (in a column without a number, every cell that is not missing is a bad cell)
+    comma_cols: dict[str, tuple[int, str]] = {}
     for h in text_cols:
-        held = [i for i, c in enumerate(cells[h]) if _kind(c) is not None]
-        if held and all(_comma_hint(cells[h][i]) for i in held):
-            comma_cols[h] = held[0]
+        if column[h].first_bad is not None and column[h].commas:
+            comma_cols[h] = column[h].first_bad
 
     def comma_error(h):
-        i = comma_cols[h]
-        return TableError(f"{name} line {lines[i]}, column {h!r}: {cells[h][i]!r} is not a number "
-                          f"({_comma_hint(cells[h][i])}); no cell of the column is read as a number")
+        i, cell = comma_cols[h]
+        return TableError(f"{name} line {lines[i]}, column {h!r}: {cell!r} is not a number "
+                          f"({_comma_hint(cell)}); no cell of the column is read as a number")
 
     if selected:
         empty = [c for c in selected if c in text_cols]
@@ -719,15 +967,15 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
         if commas and bad_cells == "error":
             raise comma_error(commas[0])
         for h in commas:
-            notes.append(f"{name}: column {h!r} is not used: {_comma_hint(cells[h][comma_cols[h]])} "
-                         f"(line {lines[comma_cols[h]]}: {cells[h][comma_cols[h]]!r})")
+            i, cell = comma_cols[h]
+            notes.append(f"{name}: column {h!r} is not used: {_comma_hint(cell)} (line {lines[i]}: {cell!r})")
         unused_text = [h for h in unused_text if h not in comma_cols]
         if unused_text:
             notes.append(f"{name}: column(s) {unused_text} hold no number and are not used")
         for h in unused_text:
             # a key column (host, sensor) whose values repeat: rows of several series are interleaved
-            distinct = {c.strip() for c in cells[h]} - {""}
-            if 1 < len(distinct) <= len(rows) // 2:
+            distinct = column[h].distinct_values()
+            if 1 < len(distinct) <= len(lines) // 2:
                 shown = ", ".join(sorted(distinct)[:3]) + (", ..." if len(distinct) > 3 else "")
                 notes.append(f"{name}: column {h!r} takes {len(distinct)} values ({shown}); rows of all of them "
                              "are read as one series: if each value is its own series, split the file by it")
@@ -748,13 +996,16 @@ def _columns(name, header, rows, lines, notes, columns, time_column, bad_cells) 
     time_values = None
     if time_name is not None:
         tv = parsed.get(time_name)
+        col = column[time_name]
         if tv is not None:  # numbers stay numbers; a missing time is None (null in JSON)
-            # an integer is the cell's own (a float64 keeps 53 bits: epoch nanoseconds would change)
-            time_values = [((int(c) if _integer(c) else int(v)) if float(v).is_integer() else float(v))
-                           if math.isfinite(v) else (None if c.strip().lower() in MISSING else c.strip())
-                           for v, c in zip(tv, cells[time_name])]
+            # an integer is the cell's own (a float64 keeps 53 bits: epoch nanoseconds would change);
+            # the column kept the text of such cells, and of the cells that are not numbers
+            exact, odd = col.exact, col.odd
+            time_values = [((int(exact[i]) if i in exact else int(v)) if v.is_integer() else v)
+                           if v == v else (odd[i].strip() if i in odd else None)
+                           for i, v in enumerate(col.values)]
         else:
-            time_values = [c.strip() for c in cells[time_name]]
+            time_values = [c.strip() for c in col.texts]
         # ISO dates and times compare as text in time order; numbers as numbers
         known = [v for v in time_values if v is not None and v != ""]
         if len({type(v) is str for v in known}) > 1:

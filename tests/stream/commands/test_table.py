@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from ratiowatch.stream.commands.table import TableError, is_time_name, read_table, read_table_text
+from ratiowatch.stream.commands.table import TableError, _Column, is_time_name, read_table, read_table_text
 
 
 def _rows(n=20, seed=0):
@@ -577,3 +577,27 @@ def test_a_file_that_is_not_utf8_says_how_to_convert_it(tmp_path, data, says):
     with pytest.raises(TableError) as exc:
         read_table(path)
     assert says in str(exc.value) and "save it as UTF-8" in str(exc.value)
+
+
+def test_a_column_keeps_its_values_as_float64_and_only_the_text_its_messages_need():
+    # a file of a million rows is not held as a string per cell until its last row is read
+    col = _Column(keep=True)  # may be the time axis: a cell that is not a number labels its row
+    for cell in ["NA", "x", "1", " 2 ", "", "y", "3"]:
+        col.add(cell)
+    assert col.values.typecode == "d" and col.texts is None and col.odd == {1: "x", 5: "y"}
+    assert np.array_equal(col.array(), [np.nan, np.nan, 1, 2, np.nan, np.nan, 3], equal_nan=True)
+    col = _Column(keep=False)
+    for cell in ["1", "x", "2", "z"]:
+        col.add(cell)
+    assert col.odd == {} and col.bad == 2 and col.first_bad == (1, "x") and col.distinct is None
+
+
+def test_what_needs_every_row_still_sees_rows_past_the_first_fifty():
+    rows = [f"{i};{i % 7}.5;;" for i in range(200)]
+    rows[180] += "x"  # the last unnamed column holds a cell: it is kept, the empty one dropped
+    t = read_table_text("time;value;;\n" + "\n".join(rows) + "\n", name="export.csv")
+    assert t.names == ["value"] and any("[''] hold no number" in n for n in t.notes)
+    rows = [f"{i},{i % 7}.5" for i in range(200)]
+    rows[150] += ",3"
+    with pytest.raises(TableError, match=r"line 152 has 3 cells, the header 2"):
+        read_table_text("time,value\n" + "\n".join(rows) + "\n", name="long.csv")
