@@ -80,6 +80,13 @@ class JsonlFileSink:
     items as failures: the delivery thread retries them until the disk takes them again.
     A path that is not a regular file (``/dev/null``, a FIFO, a terminal) is written as is:
     no fsync, no repair, no cut.
+
+    The sink has no size limit of its own; it follows the rotation of its file. Before each delivery
+    it compares the file at its path with the one it has open: when the file was renamed away
+    (logrotate's ``create`` mode) or removed, it fsyncs what it wrote to the old file, closes it and
+    creates the file anew under the path; when the file was truncated in place (``copytruncate``),
+    the end of the last acknowledged line moves back to the file's new size, so a later cut-back
+    cannot extend the file with zero bytes.
     """
 
     def __init__(self, path: str | Path, name: str = "jsonl"):
@@ -115,6 +122,30 @@ class JsonlFileSink:
             os.close(fd)
             raise
         self._fd = fd
+
+    def _follow_rotation(self) -> None:
+        """Close the open file when the path no longer names it (renamed away or removed) so that the
+        next :meth:`_open` creates it afresh; take a truncation in place into account. Raises OSError
+        when what was written to the old file cannot be made durable (the caller cuts it back)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        except OSError:  # the path cannot be looked at now (no search permission): keep writing where we are
+            return
+        if st is not None and (st.st_dev, st.st_ino) == self._ident:
+            if st.st_size < self._acked:
+                # truncated in place (copytruncate): a cut-back to the old end would append zero bytes
+                self._acked = st.st_size
+            return
+        if self._pending:
+            # the lines written since the last flush stay in the old file: make them durable there,
+            # so they are acknowledged and not written again to the new one
+            assert self._fd is not None
+            os.fsync(self._fd)
+            self._pending = []
+        self._close_fd()
+        log.info("%s was rotated: writing to a new file under its name", self.path, extra={"path": str(self.path)})
 
     def _repair_torn_tail(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -187,6 +218,8 @@ class JsonlFileSink:
             return []
         data = memoryview("".join(it.to_json() + "\n" for it in items).encode("utf-8"))
         try:
+            if self._fd is not None and self._regular:
+                self._follow_rotation()
             if self._fd is None:
                 self._open()
             assert self._fd is not None

@@ -1,5 +1,6 @@
 """The JSONL file sink: a failed write leaves no torn line and is retried; the repair on open keeps
-what is not a torn line; special files (/dev/null) are written without fsync."""
+what is not a torn line; special files (/dev/null) are written without fsync; a file rotated by
+rename, removal or truncation in place is followed."""
 
 from __future__ import annotations
 
@@ -94,6 +95,86 @@ def test_a_failed_fsync_gives_back_the_unacknowledged_items_and_cuts_them(tmp_pa
     assert sink.deliver([alert(1)]) == [] and sink.flush() == []
     sink.close()
     assert lines(path) == [alert(0), alert(1)]
+
+
+def test_a_file_renamed_away_is_created_anew_at_the_next_delivery(tmp_path):
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonlFileSink(path)
+    assert sink.deliver([alert(0)]) == [] and sink.flush() == []
+    path.rename(tmp_path / "alerts.jsonl.1")  # logrotate's default (create) mode
+    assert sink.deliver([alert(1), alert(2)]) == [] and sink.flush() == []
+    sink.close()
+    assert lines(tmp_path / "alerts.jsonl.1") == [alert(0)]
+    assert lines(path) == [alert(1), alert(2)]
+
+
+def test_lines_not_yet_flushed_when_the_file_is_renamed_stay_in_it_and_are_acknowledged(tmp_path, monkeypatch):
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonlFileSink(path)
+    assert sink.deliver([alert(0)]) == []
+    path.rename(tmp_path / "alerts.jsonl.1")
+    assert sink.deliver([alert(1)]) == []  # made alert(0) durable in the old file before letting it go
+
+    def failing_fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sinks_module.os, "fsync", failing_fsync)
+    failed = sink.flush()
+    assert [it for it, _ in failed] == [alert(1)]  # alert(0) is not given back: it is not written twice
+    monkeypatch.undo()
+    assert sink.deliver([alert(1)]) == [] and sink.flush() == []
+    sink.close()
+    assert lines(tmp_path / "alerts.jsonl.1") == [alert(0)]
+    assert lines(path) == [alert(1)]
+
+
+def test_lines_that_cannot_be_made_durable_in_the_renamed_file_are_cut_from_it_and_given_back(tmp_path, monkeypatch):
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonlFileSink(path)
+    assert sink.deliver([alert(0)]) == []
+    path.rename(tmp_path / "alerts.jsonl.1")
+
+    def failing_fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sinks_module.os, "fsync", failing_fsync)
+    failed = sink.deliver([alert(1)])
+    assert [it for it, _ in failed] == [alert(0), alert(1)] and "Input/output error" in failed[0][1]
+    assert lines(tmp_path / "alerts.jsonl.1") == []
+    monkeypatch.undo()
+    assert sink.deliver([it for it, _ in failed]) == [] and sink.flush() == []
+    sink.close()
+    assert lines(path) == [alert(0), alert(1)]
+
+
+def test_a_removed_file_is_created_anew_at_the_next_delivery(tmp_path):
+    path = tmp_path / "dead.jsonl"
+    sink = JsonlFileSink(path)
+    assert sink.deliver([alert(0)]) == [] and sink.flush() == []
+    path.unlink()
+    assert sink.deliver([alert(1)]) == [] and sink.flush() == []
+    sink.close()
+    assert lines(path) == [alert(1)]
+
+
+def test_a_file_truncated_in_place_is_never_cut_back_to_beyond_its_new_end(tmp_path, monkeypatch):
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonlFileSink(path)
+    assert sink.deliver([alert(i) for i in range(5)]) == [] and sink.flush() == []
+    os.truncate(path, 0)  # logrotate's copytruncate: the same file, emptied
+
+    def failing_fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sinks_module.os, "fsync", failing_fsync)
+    assert sink.deliver([alert(5)]) == []
+    assert [it for it, _ in sink.flush()] == [alert(5)]  # the failure cuts the file back...
+    assert path.read_bytes() == b""  # ...to its new end, not to the old one with zero bytes
+    monkeypatch.undo()
+    assert sink.deliver([alert(5)]) == [] and sink.flush() == []
+    sink.close()
+    assert b"\0" not in path.read_bytes()
+    assert lines(path) == [alert(5)]
 
 
 def test_a_full_device_is_a_failure_to_retry_not_the_end_of_the_worker():
