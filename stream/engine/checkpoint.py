@@ -27,14 +27,18 @@ Examples
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import logging
 import os
 import re
 import tempfile
+import threading
 import time
 import zipfile
+from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +53,16 @@ try:
 except ImportError:  # pragma: no cover - not on POSIX: no lock
     fcntl = None  # type: ignore[assignment]
 
+#: the seq cache keeps the entries of the keys written most recently: at least this many, and at
+#: most :data:`_SEQ_CACHE_PER_BATCH` times the largest batch written (a batch holds keys in memory
+#: only, so this follows the keys in memory, not every key ever checkpointed), never more than
+#: :data:`_SEQ_CACHE_MAX`
+_SEQ_CACHE_MIN = 1024
+_SEQ_CACHE_PER_BATCH = 4
 _SEQ_CACHE_MAX = 200_000
+#: what :meth:`CheckpointStore.scan` lists (matched as ``Path.glob`` matches it)
+_CKPT_GLOB = "*.ckpt.npz"
+_CKPT_NAME = re.compile(fnmatch.translate(_CKPT_GLOB)).fullmatch
 LOCK_NAME = "ratiowatch.lock"
 #: the names of this module's temp files (``tempfile.mkstemp(prefix=".tmp-", suffix=".part")``); a
 #: process killed between writing one and renaming it leaves it behind
@@ -112,7 +125,11 @@ class CheckpointStore:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # else a daemon would only fail at its first checkpoint, with errno's words
             raise UnusableFileError(_directory_problem(self.directory, exc)) from None
-        self._seq_cache: dict[str, tuple[tuple[int, int, int, int], int]] = {}
+        # least recently written first; written by the thread of each write (a periodic checkpoint's
+        # writer thread and the loop's evictions), hence the lock
+        self._seq_cache: OrderedDict[str, tuple[tuple[int, int, int, int], int]] = OrderedDict()
+        self._seq_cache_bound = _SEQ_CACHE_MIN
+        self._seq_cache_lock = threading.Lock()
         self._lock_fd: int | None = None
 
     # --- the directory's lock ----------------------------------------------------------------
@@ -258,6 +275,7 @@ class CheckpointStore:
                     pass
             raise
         _fsync_dir(self.directory)
+        self._seq_cache_bound = max(self._seq_cache_bound, min(_SEQ_CACHE_MAX, _SEQ_CACHE_PER_BATCH * len(payloads)))
         for (key, _, seq), (_, target) in zip(payloads, tmps):
             self._remember(target, seq)
         return len(payloads)
@@ -274,14 +292,21 @@ class CheckpointStore:
     # The fencing check reads a key's seq before every checkpoint of it. Reading it back from the
     # npz costs ~0.25 ms; a file this store wrote itself and nobody replaced since is recognised by
     # its stat signature instead (a rename by another process brings a new inode and new times).
+    # Only a cache: a key whose entry was dropped is read back from its file, with the same result.
+    # The keys written again are those in memory; a key evicted for good was written a last time,
+    # and its entry is the first to go once the keys written after it fill the bound.
     def _remember(self, target: Path, seq: int) -> None:
         try:
             st = os.stat(target)
         except OSError:
             return
-        if len(self._seq_cache) >= _SEQ_CACHE_MAX:  # only a cache: bounded memory with very many keys
-            self._seq_cache.clear()
-        self._seq_cache[str(target)] = ((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), seq)
+        name = str(target)
+        with self._seq_cache_lock:
+            cache = self._seq_cache
+            cache.pop(name, None)
+            cache[name] = ((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), seq)
+            while len(cache) > self._seq_cache_bound:
+                cache.popitem(last=False)
 
     def seq(self, key: str) -> int:
         """Version number of ``key``'s checkpoint on disk (0 when there is none)."""
@@ -350,18 +375,44 @@ class CheckpointStore:
     def scan(self) -> list[tuple[str, dict[str, Any], Path]]:
         """``(key, meta, path)`` of every checkpoint, most recently written first (only the JSON
         member of each file is read; unreadable or foreign files are skipped)."""
-        found = []
-        for p in self.directory.glob("*.ckpt.npz"):
+        return list(self.iter_scan())
+
+    def iter_scan(self) -> Iterator[tuple[str, dict[str, Any], Path]]:
+        """:meth:`scan`, one entry at a time: the files are ordered by their directory entries'
+        times alone, and each is opened only when the iteration reaches it, so a restore that stops
+        after its first few keys reads no more files than that (the directory keeps one file per
+        key ever checkpointed)."""
+        for p in self._paths_most_recent_first():
             try:
-                mtime = p.stat().st_mtime_ns
+                entry = None
                 with np.load(p, allow_pickle=False) as data:
                     doc = json.loads(bytes(data[_JSON_MEMBER]).decode())
                 if doc.get("format") == FORMAT and doc.get("version") == FORMAT_VERSION:
-                    found.append((mtime, doc["key"], doc.get("meta", {}), p))
+                    entry = (doc["key"], doc.get("meta", {}), p)
             except Exception:  # noqa: BLE001 - a foreign or torn file is not ours to judge here
                 continue
-        found.sort(key=lambda t: -t[0])
-        return [(k, m, p) for _, k, m, p in found]
+            if entry is not None:
+                yield entry
+
+    def _paths_most_recent_first(self) -> list[Path]:
+        """The checkpoint files by modification time, newest first; files of one time keep the
+        directory's order (the order ``Path.glob`` lists them in). Only their stat is read."""
+        directory = self.directory
+        if not directory.is_dir():
+            return []
+        try:
+            with os.scandir(directory) as it:
+                entries = [e for e in it if _CKPT_NAME(e.name)]
+        except PermissionError:
+            return []
+        found = []
+        for e in entries:
+            try:
+                found.append((e.stat().st_mtime_ns, directory / e.name))
+            except OSError:  # gone meanwhile, or a dangling link: not a checkpoint to restore
+                continue
+        found.sort(key=lambda t: -t[0])  # stable: ties stay in directory order
+        return [p for _, p in found]
 
     def keys(self) -> list[str]:
         out = []

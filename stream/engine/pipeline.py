@@ -287,10 +287,11 @@ class Pipeline:
         key is seen."""
         if self.store is None or not partitions or limit <= 0:
             return 0
+        # one by one where the store can (a checkpoint directory holds a file per key ever seen):
+        # the files after the last key restored are never opened
+        entries = getattr(self.store, "iter_scan", None)
         n = 0
-        for key, meta, path in self.store.scan():
-            if n >= limit:
-                break
+        for key, meta, path in (entries() if entries is not None else self.store.scan()):
             ref = meta.get("last_ref")
             if not ref or ref[0] not in partitions or key in self.keys:
                 continue
@@ -301,6 +302,8 @@ class Pipeline:
             self.keys[key] = ks
             self.key_partition[key] = ref[0]
             n += 1
+            if n >= limit:
+                break
         return n
 
     # --- processing ---------------------------------------------------------------------------

@@ -7,7 +7,11 @@ import os
 import numpy as np
 import pytest
 
+import ratiowatch.stream.engine.checkpoint as checkpoint
+from ratiowatch.connectors.records import Record
 from ratiowatch.stream.engine.checkpoint import CheckpointStore, atomic_write_bytes
+from ratiowatch.stream.engine.pipeline import Pipeline
+from toy_detector import MeanShiftFactory
 
 
 def test_round_trip_is_exact_for_arrays_and_scalars(tmp_path):
@@ -107,3 +111,35 @@ def test_save_many_crash_between_renames_leaves_every_file_valid(tmp_path, monke
     versions = sorted(store.load(k)[1]["v"] for k in "abc")
     assert versions == [0, 1, 1]  # each key has its old or its new checkpoint, none is torn
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_the_seq_cache_holds_the_keys_written_again_not_every_key_ever_written(tmp_path, monkeypatch):
+    # it kept an entry per key ever checkpointed, up to 200,000 (about 90 MB) whatever max_keys
+    # said; the keys written again are those in memory, and theirs are the entries the fencing
+    # check finds
+    monkeypatch.setattr(checkpoint, "_SEQ_CACHE_MIN", 16)
+    store = CheckpointStore(tmp_path)
+    p = Pipeline(MeanShiftFactory(), store=store)
+    for t in range(50):  # one key stays in memory; 8 new keys a round are evicted for good
+        new = [f"k{t}-{j}" for j in range(8)]
+        p.process([Record(k, float(t), np.array([1.0]), ("p0", 9 * t + j)) for j, k in enumerate(["hot", *new])])
+        p.evict(new)
+        p.checkpoint()
+    assert len(store._seq_cache) <= 4 * 8  # a few times the largest batch written (8 keys evicted together)
+    assert str(store.path("hot")) in store._seq_cache
+    assert store.seq("hot") == 50 and store.seq("k0-0") == 1
+
+
+def test_a_key_without_a_seq_cache_entry_gets_its_seq_from_its_file_as_with_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "_SEQ_CACHE_MIN", 4)
+    store = CheckpointStore(tmp_path)
+    for k in "abcdefgh":
+        store.save(k, {"x": np.zeros(2)}, {"count": 1})
+    store.save("a", {"x": np.ones(2)}, {"count": 2})
+    assert str(store.path("a")) in store._seq_cache and str(store.path("b")) not in store._seq_cache
+    assert store.seq("a") == 2 and store.seq("b") == 1
+    other = CheckpointStore(tmp_path)  # another process of the group takes both keys over
+    other.save("a", {"x": np.ones(2)}, {"count": 3, "seq": 7})
+    other.save("b", {"x": np.ones(2)}, {"count": 3, "seq": 9})
+    assert store.seq("a") == 7 and store.seq("b") == 9
+    assert store.seq("nowhere") == 0

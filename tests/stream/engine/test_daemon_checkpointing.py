@@ -4,7 +4,9 @@ and a detector's batched ``step_many`` is used when it has one."""
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -277,6 +279,77 @@ def test_an_assignment_restores_only_into_the_room_max_keys_leaves(tmp_path):
     src.on_assign({"p0"})
     assert sorted(d.pipeline.keys) == ["k2", "x", "y"]
     d.close()
+
+
+def files_opened(monkeypatch):
+    """The files numpy opens from now on (every checkpoint read goes through ``np.load``)."""
+    opened = []
+    load = np.load
+
+    def counting(file, *args, **kwargs):
+        opened.append(Path(file))
+        return load(file, *args, **kwargs)
+
+    monkeypatch.setattr(np, "load", counting)
+    return opened
+
+
+def test_a_restore_opens_only_the_checkpoints_of_the_keys_it_restores(tmp_path, monkeypatch):
+    # the directory keeps one file per key ever checkpointed, and every start and assignment read
+    # all of them (minutes after months of churn) to restore at most `limit` keys
+    keys = [f"k{i}" for i in range(40)]
+    store = keys_checkpointed_one_after_another(tmp_path, keys)
+    opened = files_opened(monkeypatch)
+    p = Pipeline(MeanShiftFactory(), store=store)
+    assert p.restore_partitions({"p0"}, limit=3) == 3
+    assert list(p.keys) == ["k39", "k38", "k37"]
+    assert set(opened) == {store.path(k) for k in ("k39", "k38", "k37")}
+
+
+def test_a_start_opens_no_more_checkpoints_than_the_max_keys_it_restores(tmp_path, monkeypatch):
+    keys = [f"k{i}" for i in range(30)]
+    store = keys_checkpointed_one_after_another(tmp_path, keys)
+    src = ListSource([])
+    src.static_partitions = {"p0"}
+    cfg = parse_config({"source": {"type": "stdin"}, "pipeline": {"max_keys": 2},
+                        "checkpoint": {"dir": str(tmp_path / "state")}, "metrics": {"enabled": False}})
+    opened = files_opened(monkeypatch)
+    d = Daemon(cfg, factory=MeanShiftFactory(), source=src, sinks=[ListSink("null")], dead_letter=ListSink("null"))
+    d._setup()
+    assert sorted(d.pipeline.keys) == ["k28", "k29"]
+    assert {f for f in opened if f.name.endswith(".ckpt.npz")} == {store.path("k28"), store.path("k29")}
+    d.close()
+
+
+def test_a_damaged_checkpoint_is_skipped_by_a_restore_without_counting_and_reported_when_its_key_is_seen(
+        tmp_path, monkeypatch):
+    keys = [f"k{i}" for i in range(10)]
+    store = keys_checkpointed_one_after_another(tmp_path, keys)
+    newest = store.path("k9")
+    written = newest.stat()
+    newest.write_text("hello world\n")
+    os.utime(newest, ns=(written.st_atime_ns, written.st_mtime_ns))  # still the most recent
+    opened = files_opened(monkeypatch)
+    p = Pipeline(MeanShiftFactory(), store=store)
+    assert p.restore_partitions({"p0"}, limit=2) == 2
+    assert list(p.keys) == ["k8", "k7"]
+    assert set(opened) == {store.path(k) for k in ("k9", "k8", "k7")}
+    _, bad = p.process([Record("k9", 30.0, np.array([0.0]), ("p0", 5000))])
+    assert [(b.reason, b.key) for b in bad] == [("processing_error", "k9")]
+    assert "not an .npz archive" in bad[0].detail and str(newest) in bad[0].detail
+
+
+def test_checkpoints_of_one_modification_time_are_restored_in_the_directory_order(tmp_path):
+    keys = [f"k{i}" for i in range(12)]
+    store = keys_checkpointed_one_after_another(tmp_path, keys)
+    for k in keys:
+        os.utime(store.path(k), ns=(10**18, 10**18))
+    listed = list((tmp_path / "state").glob("*.ckpt.npz"))
+    key_of = {store.path(k): k for k in keys}
+    assert [path for _, _, path in store.scan()] == listed
+    p = Pipeline(MeanShiftFactory(), store=store)
+    assert p.restore_partitions({"p0"}, limit=5) == 5
+    assert list(p.keys) == [key_of[path] for path in listed[:5]]
 
 
 class LaggingSource(ListSource):
