@@ -9,9 +9,13 @@ refuses to load the kernels at all (``RuntimeError: cannot cache function ...: n
 available``). :func:`configure_cache` therefore
 points ``NUMBA_CACHE_DIR`` at a writable directory when the package directory is not writable:
 ``$XDG_CACHE_HOME/ratiowatch/numba`` (default ``~/.cache/ratiowatch/numba``), else
-``<tmp>/ratiowatch-numba-<uid>``. It must run before numba is imported (``import ratiowatch``
-does it, and every ``ratiowatch.*`` import runs it first); an explicit ``NUMBA_CACHE_DIR`` wins
-when it can be used (it exists or can be created, and is writable); one that cannot is said once
+``<tmp>/ratiowatch-numba-<uid>`` (skipped when there is no usable temporary directory). When none
+of these can be written, the kernels are compiled in memory in every process, as without
+``cache=True`` (the same machine code, only not kept): a kernel that numba cannot cache is then
+compiled uncached instead of raising, and the note at the first compile asks for a writable
+``NUMBA_CACHE_DIR``. It must run before numba is imported (``import ratiowatch`` does it, and
+every ``ratiowatch.*`` import runs it first); an explicit ``NUMBA_CACHE_DIR`` wins when it can be
+used (it exists or can be created, and is writable); one that cannot is said once
 on stderr and replaced as if it were not set. The package directory stands for the folders of the kernels' sources: one installed tree. ``ratiowatch warmup`` fills the cache ahead
 of time (the Docker image runs it at build time).
 
@@ -107,11 +111,48 @@ def configure_cache(environ: MutableMapping[str, str] | None = None,
         if _usable_dir(Path(explicit)):
             return explicit
         del env[ENV]
+    global _in_memory
     got = _choose(env, package_dir)
+    nowhere = got is _NOWHERE
+    if nowhere:
+        got = None
     if explicit:
-        _warn_unusable(explicit, f"in {got}" if got else "next to the installed package (__pycache__)")
+        _warn_unusable(explicit, "in memory on every start" if nowhere else
+                       f"in {got}" if got else "next to the installed package (__pycache__)")
         _reload_numba_config(env)
+    if nowhere and env is os.environ:
+        _in_memory = True
+        _compile_uncached_when_nowhere_to_cache()
     return got
+
+
+_NOWHERE = object()
+_in_memory = False
+
+
+def _compile_uncached_when_nowhere_to_cache() -> None:
+    """Make ``@njit(cache=True)`` compile in memory when numba finds no place for the cache.
+
+    numba raises ``RuntimeError: cannot cache function ...: no locator available`` when the
+    kernel is defined (at import, so even ``ratiowatch --help`` would fail); its dispatcher keeps
+    a no-op cache until ``enable_caching`` succeeds, so ignoring that one failure leaves the kernel
+    compiled per process, exactly as without ``cache=True``. numba is imported here, early, only in
+    this case: nothing in the process could be cached anyway.
+    """
+    from numba.core.dispatcher import Dispatcher
+
+    original = Dispatcher.enable_caching
+    if getattr(original, "_uncached_fallback", False):
+        return
+
+    def enable_caching(self):
+        try:
+            original(self)
+        except RuntimeError:  # no locator: the dispatcher's NullCache stays, compiling in memory
+            pass
+
+    enable_caching._uncached_fallback = True
+    Dispatcher.enable_caching = enable_caching
 
 
 def _reload_numba_config(env: MutableMapping[str, str]) -> None:
@@ -126,16 +167,28 @@ def _choose(env: MutableMapping[str, str], package_dir: str | os.PathLike | None
     if _writable_dir(pkg / "__pycache__"):
         return None
     uid = os.getuid() if hasattr(os, "getuid") else "user"
-    for cand in (user_cache_dir(env), Path(tempfile.gettempdir()) / f"ratiowatch-numba-{uid}"):
-        if _writable_dir(cand):
+    for cand in (user_cache_dir(env), _temp_candidate(f"ratiowatch-numba-{uid}")):
+        if cand is not None and _writable_dir(cand):
             env[ENV] = str(cand)
             _reload_numba_config(env)
             return str(cand)
-    return None  # nowhere writable: numba compiles in memory on every start
+    return _NOWHERE  # configure_cache makes the kernels compile in memory
+
+
+def _temp_candidate(name: str) -> Path | None:
+    """``<tmp>/name``, or None when no temporary directory is usable (gettempdir raises then, and
+    this runs at ``import ratiowatch``: even ``--help`` must not fail on it)."""
+    try:
+        return Path(tempfile.gettempdir()) / name
+    except OSError:
+        return None
 
 
 def cache_location() -> str:
     """Where the kernels are cached, in words (for messages)."""
+    if _in_memory:
+        return ("nowhere: no writable directory, so they are compiled in memory on every start; set "
+                f"{ENV} to a writable directory to keep them")
     return os.environ.get(ENV) or "next to the installed package (__pycache__)"
 
 
@@ -162,8 +215,11 @@ def announce_compilation(stream=None, say=None) -> None:
             if _announced:
                 return
             _announced = True
-            msg = (f"compiling the numba kernels (once after an install or upgrade, about {COMPILE_SECONDS}; "
-                   f"cached in {cache_location()})")
+            if _in_memory:
+                msg = f"compiling the numba kernels (about {COMPILE_SECONDS}; cached {cache_location()})"
+            else:
+                msg = (f"compiling the numba kernels (once after an install or upgrade, about {COMPILE_SECONDS}; "
+                       f"cached in {cache_location()})")
             try:
                 if say is not None:
                     say(msg)
