@@ -36,6 +36,21 @@ def bench_dir(sub: str | None = None) -> Path | None:
     return path if path.is_dir() else None
 
 
+def default_dir(sub: str | None = None) -> Path:
+    """The absolute folder :func:`bench_dir` looks in, whether it exists or not (for messages).
+
+    Installed, the default sits next to the installed package rather than under the working
+    directory, so messages name it in full: ``../shared/bench`` would point elsewhere.
+    """
+    env = os.environ.get(ENV_VAR)
+    root = Path(env) if env else _DEFAULT
+    path = root / sub if sub else root
+    try:
+        return path.resolve()
+    except OSError:
+        return Path(os.path.abspath(path))
+
+
 SKIP_REASON = (
     "benchmark data not found: expected <repo>/../shared/bench "
     f"(set {ENV_VAR} to point at a copy laid out like it)"
@@ -45,7 +60,7 @@ SKIP_REASON = (
 def add_eval_arguments(parser, name: str) -> None:
     """CLI arguments shared by ``ratiowatch eval tcpd`` and ``eval tssb``."""
     parser.add_argument("dir", type=Path, nargs="?", default=None,
-                        help=f"{name.upper()} folder (default: ../shared/bench/{name} or ${ENV_VAR}/{name})")
+                        help=f"{name.upper()} folder (default: {default_dir(name)}, ${ENV_VAR}/{name} when set)")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR", help="write one PNG per series")
     parser.add_argument("--seeds", type=int, default=1, metavar="K",
@@ -93,10 +108,12 @@ def eval_dir_problem(given, root, name: str) -> str | None:
     >>> eval_dir_problem(Path("/nonexistent"), Path("/nonexistent"), "tcpd")
     '/nonexistent does not exist; give a TCPD folder (laid out like ../shared/bench/tcpd)'
     """
-    layout = f"a {name.upper()} folder (laid out like ../shared/bench/{name})"
+    article = "an" if name.upper()[:1] in "AEIO" else "a"  # an ODDS folder, a TCPD folder
+    layout = f"{article} {name.upper()} folder (laid out like ../shared/bench/{name})"
     if given is None:
         if root is None:
-            return f"no folder given and ../shared/bench/{name} not found; give {layout} or set {ENV_VAR}"
+            return (f"no folder given and the default, {default_dir(name)}, was not found; pass {layout} as "
+                    f"the folder argument, or set {ENV_VAR} to a folder holding {name}/")
         return None
     if not Path(given).exists():
         return f"{given} does not exist; give {layout}"

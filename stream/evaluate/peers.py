@@ -16,8 +16,10 @@
   2024). claspy pins numpy, scipy and scikit-learn below the project's versions, so it lives in its
   own virtual environment (``make peers`` builds ``.venv-peers``) and runs as a subprocess
   (:mod:`ratiowatch.stream.evaluate.peers_claspy`): series go out as ``.npy`` files, change points come back as JSON lines.
-  Its results are cached per series (``.peers_cache/``, keyed by the series' bytes, the method and
-  the claspy version), since ClaSS takes minutes on a 10,000-point series.
+  Its results are cached per series (``.peers_cache/`` in a checkout, else
+  ``$XDG_CACHE_HOME/ratiowatch/peers``, default ``~/.cache/ratiowatch/peers``; ``$RATIOWATCH_PEERS_CACHE``
+  wins; keyed by the series' bytes, the method and the claspy version), since ClaSS takes minutes
+  on a 10,000-point series. A cache that cannot be written skips the claspy peers with a note.
 
 Missing values are carried forward (then backward) before a peer sees the series; multivariate
 series go to ruptures and to ``BinaryClaSPSegmentation`` as they are, and not to ClaSS (univariate):
@@ -39,6 +41,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -56,13 +59,24 @@ CACHE_ENV = "RATIOWATCH_PEERS_CACHE"
 _CLASPY_METHOD = {"claspy": "binseg", "class": "class"}
 
 
+def checkout_root() -> Path | None:
+    """The ratiowatch checkout holding this package, or None when it is installed.
+
+    A checkout is the folder two levels above this file (``<root>/stream/evaluate/peers.py``) when
+    its ``pyproject.toml`` is ratiowatch's own: an install into a virtual environment inside
+    another project must not take that project's root for ours.
+    """
+    root = Path(__file__).resolve().parents[2]
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8")).get("project")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return root if isinstance(project, dict) and project.get("name") == "ratiowatch" else None
+
+
 def repo_root() -> Path:
-    """The checkout holding this package (first parent with a ``pyproject.toml``)."""
-    here = Path(__file__).resolve()
-    for p in here.parents:
-        if (p / "pyproject.toml").is_file():
-            return p
-    return here.parents[2]
+    """The checkout holding this package (else the installed package's folder)."""
+    return checkout_root() or Path(__file__).resolve().parents[2]
 
 
 def peers_python() -> Path | None:
@@ -144,7 +158,30 @@ def run_ruptures(x: np.ndarray, algo: str) -> list[int]:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or repo_root() / ".peers_cache")
+    """Where claspy's results are cached: ``$RATIOWATCH_PEERS_CACHE``, else ``.peers_cache/`` in a
+    checkout, else the user's cache (``$XDG_CACHE_HOME/ratiowatch/peers``, default
+    ``~/.cache/ratiowatch/peers``): an installed package's folder may be read-only, and is not a
+    place for data."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    root = checkout_root()
+    if root is not None:
+        return root / ".peers_cache"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ratiowatch" / "peers"
+
+
+def _ensure_writable_cache(cache: Path) -> None:
+    """Create ``cache`` and check that a file can be written in it, before claspy runs for minutes;
+    a RuntimeError (the claspy peers are skipped with a note, the other peers still report)."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=cache):
+            pass
+    except OSError as exc:
+        raise RuntimeError(f"cannot write its result cache {cache} ({exc.strerror or exc}); set {CACHE_ENV} "
+                           "to a writable folder") from None
 
 
 def _key(method: str, x: np.ndarray) -> str:
@@ -218,7 +255,7 @@ def run_claspy(series: Mapping[str, np.ndarray], peer: str, python: Path | None 
     if python is None:
         raise FileNotFoundError(missing_venv_message())
     cache = cache or cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
+    _ensure_writable_cache(cache)
     out: dict[str, dict] = {}
     todo = []
     with tempfile.TemporaryDirectory(prefix="ratiowatch-peers-") as tmp:
