@@ -245,19 +245,6 @@ def test_windows_without_kernel_mass_between_any_two_samples_raise_a_value_error
     assert isinstance(info.value, ValueError)
 
 
-@pytest.mark.parametrize("since_refresh", [-1, 5])
-def test_a_state_whose_pushes_since_refresh_are_out_of_range_is_refused(since_refresh):
-    st = TwoWindowKLIEP(1, 3, 1.0, refresh_every=5)
-    for v in range(9):
-        st.push([float(v)])
-    state = st.to_state()
-    assert 0 <= state["since_refresh"] < 5
-    state["since_refresh"] = since_refresh
-    expected = rf"since_refresh={since_refresh}; expected 0 <= since_refresh < refresh_every=5"
-    with pytest.raises(ValueError, match=expected):
-        TwoWindowKLIEP.from_state(state)
-
-
 def test_warm_iter_given_as_a_fraction_is_refused_not_truncated():
     with pytest.raises(TypeError, match="warm_iter must be an integer; got 2.5"):
         TwoWindowKLIEP(1, 3, 1.0, warm_iter=2.5)

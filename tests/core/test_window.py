@@ -290,18 +290,6 @@ def test_a_state_holding_nan_or_infinity_is_refused_like_the_other_window_states
         TwoWindowRuLSIF.from_state(state)
 
 
-@pytest.mark.parametrize("since_refresh", [-1, 7, 10**6])
-def test_a_state_whose_pushes_since_refresh_are_out_of_range_is_refused(since_refresh):
-    st = TwoWindowRuLSIF(dim=1, n=3, sigma=1.0, lam=0.1, refresh_every=7)
-    st.push_many(np.arange(9.0)[:, None])
-    state = st.to_state()
-    assert 0 <= state["since_refresh"] < 7
-    state["since_refresh"] = since_refresh
-    expected = rf"since_refresh={since_refresh}; expected 0 <= since_refresh < refresh_every=7"
-    with pytest.raises(ValueError, match=expected):
-        TwoWindowRuLSIF.from_state(state)
-
-
 def test_alpha_given_as_a_string_is_refused():
     with pytest.raises(TypeError, match="alpha must be a real number"):
         TwoWindowRuLSIF(dim=1, n=3, sigma=1.0, lam=0.1, alpha="0.1")

@@ -109,3 +109,19 @@ def test_window_sizes_must_be_integers_not_truncated(method, size, exc, match):
         make(**args)
     st = make(**{**args, "dim": np.int64(2), "n": np.int64(6), "refresh_every": np.int64(9)})
     assert (st.dim, st.n, st.refresh_every) == (2, 6, 9) and type(st.n) is int
+
+
+@pytest.mark.parametrize("method", sorted(STATES))
+@pytest.mark.parametrize("since_refresh", [-1, 5, 10**6])
+def test_a_state_whose_pushes_since_refresh_are_out_of_range_is_refused(method, since_refresh):
+    st = {"rulsif": lambda: TwoWindowRuLSIF(1, 3, sigma=1.0, lam=0.1, refresh_every=5),
+          "kliep": lambda: TwoWindowKLIEP(1, 3, sigma=1.0, refresh_every=5),
+          "lsdd": lambda: TwoWindowLSDD(1, 3, sigma=1.0, lam=0.1, refresh_every=5)}[method]()
+    for v in range(9):
+        st.push([float(v)])
+    state = st.to_state()
+    assert 0 <= state["since_refresh"] < 5
+    state["since_refresh"] = since_refresh
+    expected = rf"since_refresh={since_refresh}; expected 0 <= since_refresh < refresh_every=5"
+    with pytest.raises(ValueError, match=expected):
+        type(st).from_state(state)

@@ -159,3 +159,16 @@ def test_real_claspy_on_a_clear_shift(tmp_path, monkeypatch):
     x = np.where(t < 1500, np.sin(2 * np.pi * t / 30), np.sign(np.sin(2 * np.pi * t / 30))) + rng.normal(0, .1, 3000)
     out = P.run_claspy({"x": x}, "claspy")["x"]
     assert out["error"] is None and any(abs(c - 1500) <= 100 for c in out["change_points"])
+
+
+def test_a_cache_that_cannot_be_written_skips_claspy_with_a_note_naming_the_variable(monkeypatch, tmp_path):
+    python = _install_fake(tmp_path, monkeypatch, FAKE_CLASPY)
+    monkeypatch.setattr(P, "peers_python", lambda: python)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a folder under a file cannot be made, even by root
+    monkeypatch.setenv(P.CACHE_ENV, str(blocker / "cache"))
+
+    results, notes = P.run_peers({"a": np.arange(100.0)}, ["zero", "claspy"])
+    assert results == {"zero": {"a": {"change_points": [], "seconds": 0.0, "error": None}}}
+    assert len(notes) == 1 and notes[0].startswith(f"claspy peer failed: cannot write its result cache {blocker}")
+    assert notes[0].endswith(f"set {P.CACHE_ENV} to a writable folder")
