@@ -365,11 +365,26 @@ class Pipeline:
             return False
         if self.check_timestamps:
             t = item.timestamp
+            ahead = self.max_timestamp_ahead
             if t < ks.last_ts:
+                # A record far behind the clock is dead-lettered, but the clock may be the wrong one: a
+                # key's first record sets it unchecked, and one in milliseconds among seconds would send
+                # every later record of the key here, across restarts. So a drop back is confirmed as a
+                # jump ahead is (below, sharing its streak: a record far behind and one far ahead are
+                # never within the bound of each other): once ahead_confirm records in a row are beyond
+                # the bound, each within it after the one before, the last is taken and the clock moves
+                # back to it. A step back within the bound is out-of-order input and stays rejected.
+                if ahead is not None and ks.last_ts - t > ahead:
+                    streak = ks.ahead_streak + 1 if 0.0 <= t - ks.ahead_last <= ahead else 1
+                    if streak >= self.ahead_confirm:
+                        ks.ahead_streak, ks.ahead_last = 0, float("-inf")
+                        ks.last_ts = t
+                        ks.last_ref = ref
+                        return True
+                    ks.ahead_streak, ks.ahead_last = streak, t
                 bad.append(item.rejected("timestamp_backwards", f"timestamp {t} is older than the key's "
                                          f"previous {ks.last_ts}"))
                 return False
-            ahead = self.max_timestamp_ahead
             if ahead is not None and ks.last_ts != float("-inf") and t - ks.last_ts > ahead:
                 # a jump is confirmed by records close to each other, not by two wild ones in a row
                 streak = ks.ahead_streak + 1 if 0.0 <= t - ks.ahead_last <= ahead else 1

@@ -324,6 +324,39 @@ def test_a_replay_after_a_far_future_timestamp_repeats_only_that_dead_letter(tmp
     assert read_jsonl(tmp_path / "alerts.jsonl") == alerts
 
 
+def test_a_first_record_in_milliseconds_costs_the_key_only_the_records_that_confirm_the_drop_back(tmp_path):
+    """A key's first record sets its clock unchecked. One stamped in milliseconds among seconds made
+    every later record of the key 'timestamp_backwards', and kept doing so after a restart (the clock
+    is checkpointed); now the drop back is confirmed like a jump ahead and the key goes on."""
+    t0 = 1_700_000_000
+    rows = [{"host": "a", "ts": t0 * 1000, "v": 0.0}]
+    rows += [{"host": "a", "ts": t0 + t, "v": v} for t, v in enumerate(step_series(300, 150))]
+    data = tmp_path / "in.jsonl"
+    write_jsonl(data, rows)
+    cfg = make_cfg(tmp_path, data, pipeline={"timestamp_jump_confirm": 2})
+    d = Daemon(cfg, factory=MeanShiftFactory())
+    assert d.run() == 0
+    dead = read_jsonl(tmp_path / "dead.jsonl")
+    assert [(x["reason"], x["ref"][1]) for x in dead] == [("timestamp_backwards", 1)]
+    assert d.pipeline.keys["a"].count == 300 and d.pipeline.keys["a"].last_ts == t0 + 299
+    alerts = read_jsonl(tmp_path / "alerts.jsonl")
+    assert len(alerts) == 1 and alerts[0]["timestamp"] >= t0 + 150
+
+    # the same records in two runs: the second starts from the first's checkpoint and gives the same
+    again = tmp_path / "again"
+    again.mkdir()
+    write_jsonl(again / "in.jsonl", rows[:100])
+    cfg2 = make_cfg(again, again / "in.jsonl", pipeline={"timestamp_jump_confirm": 2})
+    assert Daemon(cfg2, factory=MeanShiftFactory()).run() == 0
+    write_jsonl(again / "in.jsonl", rows)
+    factory = MeanShiftFactory()
+    d2 = Daemon(cfg2, factory=factory)
+    assert d2.run() == 0
+    assert factory.restored == 1 and d2.stats["bad"] == 0
+    assert read_jsonl(again / "dead.jsonl") == dead
+    assert read_jsonl(again / "alerts.jsonl") == alerts
+
+
 def test_a_second_stdin_run_with_arrival_order_goes_on_from_the_first(tmp_path, monkeypatch):
     """stdin's line numbers started at 0 again, and the restored key took every record of the second
     run for a replay of the first: all of them were dropped without a word."""

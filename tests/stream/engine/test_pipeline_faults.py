@@ -1,5 +1,5 @@
-"""Pipeline faults: a far-future timestamp must not poison its key; a failure while handling one key
-is that key's records' fault, not the batch's."""
+"""Pipeline faults: a far-future (or far-past) timestamp must not poison its key; a failure while
+handling one key is that key's records' fault, not the batch's."""
 
 from __future__ import annotations
 
@@ -57,6 +57,43 @@ def test_two_wild_timestamps_in_a_row_do_not_confirm_a_jump():
     _, bad = p.process(as_list(stamps))
     assert [b.reason for b in bad] == ["timestamp_too_far_ahead"] * 2
     assert p.keys["a"].count == 20 and p.keys["a"].last_ts == 19.0
+
+
+@pytest.mark.parametrize("form", [as_list, as_batch])
+def test_a_wrong_first_timestamp_costs_only_the_records_that_confirm_the_drop_back(form):
+    """A key's first record sets its clock unchecked; one in milliseconds among seconds must not send
+    the key's later records to the dead-letter sink: a drop back beyond the bound is confirmed as a
+    jump ahead is, and the clock moves back to the record that confirms it."""
+    stamps = [1.7e12] + [1.7e9 + t for t in range(20)]
+    p = Pipeline(MeanShiftFactory(), max_timestamp_ahead=1000.0, ahead_confirm=3)
+    _, bad = p.process(form(stamps))
+    assert [(b.reason, b.ref[1]) for b in bad] == [("timestamp_backwards", 1), ("timestamp_backwards", 2)]
+    assert p.keys["a"].count == 19 and p.keys["a"].last_ts == 1.7e9 + 19
+
+
+@pytest.mark.parametrize("form", [as_list, as_batch])
+def test_one_far_past_timestamp_costs_only_its_own_record(form):
+    stamps = list(range(1000, 1050)) + [1.0] + list(range(1050, 1100))
+    p = Pipeline(MeanShiftFactory(), max_timestamp_ahead=100.0, ahead_confirm=2)
+    _, bad = p.process(form(stamps))
+    assert [(b.reason, b.ref[1]) for b in bad] == [("timestamp_backwards", 50)]
+    assert p.keys["a"].count == 100 and p.keys["a"].last_ts == 1099.0
+
+
+def test_steps_back_within_the_bound_are_never_confirmed():
+    stamps = list(range(100)) + [50, 51, 52, 53] + [100]
+    p = Pipeline(MeanShiftFactory(), max_timestamp_ahead=1000.0, ahead_confirm=2)
+    _, bad = p.process(as_list(stamps))
+    assert [(b.reason, b.ref[1]) for b in bad] == [("timestamp_backwards", i) for i in range(100, 104)]
+    assert p.keys["a"].count == 101 and p.keys["a"].last_ts == 100.0
+
+
+def test_two_wild_past_timestamps_in_a_row_do_not_confirm_a_drop_back():
+    stamps = [1e6 + t for t in range(10)] + [5.0, 1e5] + [1e6 + t for t in range(10, 20)]
+    p = Pipeline(MeanShiftFactory(), max_timestamp_ahead=1000.0, ahead_confirm=2)
+    _, bad = p.process(as_list(stamps))
+    assert [b.reason for b in bad] == ["timestamp_backwards"] * 2
+    assert p.keys["a"].count == 20 and p.keys["a"].last_ts == 1e6 + 19
 
 
 def test_the_daemon_default_bounds_far_future_timestamps():
