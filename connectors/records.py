@@ -260,6 +260,8 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
             except OverflowError:
                 raise RecordError("non_finite", f"value field {name!r} is too large for a float: {v}") from None
             continue
+        if v == []:  # would give the record fewer values than fields, silently (and a new key its dimension)
+            raise RecordError("missing_field", f"value field {name!r} is an empty list")
         items = v if isinstance(v, list) else [v]
         for item in items:
             if isinstance(item, bool):

@@ -93,3 +93,19 @@ def test_dead_letter_entries_of_pipeline_rejections_keep_the_original_message():
         p.add(raw, "p0", off)
     _, bad = Pipeline(MeanShiftFactory()).process(p.finish())
     assert [(b.reason, b.raw) for b in bad] == [("timestamp_backwards", raws[1].decode())]
+
+
+def test_an_empty_list_in_a_value_field_is_a_missing_value_not_a_record_with_fewer_values():
+    """With several value fields, ``[]`` in one gave a record with fewer values than fields: as a
+    key's first record it would fix the key's dimension wrong for good."""
+    spec = FieldSpec(key="k", timestamp="t", values=("x", "y"))
+    raw = json.dumps({"k": "a", "t": 0, "x": 1.0, "y": []}).encode()
+    with pytest.raises(RecordError) as err:
+        parse_record(raw, spec)
+    assert err.value.reason == "missing_field" and err.value.detail == "value field 'y' is an empty list"
+    parser = BatchParser(spec)
+    parser.add(raw, "p0", 0)
+    parser.add(json.dumps({"k": "a", "t": 1, "x": 1.0, "y": [2.0]}).encode(), "p0", 1)
+    batch = parser.finish()
+    assert [(b.reason, b.ref) for b in batch.bad] == [("missing_field", ("p0", 0))]
+    assert batch.values.tolist() == [[1.0, 2.0]]
