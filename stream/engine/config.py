@@ -533,6 +533,10 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
             if name in raw_det:
                 errors.append(f"detector.{name}: an option of kind = 'window'; {what} (its options go in "
                               "detector.options)")
+    if isinstance(det["options"], dict):  # detector_kwargs lets options win: one of the two would be ignored
+        for name in (*_WINDOW_ONLY, "seed") if kind == "window" else ("seed",):
+            if name in raw_det and name in det["options"]:
+                errors.append(f"detector.{name}: also set in detector.options; set it in one place")
     if kind == "anomaly":
         thr = det["score_threshold"]
         if isinstance(thr, float) and not 0.0 < thr <= 1.0:
@@ -581,6 +585,9 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
     if src["type"] == "kafka" and src["topics"] is not None and not src["topics"]:
         errors.append("source.topics: needs at least one topic")
     for i, s in enumerate(out["sinks"]):
+        if s["type"] == "jsonl" and isinstance(s["path"], str) and not s["path"].strip():
+            errors.append(f"sinks[{i}].path: empty; give the path of the JSONL file to append alerts to")
+    for i, s in enumerate(out["sinks"]):
         if s["type"] == "kafka" and not (s["bootstrap_servers"] or src.get("bootstrap_servers")):
             errors.append(f"sinks[{i}].bootstrap_servers: required for a kafka sink when the source is not kafka")
     for i, s in enumerate(out["sinks"]):
@@ -592,11 +599,16 @@ def parse_config(doc: dict[str, Any], base_dir: Path | None = None) -> Config:
                 if why:
                     errors.append(f"sinks[{i}].headers: {why}")
     dl = out["dead_letter"]
+    if dl["type"] == "file" and isinstance(dl["path"], str) and not dl["path"].strip():
+        errors.append("dead_letter.path: empty; give the path of the JSONL file to append bad records to")
     _check_distinct_paths(out, base_dir or Path.cwd(), errors)
     if dl["type"] == "kafka" and not (dl["bootstrap_servers"] or src.get("bootstrap_servers")):
         errors.append("dead_letter.bootstrap_servers: required for a kafka dead-letter sink when the source "
                       "is not kafka")
     ck = out["checkpoint"]
+    if ck["store"] == "directory" and isinstance(ck["dir"], str) and not ck["dir"].strip():
+        # "" would resolve to the config file's own directory and fill it with checkpoint files
+        errors.append("checkpoint.dir: empty; give the directory to keep the per-key checkpoints in")
     if ck["store"] == "kafka":
         if src["type"] != "kafka":
             errors.append("checkpoint.store: 'kafka' keeps checkpoints next to a kafka source; with a "

@@ -184,6 +184,21 @@ def test_auto_is_the_default_kind_and_passes_each_detector_its_own_options():
     assert set(inspect.signature(PeriodRoutedDetector).parameters) == set(detector_parameters("auto"))
 
 
+@pytest.mark.parametrize("kind,name", [("window", "n"), ("window", "method"), ("window", "seed"), ("auto", "seed"),
+                                       ("split_profile", "seed"), ("anomaly", "seed")])
+def test_a_detector_parameter_set_directly_and_in_options_is_refused_for_every_kind(kind, name):
+    """detector_kwargs lets detector.options win, so the value set directly would be ignored."""
+    value = {"n": 20, "method": "ulsif", "seed": 1}[name]
+    other = {"n": 30, "method": "rulsif", "seed": 2}[name]
+    with pytest.raises(ValueError) as err:
+        parse_config({"source": {"type": "stdin"}, "detector": {"kind": kind, name: value, "options": {name: other}}})
+    assert str(err.value) == f"detector.{name}: also set in detector.options; set it in one place"
+    # in one place, either one, it is taken
+    for det in ({name: value}, {"options": {name: value}}):
+        cfg = parse_config({"source": {"type": "stdin"}, "detector": {"kind": kind, **det}})
+        assert cfg.detector_kwargs()[name] == value
+
+
 def test_kafka_checkpoint_store_needs_a_kafka_source_and_names_its_topic():
     with pytest.raises(ValueError, match="checkpoint.store"):
         parse_config({"source": {"type": "stdin"}, "checkpoint": {"store": "kafka"}})
@@ -246,6 +261,11 @@ def test_a_message_that_is_not_utf8_keeps_its_original_bytes_in_the_dead_letter(
     ({"source": {"type": "stdin"}, "metrics": {"port": 70000}}, "metrics.port", "between 0 and 65535"),
     ({"source": {"type": "stdin"}, "metrics": {"port": -5}}, "metrics.port", "between 0 and 65535"),
     ({"source": {"type": "file", "path": ""}}, "source.path", "give the path"),
+    ({"source": {"type": "stdin"}, "sinks": [{"type": "jsonl", "path": ""}]}, "sinks[0].path", "give the path"),
+    ({"source": {"type": "stdin"}, "dead_letter": {"type": "file", "path": " "}}, "dead_letter.path",
+     "give the path"),
+    # "" would put the checkpoints in the config file's own directory
+    ({"source": {"type": "stdin"}, "checkpoint": {"dir": ""}}, "checkpoint.dir", "give the directory"),
 ])
 def test_configs_that_would_fail_at_run_time_fail_validation(doc, where, says):
     with pytest.raises(ValueError) as err:
