@@ -146,9 +146,10 @@ _PIPELINE = [
         "`timestamp_too_far_ahead` and does not move the key's clock, so one far-future timestamp cannot "
         "make the key's later records `timestamp_backwards`; 0 disables the bound", minimum=0.0),
     Opt("timestamp_jump_confirm", "int", 2,
-        "a jump beyond max_timestamp_ahead is real once this many records of the key in a row are beyond it, "
-        "each within max_timestamp_ahead after the one before: the last of them is accepted and moves the "
-        "key's clock, the earlier ones stay in the dead-letter sink", minimum=1),
+        "a jump beyond max_timestamp_ahead, ahead or back, is real once this many records of the key in a "
+        "row are beyond it, each within max_timestamp_ahead after the one before: the last of them is "
+        "accepted and moves the key's clock, the earlier ones stay in the dead-letter sink (a wrong clock "
+        "set by a key's first record is mended this way too)", minimum=1),
 ]
 
 _CHECKPOINT = [
