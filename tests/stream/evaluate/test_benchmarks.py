@@ -204,7 +204,7 @@ def test_eval_utsa_is_eval_tssb_on_the_utsa_folder(tmp_path, capsys, monkeypatch
         assert r["cover"] == as_tssb["datasets"][name]["cover"]
     monkeypatch.setenv("RATIOWATCH_BENCH", str(tmp_path / "elsewhere"))
     assert main(["eval", "utsa"]) == 2
-    assert "../shared/bench/utsa not found" in capsys.readouterr().err
+    assert f"the default, {(tmp_path / 'elsewhere' / 'utsa').resolve()}, was not found" in capsys.readouterr().err
 
 
 def test_eval_peers_without_claspy_environment(tmp_path, capsys, monkeypatch):
