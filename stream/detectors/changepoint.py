@@ -575,6 +575,12 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         windows, their score and the threshold stay as they were (see
         :mod:`ratiowatch.stream.series.preprocess`).
         """
+        if self._dim is None and not isinstance(x, Mapping) and np.isnan(self._as_vector(x, take=False)).all():
+            # a missing first sample tells nothing of the channels (None reads as one value): it is
+            # counted, and the first sample with a value fixes them
+            self._t += 1
+            self._drift_detected = False
+            return None
         v = self._as_vector(x)
         if v[0] != v[0] and self._pre is not None and np.isnan(v).all():
             self._skip_step()

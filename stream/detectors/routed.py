@@ -366,6 +366,9 @@ class PeriodRoutedDetector(base.DriftDetector):
         self.n_seen += 1
         if self._cap:
             if self._ring is None:
+                if np.isnan(v).all():  # a missing sample before the first with a value does not
+                    # tell the channels; the ring starts empty (NaN) at the first that does
+                    return self._report(alarm, t)
                 if np.size(v) > 1:  # several channels stay with the window detector (module docstring)
                     self._cap, self._checks = 0, []
                     return self._report(alarm, t)

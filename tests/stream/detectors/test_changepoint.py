@@ -1007,6 +1007,23 @@ def test_a_gap_is_kept_across_a_checkpoint():
     assert a_ref == a_res and any(a is not None and abs(a.change_index - 1200) <= 10 for a in a_res)
 
 
+@pytest.mark.parametrize("first", [None, math.nan, [math.nan] * 3], ids=["None", "nan", "all-nan"])
+@pytest.mark.parametrize("then", [[1.0, 2.0], {"a": 1.0, "b": 2.0}], ids=["array", "dict"])
+def test_a_missing_first_sample_is_counted_and_leaves_the_channels_to_the_next(first, then):
+    # None read as one missing value once fixed the detector to one channel for good
+    det = ChangePointDetector()
+    assert det.step(first) is None and det._t == 0
+    det.step(then)
+    assert det._t == 1 and det._dim == 2
+    restored = ChangePointDetector.from_state(det.to_state())
+    x = np.random.default_rng(0).normal(size=(700, 2))
+    x[500:] += 4.0
+    rows = list(x) if isinstance(then, list) else [{"a": a, "b": b} for a, b in x]
+    alarms = [a for a in map(det.step, rows) if a]
+    assert alarms == [a for a in map(restored.step, rows) if a]
+    assert len(alarms) == 1 and abs(alarms[0].change_index - 502) <= 10  # counted from the missing sample
+
+
 # ---------------------------------------------------------------- dict keys across checkpoints
 @pytest.mark.parametrize("names", [(0, 1), (np.int64(3), np.int64(7)), (("a", 0), ("a", 1)), ("x", "y")])
 def test_dict_keys_come_back_from_a_checkpoint_as_they_were(names):

@@ -358,6 +358,19 @@ class TestInput:
             det.step([1.0, 2.0, 3.0])
         assert det.n_seen == 1  # a refused sample changes nothing
 
+    @pytest.mark.parametrize("first", [None, math.nan, [math.nan] * 3], ids=["None", "nan", "all-nan"])
+    def test_a_missing_first_sample_is_counted_and_leaves_the_channels_to_the_next(self, first):
+        # None read as one missing value once fixed the stream to one channel for good
+        det = PeriodRoutedDetector()
+        assert det.step(first) is None and det.n_seen == 1
+        det.step([1.0, 2.0])
+        assert det.n_seen == 2 and det._inner._dim == 2
+        # nor does it keep a univariate stream from being asked for its period
+        one = PeriodRoutedDetector()
+        for v in [first, *sine(600).tolist()]:
+            one.step(v)
+        assert one.n_seen == 601 and one.handed_over_at is not None
+
     @pytest.mark.parametrize("scale", [1e-7, 2.0 ** -40, 2.0 ** 40])
     def test_the_units_of_the_data_change_nothing(self, scale):
         # a cycle of amplitude 1e-7 was once no cycle to the router: its test for a constant

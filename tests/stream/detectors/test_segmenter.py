@@ -1,6 +1,7 @@
 """SplitProfileDetector: the offline split profile and its two nulls (AR surrogates, a periodic
 window's own cycles in random orders), run causally."""
 
+import json
 import math
 
 import numpy as np
@@ -230,15 +231,38 @@ class TestInput:
         x = change_series("variance", 0).x
         assert stream_alarms(SplitProfileDetector(), x) == stream_alarms(SplitProfileDetector(), x * 2.0**40)
 
-    def test_missing_values_are_carried_forward(self):
+    def test_a_missing_value_beside_a_present_one_is_carried_forward(self):
         rng = np.random.default_rng(5)
-        x = np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 300)]
+        x = np.c_[np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 300)], rng.normal(0, 1, 600)]
         gaps = x.copy()
-        gaps[[50, 51, 400]] = np.nan
+        gaps[[50, 51, 400], 0] = np.nan
         filled = x.copy()
-        filled[[50, 51]] = x[49]
-        filled[400] = x[399]
+        filled[[50, 51], 0] = x[49, 0]
+        filled[400, 0] = x[399, 0]
         assert stream_alarms(SplitProfileDetector(), gaps) == stream_alarms(SplitProfileDetector(), filled)
+
+    @pytest.mark.parametrize("seed", [0, 1])
+    def test_a_gap_of_missing_samples_raises_no_alarm_at_either_end(self, seed):
+        # carried forward, the gap was a flat run, a change where it began and again where it ended
+        x = np.random.default_rng(seed).normal(size=900)
+        gap = x.copy()
+        gap[400:480] = np.nan
+        assert len(stream_alarms(SplitProfileDetector(seed=seed), gap)) <= len(
+            stream_alarms(SplitProfileDetector(seed=seed), x))
+
+    def test_a_gap_is_counted_as_samples_but_not_taken_into_the_window(self):
+        # the stream with the gap is the stream without it, numbered as the input: a change right
+        # after the gap is reported at the first sample after it
+        rng = np.random.default_rng(0)
+        x = np.r_[rng.normal(0, 1, 400), rng.normal(4, 1, 200)]
+        x[340:400] = np.nan
+        kept = np.flatnonzero(~np.isnan(x))
+        det, alarms = run(x, seed=0)
+        ref, ref_alarms = run(x[kept], seed=0)
+        assert [(a.change_index, a.alarm_index) for a in alarms] == [
+            (int(kept[a.change_index]), int(kept[a.alarm_index])) for a in ref_alarms]
+        assert len(alarms) == 1 and alarms[0].change_index == 400
+        assert det.n_seen == 600 and det.window_length == ref.window_length
 
     def test_samples_with_a_missing_value_are_skipped_until_one_has_every_channel(self):
         # the missing value of a first sample was filled with 0.0: beside a channel that reads 1000,
@@ -382,6 +406,22 @@ class TestCheckpoint:
             assert got == expected, cut
             assert again.threshold == whole.threshold or (math.isnan(again.threshold) and math.isnan(whole.threshold))
 
+    def test_a_checkpoint_inside_or_after_a_gap_continues_exactly(self):
+        # the window's rows are not consecutive in the stream: the checkpoint keeps where they are
+        rng = np.random.default_rng(0)
+        x = np.r_[rng.normal(0, 1, 400), rng.normal(4, 1, 200)]
+        x[340:400] = np.nan
+        whole = SplitProfileDetector(seed=0)
+        expected = [whole.step(v) for v in x.tolist()]
+        assert [a.change_index for a in expected if a] == [400]
+        for cut in (360, 420):
+            first = SplitProfileDetector(seed=0)
+            got = [first.step(v) for v in x[:cut].tolist()]
+            again = SplitProfileDetector.from_state(first.to_state())
+            assert again.to_state()["meta"] == first.to_state()["meta"]
+            got += [again.step(v) for v in x[cut:].tolist()]
+            assert got == expected, cut
+
     def test_restored_detector_continues_exactly_with_the_cycle_null(self):
         x = null_series("seasonal24", 2400, 1)
         whole = SplitProfileDetector(seed=1, cycle_permutation=True)
@@ -510,9 +550,23 @@ class TestPrime:
 
     def test_rows_before_any_value_are_dropped_and_gaps_are_carried_forward(self):
         det = SplitProfileDetector()
-        det.prime(np.r_[np.nan, np.nan, 1.0, np.nan, 3.0], start=10)
-        assert (det.n_seen, det.window_length) == (15, 3)
-        assert det.to_state()["window"].ravel().tolist() == [1.0, 1.0, 3.0]
+        det.prime([[np.nan, 0.0], [1.0, 2.0], [np.nan, 4.0], [3.0, np.nan]], start=10)
+        assert (det.n_seen, det.window_length) == (14, 3)
+        assert det.to_state()["window"].tolist() == [[1.0, 2.0], [1.0, 4.0], [3.0, 4.0]]
+
+    def test_rows_with_every_value_missing_are_counted_but_not_taken(self):
+        rows = np.r_[np.nan, 1.0, np.nan, np.nan, 3.0, np.nan, 5.0]
+        det = SplitProfileDetector()
+        det.prime(rows, start=10)
+        stepped = SplitProfileDetector()
+        stepped.skip_to(10)
+        for v in rows.tolist():
+            stepped.step(v)
+        assert (det.n_seen, det.window_length) == (17, 3)
+        primed, state = det.to_state(), stepped.to_state()
+        where = [{k: json.loads(s["meta"]).get(k) for k in ("n_seen", "start", "gaps")} for s in (primed, state)]
+        assert where[0] == where[1] == {"n_seen": 17, "start": 11, "gaps": [[12, 2], [15, 1]]}
+        assert primed["window"].tolist() == state["window"].tolist() == [[1.0], [3.0], [5.0]]
 
     @pytest.mark.parametrize("begins", [None, 120], ids=["never-reports", "begins-later"])
     def test_primed_rows_give_the_window_that_stepping_through_them_gives(self, begins):
