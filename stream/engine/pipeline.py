@@ -15,7 +15,10 @@ revoked partitions).
 Replays after a crash are detected per key: a restored key remembers the source position and
 timestamp of the last record folded into its state; a record of that partition at or before that
 position and not newer than that timestamp is already in the state and is skipped (its alerts were
-delivered before the checkpoint was written), so a detector never sees a record twice. A record at
+delivered before the checkpoint was written), so a detector never sees a record twice. A key whose
+clock moved back (a confirmed drop beyond ``max_timestamp_ahead``) also remembers the position of
+the record it moved back to: the records of that partition up to there came before the drop, and
+are skipped whatever their timestamps. A record at
 or before the position but newer is judged on its own (a replayed far-future record is
 dead-lettered again; a partition whose positions started again brings new records) and the check
 goes on; the first record past the position ends it. Without timestamp checks
@@ -112,7 +115,10 @@ class KeyState:
     count: int = 0                      # records folded into the detector
     last_ts: float = float("-inf")
     last_ref: tuple[str, int] | None = None
-    replay_gate: tuple[str, int, float] | None = None  # (partition, offset, timestamp) of the checkpoint
+    # (partition, offset, timestamp) of the checkpoint, and the offset up to which that partition's
+    # records precede the clock's latest move back (skipped whatever their timestamps; -inf: none)
+    replay_gate: tuple[str, int, float, float] | None = None
+    back_ref: tuple[str, int] | None = None  # the record the clock last moved back to (checkpointed)
     seq: int = 0
     dirty: bool = False
     last_seen: float = field(default_factory=time.monotonic)
@@ -208,11 +214,15 @@ class Pipeline:
                                  "for another detector, or delete the key's checkpoint to start it afresh") from exc
             raise
         ref = tuple(meta["last_ref"]) if meta.get("last_ref") else None
+        back = tuple(meta["back_ref"]) if meta.get("back_ref") else None
         ks = KeyState(detector=det, dim=int(meta["dim"]), count=int(meta["count"]),
                       last_ts=float(meta["last_ts"]), last_ref=ref, seq=int(meta.get("seq", 0)),
-                      name=self._restored_name(key, det, meta))
+                      back_ref=back, name=self._restored_name(key, det, meta))
         if ref is not None and self.replay_gates:
-            ks.replay_gate = (ref[0], int(ref[1]), ks.last_ts)
+            # the records of the partition up to the clock's move back came before it: their timestamps
+            # may be far newer than the state's, and they were handled all the same
+            before = float(back[1]) if back is not None and back[0] == ref[0] and back[1] <= ref[1] else float("-inf")
+            ks.replay_gate = (ref[0], int(ref[1]), ks.last_ts, before)
         return ks
 
     def _where(self, key: str) -> str:
@@ -235,11 +245,13 @@ class Pipeline:
             return isinstance(v, int) and not isinstance(v, bool)
 
         ref = meta.get("last_ref")
+        back = meta.get("back_ref")
         problems = [name for name, ok in (
             ("dim", integer(meta["dim"]) and meta["dim"] >= 1),
             ("count", integer(meta["count"]) and meta["count"] >= 0),
             ("last_ts", isinstance(meta["last_ts"], (int, float)) and not isinstance(meta["last_ts"], bool)),
             ("last_ref", ref is None or (isinstance(ref, list) and len(ref) == 2 and integer(ref[1]))),
+            ("back_ref", back is None or (isinstance(back, list) and len(back) == 2 and integer(back[1]))),
             ("seq", integer(meta.get("seq", 0)))) if not ok]
         if problems:
             raise ValueError(f"{self._where(key)}: the checkpoint's metadata holds a bad "
@@ -349,9 +361,10 @@ class Pipeline:
         if ks.replay_gate is not None and ref is not None and ref[0] == ks.replay_gate[0]:
             if ref[1] > ks.replay_gate[1]:
                 ks.replay_gate = None  # past the checkpoint's position: the replay is over
-            elif item.timestamp <= ks.replay_gate[2] or not self.check_timestamps:
+            elif item.timestamp <= ks.replay_gate[2] or not self.check_timestamps or ref[1] <= ks.replay_gate[3]:
                 # folded into the restored state before the checkpoint (without timestamp checks the
-                # timestamps promise no order, and the position alone decides)
+                # timestamps promise no order, and the position alone decides; up to the record the
+                # clock moved back to, the records came before the drop and may be newer than the state)
                 self.skipped_replays += 1
                 return False
             # else at or before the position but newer than the state: judged on its own below, and
@@ -379,7 +392,7 @@ class Pipeline:
                     if streak >= self.ahead_confirm:
                         ks.ahead_streak, ks.ahead_last = 0, float("-inf")
                         ks.last_ts = t
-                        ks.last_ref = ref
+                        ks.last_ref = ks.back_ref = ref
                         return True
                     ks.ahead_streak, ks.ahead_last = streak, t
                 bad.append(item.rejected("timestamp_backwards", f"timestamp {t} is older than the key's "
@@ -396,7 +409,17 @@ class Pipeline:
             ks.ahead_streak, ks.ahead_last = 0, float("-inf")  # in range, or a jump confirmed
         ks.last_ts = item.timestamp
         ks.last_ref = ref
+        if ks.back_ref is not None and ref is not None:
+            self._forget_back_ref_of_restarted(ks, [ref])
         return True
+
+    @staticmethod
+    def _forget_back_ref_of_restarted(ks: KeyState, refs) -> None:
+        """A record taken before the clock's move back, on its partition: the partition's positions
+        started again, and the move back's position means nothing in the new numbering."""
+        part, off = ks.back_ref
+        if any(p == part and o < off for p, o in refs):
+            ks.back_ref = None
 
     def _fold(self, key: str, ks: KeyState, block: np.ndarray, stamps: list[float], records,
               alerts: list[Alert], bad: list[BadRecord]) -> None:
@@ -475,6 +498,8 @@ class Pipeline:
                         admitted = rows
                         ks.last_ts = ts_rows[-1]
                         ks.last_ref = (parts[last], offs[last])
+                        if ks.back_ref is not None:
+                            self._forget_back_ref_of_restarted(ks, [(parts[i], offs[i]) for i in rows])
                     else:  # some go backwards or too far ahead: the per-record checks decide which
                         admitted = [i for i in rows if self._admit(ks, batch.record(i), bad)]
                 if not admitted:
@@ -493,9 +518,12 @@ class Pipeline:
 
     # --- checkpoints and eviction ------------------------------------------------------------
     def _meta(self, ks: KeyState) -> dict[str, Any]:
-        return {"dim": ks.dim, "count": ks.count, "last_ts": ks.last_ts,
+        meta = {"dim": ks.dim, "count": ks.count, "last_ts": ks.last_ts,
                 "last_ref": list(ks.last_ref) if ks.last_ref else None, "seq": ks.seq + 1,
                 "detector": ks.name or self.factory.name}
+        if ks.back_ref is not None:  # only a key whose clock moved back
+            meta["back_ref"] = list(ks.back_ref)
+        return meta
 
     def checkpoint(self, keys: list[str] | None = None) -> int:
         """Write the checkpoints of changed keys (all changed keys when ``keys`` is None)."""

@@ -6,6 +6,11 @@ nothing skipped; an unreadable checkpoint is logged once per key.
 One record with a far-future timestamp (dead-lettered as timestamp_too_far_ahead) used to end the
 replay check: the already-processed records after it were dead-lettered as timestamp_backwards
 (or, with check_timestamps = false, processed twice, with alerts of new ids).
+
+A key whose clock moved back (a confirmed drop beyond max_timestamp_ahead, e.g. milliseconds then
+seconds) used to take its replayed records from before the drop for new ones (newer than the
+state): they were folded twice, the clock was set to the wrong unit again, and the next new record
+was dead-lettered as timestamp_backwards.
 """
 
 from __future__ import annotations
@@ -123,3 +128,79 @@ def test_a_partition_whose_positions_started_again_brings_new_records_not_replay
     second = pipeline(store)
     _, bad = second.process([Record("a", 100.0 + i, np.array([1.0]), ("p0", i)) for i in range(30)])
     assert bad == [] and second.skipped_replays == 0 and second.keys["a"].count == 70
+
+
+MS, SEC = 1.7e12, 1.7e9  # the same clock in milliseconds and in seconds
+MOVED_BACK = [MS, MS + 1, SEC + 1, SEC + 2] + [SEC + 3 + i for i in range(6)]  # moves back at offset 3
+
+
+def moved_back_pipeline(store):
+    return Pipeline(MeanShiftFactory(), store=store, max_timestamp_ahead=1000.0, ahead_confirm=2)
+
+
+def offsets(stamps, start=0):
+    return [(start + i, t, float(i % 3)) for i, t in enumerate(stamps)]
+
+
+@pytest.mark.parametrize("form", [as_list, as_batch])
+def test_a_replay_skips_the_records_before_the_key_clock_moved_back_whatever_their_timestamps(tmp_path, form):
+    # the records before the drop are newer than the state, yet were folded before the checkpoint
+    store = CheckpointStore(tmp_path)
+    first = moved_back_pipeline(store)
+    _, bad1 = first.process(form(offsets(MOVED_BACK)))
+    assert [(b.reason, b.ref[1]) for b in bad1] == [("timestamp_backwards", 2)]
+    first.checkpoint()
+    second = moved_back_pipeline(store)
+    _, bad2 = second.process(form(offsets(MOVED_BACK)))
+    ks = second.keys["a"]
+    assert bad2 == [] and second.skipped_replays == 10
+    assert ks.count == first.keys["a"].count == 9 and ks.detector.n == 9 and ks.last_ts == SEC + 8
+    _, bad3 = second.process(form(offsets([SEC + 20 + i for i in range(3)], start=10)))
+    assert bad3 == [] and ks.count == 12 and ks.replay_gate is None
+
+
+def test_a_replay_skips_the_records_before_the_key_clock_last_moved_back(tmp_path):
+    # the clock moves back, jumps ahead again and moves back again: the latest move back counts
+    stamps = MOVED_BACK[:5] + [MS + 10, MS + 11, SEC + 10, SEC + 11, SEC + 12]
+    store = CheckpointStore(tmp_path)
+    first = moved_back_pipeline(store)
+    first.process(as_list(offsets(stamps)))
+    first.checkpoint()
+    second = moved_back_pipeline(store)
+    _, bad = second.process(as_list(offsets(stamps)))
+    assert bad == [] and second.skipped_replays == 10
+    assert second.keys["a"].count == first.keys["a"].count and second.keys["a"].last_ts == SEC + 12
+
+
+def test_a_key_whose_clock_never_moved_back_checkpoints_the_same_metadata_as_before(tmp_path):
+    # checkpoints of keys with an ordinary clock stay as they were
+    store = CheckpointStore(tmp_path)
+    first = pipeline(store)
+    first.process(as_list(series(True)[:80]))
+    first.checkpoint()
+    assert set(store.load("a")[1]) == {"dim", "count", "last_ts", "last_ref", "seq", "detector"}
+
+
+@pytest.mark.parametrize("form", [as_list, as_batch])
+def test_a_partition_whose_positions_started_again_forgets_where_the_key_clock_moved_back(tmp_path, form):
+    # the move back's offset belongs to the old numbering: it must not make new records replays
+    store = CheckpointStore(tmp_path)
+    first = moved_back_pipeline(store)
+    first.process(form(offsets(MOVED_BACK)))
+    first.process(form(offsets([SEC + 100 + i for i in range(6)])))  # offsets 0..5 again
+    first.checkpoint()
+    assert "back_ref" not in store.load("a")[1]
+    second = moved_back_pipeline(store)
+    _, bad = second.process(form(offsets([SEC + 200 + i for i in range(3)])))  # offsets 0..2 once more
+    assert bad == [] and second.skipped_replays == 0 and second.keys["a"].count == 18
+
+
+def test_where_the_key_clock_moved_back_skips_records_of_that_partition_only(tmp_path):
+    # another partition numbers its records apart: a newer record there is judged on its own
+    store = CheckpointStore(tmp_path)
+    first = moved_back_pipeline(store)
+    first.process(as_list(offsets(MOVED_BACK)))
+    first.checkpoint()
+    second = moved_back_pipeline(store)
+    _, bad = second.process([Record("a", SEC + 9, np.array([1.0]), ("p1", 1))])
+    assert bad == [] and second.skipped_replays == 0 and second.keys["a"].count == 10
