@@ -370,6 +370,8 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
             if len(x) != 1:
                 raise ValueError(f"x must be one number or a dict with exactly one entry; got keys {list(x)}")
             x = next(iter(x.values()))
+        if x is None:  # a missing value, refused as NaN is
+            raise ValueError("x must be a number; got None: fill missing values before scoring")
         if isinstance(x, (bool, str, bytes)):
             raise TypeError(f"x must be a number; got {x!r}")
         try:
@@ -385,7 +387,10 @@ class TimeSeriesAnomalyDetector(AnomalyDetector):
         return v
 
     def learn_one(self, x) -> None:
-        """Learn the next value of the stream (a number or a one-entry dict)."""
+        """Learn the next value of the stream (a number or a one-entry dict).
+
+        A missing value (NaN or None) is refused with a ``ValueError``: fill it in first.
+        """
         self._step(np.array([self._value(x)]))
 
     def score_one(self, x) -> float:

@@ -369,10 +369,13 @@ class StreamingOutlierDetector(AnomalyDetector):
     tuple, ndarray); the first sample fixes which. A dict whose keys differ from the learned ones
     follows a documented policy, with a :class:`FeatureSetWarning`: a new key is left out (the
     fitted model has no dimension for it); a missing key is never filled in: ``score_one`` scores
-    the sample on the features it has and ``learn_one`` skips it. ``process`` takes an (n, d)
+    the sample on the features it has and ``learn_one`` skips it. A sample with none of the learned
+    features has nothing to be scored on: ``score_one`` refuses it with a ``ValueError`` (a score
+    would rank it as normal as can be) and ``learn_one`` skips it. ``process`` takes an (n, d)
     array whose columns follow the learned order (sorted keys, or positions). Dict keys must be
     str, int (numpy integers included) or tuples of these, so that a checkpoint gives back keys
     that match the same dicts; other keys are refused at the first sample with a ``ValueError``.
+    A refused sample changes nothing: a first sample refused (NaN, say) fixes no features.
 
     Updates are all or nothing: when a refit refuses the reference (a ``ValueError``: e.g. points
     that differ by less than float64 can resolve), the call learns nothing and leaves the detector
@@ -494,7 +497,9 @@ class StreamingOutlierDetector(AnomalyDetector):
     # - a new key cannot enter the fitted model: it is left out, with a FeatureSetWarning naming it;
     # - a missing key is not filled in: score_one scores the sample on the features it has (a
     #   missing coordinate contributes no distance to any centre, so it adds no evidence either
-    #   way), and learn_one does not learn the incomplete sample; both warn.
+    #   way), and learn_one does not learn the incomplete sample; both warn. A sample with no
+    #   learned feature at all would be at distance 0 from every centre, the most normal score
+    #   there is: score_one refuses it (ValueError), learn_one skips it as any incomplete sample.
     # The warning text names the keys, so each new key set is reported (Python shows a given
     # warning once per call site by default).
     def _init_features(self, x) -> None:
@@ -757,8 +762,15 @@ class StreamingOutlierDetector(AnomalyDetector):
     def learn_one(self, x) -> None:
         """Learn one sample: a dict of feature -> number, or a 1-d array-like (list, ndarray)."""
         if self._features is None:
+            fresh = self.memento()
             self._init_features(x)
-        v, mask = self._vector(x)
+            try:
+                v, mask = self._vector(x)
+            except BaseException:  # a refused first sample fixes no features
+                self.roll_back(fresh)
+                raise
+        else:
+            v, mask = self._vector(x)
         if mask is not None:
             self._missing(mask, "the sample is not learned (a missing value is never made up)")
             return
@@ -776,7 +788,11 @@ class StreamingOutlierDetector(AnomalyDetector):
             self.process(v, learn=True)
 
     def score_one(self, x) -> float:
-        """``1 - r(x)`` (higher = more anomalous; 0 before the first fit); ``x`` as in :meth:`learn_one`."""
+        """``1 - r(x)`` (higher = more anomalous; 0 before the first fit); ``x`` as in :meth:`learn_one`.
+
+        A dict with none of the learned features is refused with a ``ValueError``: there is nothing
+        to score it on (see the input policy in the class notes).
+        """
         if self._features is None or not self._fitted:
             if self._features is None and not isinstance(x, dict):
                 self._array(x)  # still check what is passed in
@@ -785,6 +801,9 @@ class StreamingOutlierDetector(AnomalyDetector):
         if mask is None:
             gauss_row(v, self._centres, self._sigma, self._phi1)
         else:
+            if not mask.any():
+                raise ValueError(f"no feature of the sample is known: x has keys {sorted(x, key=str)} but this "
+                                 f"detector learned {self._features}; pass at least one of them to score it")
             self._missing(mask, "it is scored on the features it has")
             d2 = ((v[mask][None, :] - self._centres[:, mask]) ** 2).sum(axis=1)
             self._phi1[:] = np.exp(-0.5 * d2 / (self._sigma * self._sigma))

@@ -590,3 +590,22 @@ def test_values_equal_but_for_rounding_score_as_a_constant_series():
     tenths = np.r_[np.full(2000, 0.3), np.where(rng.random(2000) < 0.5, 0.3, 0.1 + 0.2)]
     for y in (one, tenths):
         assert TimeSeriesAnomalyDetector().score_series(y).max() < 0.5
+
+
+@pytest.mark.parametrize("missing", [None, {"value": None}], ids=["none", "dict-of-none"])
+def test_none_is_refused_as_a_missing_value_as_nan_is(missing):
+    # None used to get a TypeError about the input's type instead of the advice NaN gets
+    det = TimeSeriesAnomalyDetector()
+    for v in seasonal(200):
+        det.learn_one(v)
+    before = det.to_state()
+    for call in (det.learn_one, det.score_one):
+        with pytest.raises(ValueError, match="fill missing values"):
+            call(missing)
+        with pytest.raises(ValueError, match="fill missing values"):
+            call(float("nan"))
+    after = det.to_state()
+    assert before.keys() == after.keys() and json.loads(before["meta"]) == json.loads(after["meta"])
+    for k in before:
+        if k != "meta":
+            np.testing.assert_array_equal(before[k], after[k], err_msg=k)

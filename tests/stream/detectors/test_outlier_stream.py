@@ -654,3 +654,51 @@ def test_a_reference_equal_but_for_rounding_is_a_constant_one(level):
         det = StreamingOutlierDetector(**{**SMALL, "scale": scale})
         assert det.process(x).max() <= constant + 1e-9
         assert det._sigma == 1.0  # the width of a constant reference
+
+
+@pytest.mark.filterwarnings("ignore::ratiowatch.stream.detectors.outlier_stream.FeatureSetWarning")
+@pytest.mark.parametrize("sample", [{}, {"zz": 5.0}], ids=["empty", "only-unknown-keys"])
+def test_a_sample_with_none_of_the_learned_features_is_refused_by_score_one_and_skipped_by_learn_one(sample):
+    # with no feature left to compare, the sample was at distance 0 from every centre: the most
+    # normal score there is, below every real sample's
+    x, _ = stream(300)
+    det = StreamingOutlierDetector(**SMALL)
+    for d in as_dicts(x):
+        det.learn_one(d)
+    before = copy.deepcopy(det)
+    with pytest.raises(ValueError, match=r"no feature of the sample is known: .*pass at least one of them"):
+        det.score_one(sample)
+    det.learn_one(sample)  # skipped, as any sample missing a learned feature
+    _same_state(det, before)
+
+
+@pytest.mark.parametrize("refused, taken", [
+    ([np.nan, 1.0], [[1.0, 2.0, 3.0]]),
+    ({"a": None, "b": 1.0}, [{"x": 1.0}]),
+    ({"a": "text", "b": 1.0}, [{"x": 1.0}]),
+    ([1e200, 1.0], [[1.0]]),
+], ids=["nan-in-array", "none-in-dict", "text-in-dict", "too-large"])
+def test_a_refused_first_sample_fixes_no_features(refused, taken):
+    # the features were fixed before the sample was checked, so a refused first sample decided
+    # the dimension and keys of every later one although nothing was learned
+    x, _ = stream(300)
+    det, fresh = StreamingOutlierDetector(**SMALL), StreamingOutlierDetector(**SMALL)
+    with pytest.raises(ValueError):
+        det.learn_one(refused)
+    _same_state(det, fresh)
+    assert det._features is None
+    for sample in taken:
+        det.learn_one(sample)
+        fresh.learn_one(sample)
+    _same_state(det, fresh)
+    # and a valid stream after a refused first sample gives the same scores and checkpoint
+    det, fresh = StreamingOutlierDetector(**SMALL), StreamingOutlierDetector(**SMALL)
+    with pytest.raises(ValueError):
+        det.learn_one({"f0": np.nan, "f1": 0.0, "f2": 0.0})
+    det.score_one({"g": 1.0})  # scoring fixes no features either
+    assert det._features is None
+    for d in as_dicts(x):
+        assert det.score_one(d) == fresh.score_one(d)
+        det.learn_one(d)
+        fresh.learn_one(d)
+    _same_state(det, fresh)
