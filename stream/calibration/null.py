@@ -582,9 +582,23 @@ class NullCalibrator:
             self.floor_count = count("fpool_i", 0)
         else:  # a checkpoint from before the floor: the next calibration fills its pool
             self.floor_count = 0
+        # a threshold in force is a quantile of the pooled draws, never below the smallest of them
+        # (a relative 1e-9 spares the rounding of a tail fitted in logs), or NaN before the first
+        draws = self.pool[np.isfinite(self.pool)]
+        for name in ("perm_threshold", "ar_threshold"):
+            value = self.threshold if name == "perm_threshold" else self.ar_threshold
+            if math.isnan(value):
+                continue
+            low = float(draws.min()) if draws.size else -math.inf
+            if math.isinf(value) or value < low - 1e-9 * max(1.0, float(np.abs(draws).max(initial=0.0))):
+                raise damaged_state(what, name, f"is {value!r}, where it must be NaN (no threshold yet) or a finite "
+                                    f"number no smaller than the smallest pooled draw in 'nullpool' ({low!r})", "meta")
         # checkpoints from before the flag: recomputed from the kernel pool (the floor is newer still)
-        self.degenerate = bool(meta.get("degenerate", self.pool_count > 0 and _constant(
-            self.pool[: min(self.pool_count, NULL_POOL)])))
+        degenerate = meta.get("degenerate", self.pool_count > 0 and _constant(
+            self.pool[: min(self.pool_count, NULL_POOL)]))
+        if not isinstance(degenerate, bool):  # bool("no") is True: a flag is true or false, nothing else
+            raise damaged_state(what, "degenerate", f"must be true or false; got {degenerate!r}", "meta")
+        self.degenerate = degenerate
         m = 0 if dim is None else int(dim)
         sizes = {"corr": m * (m - 1) // 2, "channel": 2 * m, "level": m}
         for view, pool_key, thr_key, count_key in (("corr", "cpool", "corr_thr", "cpool_i"),

@@ -1258,6 +1258,12 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
                 raise damaged_state(what, name, f"must be a number; got {value!r}", "meta")
             return float(value)
 
+        def flag(name, default=None):
+            value = meta[name] if default is None or name in meta else default
+            if not isinstance(value, bool):  # bool("no") is True: a flag is true or false, nothing else
+                raise damaged_state(what, name, f"must be true or false; got {value!r}", "meta")
+            return value
+
         dim = meta["dim"]
         if dim is not None:
             dim = state_range(dim, "dim", what, 1, meta="meta")
@@ -1278,27 +1284,27 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             raise damaged_state(what, "n_eff", f"is {n_eff}, not a window size of these parameters "
                            f"({self._rung_list})", "meta")
         self._n_eff = n_eff
-        self._diff_on = bool(meta["diff_on"])
+        self._diff_on = flag("diff_on")
         self._since_reselect, self._since_calib = count("since_reselect"), count("since_calib")
         self._threshold = real("threshold")
         self._score = real("score")
         self._shist_n = count("shist_n")
-        self._guard, self._guard_stale = real("guard"), bool(meta["guard_stale"])
+        self._guard, self._guard_stale = real("guard"), flag("guard_stale")
         null_mode = meta.get("null_mode", self._null_mode)  # older checkpoints: the configured null
         if null_mode not in ("ar", "permutation"):
             raise damaged_state(what, "null_mode", f"must be 'ar' or 'permutation'; got {null_mode!r}", "meta")
         self._null_mode = null_mode
-        self._atom = bool(meta.get("atom", False))
-        self._floor_checked = bool(meta.get("floor_checked", False))
+        self._atom = flag("atom", False)
+        self._floor_checked = flag("floor_checked", False)
         self._null_cal = self._new_calibrator()
         self._null_cal.load_state(meta, state, dim=dim, seen=self._t + 1)
         self._shist = state_array(state, "shist", (_SCORE_HISTORY,), finite=False).astype(np.float64)
-        self._drift_detected = bool(meta["drift"])
-        self._corr_on = bool(meta.get("corr_on", False))
+        self._drift_detected = flag("drift")
+        self._corr_on = flag("corr_on", False)
         self._corr_ratio = real("corr_ratio", math.nan)
-        self._channel_on = bool(meta.get("channel_on", False))
+        self._channel_on = flag("channel_on", False)
         self._channel_ratio = real("channel_ratio", math.nan)
-        self._level_on = bool(meta.get("level_on", False))
+        self._level_on = flag("level_on", False)
         self._level_ratio = real("level_ratio", math.nan)
         if meta["last_alarm"] is not None:
             self._last_alarm = _alarm_from(meta["last_alarm"], what)

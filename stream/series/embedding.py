@@ -93,7 +93,8 @@ class History:
     def from_state(cls, state: dict) -> "History":
         """Restore :meth:`to_state`'s dict; a ``ValueError`` naming the entry if a size, the
         buffer's shape, the write position (in ``[0, capacity)``) or the count (``>= 0``, and equal
-        to the position modulo the capacity) is out of place."""
+        to the position modulo the capacity) is out of place, or a slot holding a sample (the first
+        ``count`` ones, every one once the ring is full) holds NaN or infinity."""
         def integer(name, low):
             v = state[name]
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
@@ -110,6 +111,13 @@ class History:
         if head >= obj.capacity or head != count % obj.capacity:
             raise ValueError(f"history state: 'head' is {head}, but {count} samples pushed into a ring of "
                              f"{obj.capacity} put it at {count % obj.capacity}")
+        # the slots written so far (all of them once the ring is full) hold samples, which are
+        # finite; a NaN there would surface far later, as a failed fit on the windows it entered
+        held = buf[:min(count, obj.capacity)]
+        if not np.isfinite(held).all():
+            slot = int(np.flatnonzero(~np.isfinite(held).all(axis=1))[0])
+            raise ValueError(f"history state: 'buf' holds NaN or infinite values among its {held.shape[0]} "
+                             f"samples (first in slot {slot}); every sample held is finite")
         obj._buf[:obj.capacity] = buf
         obj._buf[obj.capacity:] = buf
         obj._head, obj._count = head, count

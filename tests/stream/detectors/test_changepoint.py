@@ -1064,7 +1064,7 @@ def multichannel_state():
 def _damage(state, entry=None, value=None, **meta_changes):
     out = dict(state)
     if entry is not None:
-        out[entry] = value
+        out[entry] = value(state[entry]) if callable(value) else value
     meta = json.loads(str(out["meta"]))
     meta.update(meta_changes)
     out["meta"] = json.dumps(meta)
@@ -1083,6 +1083,10 @@ def _damage(state, entry=None, value=None, **meta_changes):
     ("hist.count", np.array(-7), "'hist.*'.*'count'"),
     ("pre.last", np.ones(3), "'pre.*'.*'last'"),
     ("picker", "{}", "'picker' is not"),
+    ("hist.buf", lambda buf: np.where(np.arange(buf.size).reshape(buf.shape) == 7, np.nan, buf),
+     "'hist.*'.*'buf' holds NaN or infinite values"),
+    ("hist.buf", lambda buf: np.where(np.arange(buf.size).reshape(buf.shape) == 7, -np.inf, buf),
+     "'hist.*'.*'buf' holds NaN or infinite values"),
 ])
 def test_a_damaged_checkpoint_entry_is_refused_naming_it(multichannel_state, entry, value, named):
     ChangePointDetector.from_state(multichannel_state)  # as written, it restores
@@ -1097,10 +1101,30 @@ def test_a_damaged_checkpoint_entry_is_refused_naming_it(multichannel_state, ent
     ({"last_alarm": {"x": 1}}, "'last_alarm'"),
     ({"last_alarm": {"change_index": "a", "alarm_index": 1, "score": 1.0, "threshold": 1.0}}, "'last_alarm'"),
     ({"null_mode": "bootstrap"}, "'null_mode'"),
+    ({"perm_threshold": -7.0}, "'perm_threshold'"), ({"perm_threshold": math.inf}, "'perm_threshold'"),
+    ({"ar_threshold": -7.0}, "'ar_threshold'"),
 ])
 def test_a_damaged_checkpoint_meta_entry_is_refused_naming_it(multichannel_state, changes, named):
     with pytest.raises(ValueError, match=f"damaged one: {named}"):
         ChangePointDetector.from_state(_damage(multichannel_state, **changes))
+
+
+@pytest.mark.parametrize("value", ["no", 1, None])
+@pytest.mark.parametrize("name", ["diff_on", "drift", "corr_on", "channel_on", "level_on", "guard_stale", "atom",
+                                  "floor_checked", "degenerate"])
+def test_a_checkpoint_flag_that_is_not_true_or_false_is_refused_naming_it(multichannel_state, name, value):
+    # read as bool(value), the string "no" switched a flag on
+    with pytest.raises(ValueError, match=f"damaged one: '{name}' in 'meta' must be true or false; got {value!r}"):
+        ChangePointDetector.from_state(_damage(multichannel_state, **{name: value}))
+
+
+def test_a_checkpoint_threshold_may_be_nan_before_any_calibration_or_as_low_as_the_smallest_pooled_draw(
+        multichannel_state):
+    # the score and its null draws may be negative: the pool, not 0, bounds a threshold from below
+    assert math.isnan(ChangePointDetector.from_state(ChangePointDetector(n=20).to_state())._null_cal.threshold)
+    low = float(np.min(multichannel_state["nullpool"]))
+    back = ChangePointDetector.from_state(_damage(multichannel_state, perm_threshold=low, ar_threshold=low))
+    assert back._null_cal.threshold == back._null_cal.ar_threshold == low
 
 
 def test_another_detectors_checkpoint_is_refused_with_a_value_error():
