@@ -288,6 +288,8 @@ class SplitProfileDetector(base.DriftDetector):
         # input index of each row of _buf: samples with every value missing are counted but not
         # taken, so the window's rows need not be consecutive in the stream
         self._pos: np.ndarray | None = None
+        # rows given back from a gap of a periodic window, to keep its phase (see step)
+        self._bridged: np.ndarray | None = None
         self._lo = self._hi = 0
         self._start = 0  # global index of the window's first sample
         self._last: np.ndarray | None = None  # last sample taken, complete (carried into gaps)
@@ -395,6 +397,7 @@ class SplitProfileDetector(base.DriftDetector):
         self._buf[:len(x)] = x
         self._pos = np.empty(2 * self.max_window, dtype=np.int64)
         self._pos[:len(x)] = int(start) + taken
+        self._bridged = np.zeros(2 * self.max_window, dtype=bool)
         self._lo, self._hi = 0, len(x)
         self._start = int(start) + first
         self._last = x[-1].copy()
@@ -421,7 +424,9 @@ class SplitProfileDetector(base.DriftDetector):
         a run of one repeated value, which the split profile takes for a change where it starts
         and again where it ends (change-free N(0, 1) streams of 1,500 samples with 100 missing:
         10 alarms in 5 seeds, 1 without the gap). Changes are still reported at the stream's
-        indices.
+        indices. Once a calibration has found a period, the first sample after a gap gives back
+        the gap's length modulo the period as the cycle before it, so the cycle keeps its phase
+        (:meth:`_bridge_gap`); a change placed on such a sample is reported at the gap's end.
 
         Examples
         --------
@@ -442,20 +447,10 @@ class SplitProfileDetector(base.DriftDetector):
         if self._buf is None:
             self._buf = np.empty((2 * self.max_window, v.size))
             self._pos = np.empty(2 * self.max_window, dtype=np.int64)
+            self._bridged = np.zeros(2 * self.max_window, dtype=bool)
         self._last = v
-        if self._hi == self._buf.shape[0]:  # compact: the window moves to the front
-            n = self._hi - self._lo
-            self._buf[:n] = self._buf[self._lo:self._hi]
-            self._pos[:n] = self._pos[self._lo:self._hi]
-            self._lo, self._hi = 0, n
-        self._buf[self._hi] = v
-        self._pos[self._hi] = self.n_seen - 1
-        self._hi += 1
-        if self._hi - self._lo > self.max_window:
-            self._lo += 1
-            self._start = int(self._pos[self._lo])
-        self._since_test += 1
-        self._since_cal += 1
+        self._bridge_gap()
+        self._append(v, self.n_seen - 1)
         size = self._hi - self._lo
         if size < self.min_window:
             return None
@@ -465,6 +460,39 @@ class SplitProfileDetector(base.DriftDetector):
         if self._since_test >= self._spacing(size):
             return self._test()
         return None
+
+    def _append(self, v: np.ndarray, pos: int, bridged: bool = False) -> None:
+        """Take row ``v`` (input index ``pos``) into the window, which slides beyond ``max_window``."""
+        if self._hi == self._buf.shape[0]:  # compact: the window moves to the front
+            n = self._hi - self._lo
+            self._buf[:n] = self._buf[self._lo:self._hi]
+            self._pos[:n] = self._pos[self._lo:self._hi]
+            self._bridged[:n] = self._bridged[self._lo:self._hi]
+            self._lo, self._hi = 0, n
+        self._buf[self._hi] = v
+        self._pos[self._hi] = pos
+        self._bridged[self._hi] = bridged
+        self._hi += 1
+        if self._hi - self._lo > self.max_window:
+            self._lo += 1
+            self._start = int(self._pos[self._lo])
+        self._since_test += 1
+        self._since_cal += 1
+
+    def _bridge_gap(self) -> None:
+        """Before the first sample after a gap of a periodic window, give back the gap's length
+        modulo the period as the cycle before it, so the cycle keeps its phase
+        (:func:`~ratiowatch.stream.series.preprocess.bridge_periodic_gaps`; a gap of 37 samples
+        in a cycle of 24 raised an alarm at the gap in 8 of 8 streams). The period is the
+        calibration's; a window without one, or with less than a period of rows, leaves the gap
+        out whole. The rows given back take the gap's last input indices, and a change placed on
+        one is reported at the sample after the gap."""
+        cal = self._cal
+        if cal is None or not cal.period or self._hi - self._lo < cal.period:
+            return
+        back = (self.n_seen - 2 - int(self._pos[self._hi - 1])) % cal.period
+        for j in range(back):  # fewer than a period of rows, each copied from a period before
+            self._append(self._buf[self._hi - cal.period].copy(), self.n_seen - 1 - back + j, bridged=True)
 
     def _spacing(self, size: int) -> int:
         return max(1, size // self.tests_per_window)
@@ -592,7 +620,10 @@ class SplitProfileDetector(base.DriftDetector):
         # window restarts there, with no sample of the old level left at its start
         shifts = {k for ks in remove_level_shifts(w, self.max_order, level)[3] for k in ks}
         split = at_level_shift(split, sorted(shifts), self._cal.profile)
-        change = int(self._pos[self._lo + split])  # the stream's index of the row, across gaps
+        row = self._lo + split
+        while self._bridged[row]:  # a row given back from a gap: the change is the gap's end
+            row += 1
+        change = int(self._pos[row])  # the stream's index of the row, across gaps
         alarm = Alarm(change_index=int(change), alarm_index=self.n_seen - 1, score=float(stat),
                       threshold=float(threshold))
         self.last_alarm = alarm
@@ -633,6 +664,9 @@ class SplitProfileDetector(base.DriftDetector):
             after = np.flatnonzero(np.diff(pos) > 1)
             if after.size:
                 meta["gaps"] = [[int(pos[i]) + 1, int(pos[i + 1] - pos[i]) - 1] for i in after]
+            bridged = self._bridged[self._lo:self._hi]
+            if bridged.any():  # the rows given back from gaps, by input index
+                meta["bridged"] = pos[bridged].tolist()
         window = np.zeros((0, 0)) if self._buf is None else self._buf[self._lo:self._hi].copy()
         return {"meta": json.dumps(meta), "window": window}
 
@@ -659,6 +693,8 @@ class SplitProfileDetector(base.DriftDetector):
                 pos[pos >= int(at)] += int(length)
             obj._pos = np.empty(2 * obj.max_window, dtype=np.int64)
             obj._pos[:window.shape[0]] = pos
+            obj._bridged = np.zeros(2 * obj.max_window, dtype=bool)
+            obj._bridged[:window.shape[0]] = np.isin(pos, np.asarray(meta.get("bridged", []), dtype=np.int64))
         obj._start = int(meta["start"])
         obj._last = None if meta["last"] is None else np.asarray(meta["last"], dtype=np.float64)
         obj._since_test, obj._since_cal = int(meta["since_test"]), int(meta["since_cal"])

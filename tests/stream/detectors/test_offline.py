@@ -286,6 +286,33 @@ def test_rows_missing_in_every_channel_are_left_out():
     assert rep.alarms[0].change_index == 400 and rep.alarms[0].alarm_index == 599
 
 
+def two_harmonics(n: int, period: int, seed: int) -> np.ndarray:
+    t = np.arange(n)
+    noise = np.random.default_rng(seed).normal(0, 0.2, n)
+    return np.sin(2 * np.pi * t / period) + 0.3 * np.sin(4 * np.pi * t / period + 1) + noise
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_a_gap_in_a_periodic_series_keeps_the_cycle_in_phase(seed):
+    # left out whole, a gap of 37 rows in a cycle of 24 jumped the phase by 13: a change of shape
+    # at the gap (6 of 8 such series)
+    x = two_harmonics(2000, 24, seed)
+    gappy = x.copy()
+    gappy[1250:1287] = np.nan
+    assert detect(x) == detect(gappy) == []
+
+
+def test_a_change_across_a_gap_in_a_periodic_series_is_placed_at_the_gap_end():
+    # a change on a row given back to keep the phase is a change across the gap
+    t = np.arange(2000)
+    x = two_harmonics(2000, 24, 1)
+    x[1287:] = np.sign(np.sin(2 * np.pi * t[1287:] / 24)) + np.random.default_rng(1).normal(0, 0.2, 713)
+    x[1250:1287] = np.nan
+    rep = replay(x)
+    assert len(rep.change_points) == 1 and 1287 <= rep.change_points[0] <= 1290  # never inside the gap
+    assert np.isnan(rep.scores[1250:1287]).all() and np.isnan(rep.thresholds[1250:1287]).all()
+
+
 @pytest.mark.parametrize("t_len", [1, 2, 5, 15, 16, 21, 40, 100])
 def test_every_length_gets_an_answer(t_len):
     rng = np.random.default_rng(t_len)

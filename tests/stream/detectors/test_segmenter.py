@@ -23,6 +23,13 @@ def run(x, **kw):
     return det, alarms
 
 
+def two_harmonics(n: int, seed: int, period: int = 24) -> np.ndarray:
+    """A cycle of two harmonics with noise of 0.2."""
+    t = np.arange(n)
+    noise = np.random.default_rng(200 + seed).normal(0, 0.2, n)
+    return np.sin(2 * np.pi * t / period) + 0.3 * np.sin(4 * np.pi * t / period + 1) + noise
+
+
 class TestChanges:
     def test_mean_shift_is_reported_at_its_split_after_it_happened(self):
         rng = np.random.default_rng(3)
@@ -250,6 +257,24 @@ class TestInput:
         assert len(stream_alarms(SplitProfileDetector(seed=seed), gap)) <= len(
             stream_alarms(SplitProfileDetector(seed=seed), x))
 
+    @pytest.mark.parametrize("seed", [0, 1])
+    def test_a_gap_in_a_periodic_stream_keeps_the_cycle_in_phase(self, seed):
+        # left out whole, a gap of 37 samples in a cycle of 24 jumped the phase by 13: an alarm at
+        # the gap in 8 of 8 streams; the gap gives back 13 samples of the cycle before it
+        x = two_harmonics(3200, seed)
+        x[2500:2537] = np.nan
+        det, alarms = run(x, seed=seed)
+        assert alarms == [] and det.n_seen == 3200
+        bridged = json.loads(det.to_state()["meta"])["bridged"]
+        assert bridged == list(range(2524, 2537))  # the gap's last 37 % 24 samples
+
+    def test_a_change_on_a_sample_given_back_is_placed_at_the_gap_end(self):
+        x = two_harmonics(3200, 0)
+        x[2537:] = np.sign(x[2537:])  # the cycle turns square right after the gap
+        x[2500:2537] = np.nan
+        _, alarms = run(x, seed=0)
+        assert len(alarms) == 1 and alarms[0].change_index == 2537
+
     def test_a_gap_is_counted_as_samples_but_not_taken_into_the_window(self):
         # the stream with the gap is the stream without it, numbered as the input: a change right
         # after the gap is reported at the first sample after it
@@ -421,6 +446,23 @@ class TestCheckpoint:
             assert again.to_state()["meta"] == first.to_state()["meta"]
             got += [again.step(v) for v in x[cut:].tolist()]
             assert got == expected, cut
+
+    def test_a_checkpoint_after_a_gap_of_a_periodic_stream_continues_exactly(self):
+        # the samples given back to keep the cycle's phase are kept in the checkpoint as such
+        x = two_harmonics(3000, 1)
+        x[2700:] = np.sign(x[2700:])
+        x[2500:2537] = np.nan
+        whole = SplitProfileDetector(seed=1)
+        expected = [whole.step(v) for v in x.tolist()]
+        assert [a.change_index for a in expected if a]
+        for cut in (2520, 2538, 2600):
+            first = SplitProfileDetector(seed=1)
+            got = [first.step(v) for v in x[:cut].tolist()]
+            again = SplitProfileDetector.from_state(first.to_state())
+            assert again.to_state()["meta"] == first.to_state()["meta"]
+            got += [again.step(v) for v in x[cut:].tolist()]
+            assert got == expected, cut
+            assert again.to_state()["meta"] == whole.to_state()["meta"]
 
     def test_restored_detector_continues_exactly_with_the_cycle_null(self):
         x = null_series("seasonal24", 2400, 1)

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ratiowatch.stream.detectors.offline import detect
-from ratiowatch.stream.series.preprocess import clip_unrepresentable, robust_scale, standardise_columns
+from ratiowatch.stream.series.preprocess import (bridge_periodic_gaps, clip_unrepresentable, robust_scale,
+                                                 standardise_columns)
 
 
 def test_small_units_keep_their_own_scale():
@@ -78,3 +79,38 @@ class TestStandardiseColumns:
         for scale in (1e-300, 1e300):
             z = standardise_columns(scale * np.arange(4.0)[:, None])
             assert np.allclose(z.ravel(), (np.arange(4.0) - 1.5) / np.arange(4.0).std())
+
+
+class TestBridgePeriodicGaps:
+    def test_a_gap_gives_back_its_length_modulo_the_period_so_the_cycle_keeps_its_phase(self):
+        # a cycle seen through gaps reads as the cycle itself, whole cycles left out
+        cycle = np.array([0.0, 1.0, 5.0, 2.0, -3.0])
+        x = np.tile(cycle, 12)[:, None]
+        for a, b in [(7, 9), (20, 33), (41, 42)]:  # gaps of 2, 13 and 1 rows
+            x[a:b] = np.nan
+        rows = np.flatnonzero(~np.isnan(x[:, 0]))
+        indices, values, bridged = bridge_periodic_gaps(x, rows, period=5)
+        assert values.ravel().tolist() == np.tile(cycle, 12)[:values.shape[0]].tolist()
+        assert indices[~bridged].tolist() == rows.tolist()
+        assert indices[bridged].tolist() == [7, 8, 30, 31, 32, 41]  # each gap's last rows
+        assert np.isnan(x[indices[bridged]]).all()
+
+    def test_without_a_period_or_before_a_whole_one_a_gap_is_left_out_whole(self):
+        x = np.arange(20.0)[:, None]
+        x[3:5] = np.nan
+        rows = np.flatnonzero(~np.isnan(x[:, 0]))
+        for period in (0, 5):  # 0: no period; 5: only 3 rows before the gap
+            indices, values, bridged = bridge_periodic_gaps(x, rows, period)
+            assert indices.tolist() == rows.tolist() and not bridged.any()
+            assert values.tolist() == x[rows].tolist()
+
+    def test_gaps_at_the_ends_are_left_out_and_channels_are_copied_together(self):
+        whole = np.c_[np.tile([1.0, 2.0, 3.0], 6), np.tile([10.0, 20.0, 30.0], 6)]
+        x = whole.copy()
+        x[:2] = x[10:12] = x[16:] = np.nan
+        x[5, 1] = np.nan  # a row missing one channel is left out as the others
+        rows = np.flatnonzero(~np.isnan(x).any(axis=1))
+        indices, values, bridged = bridge_periodic_gaps(x, rows, period=3)
+        assert indices.tolist() == list(range(2, 16))  # gaps of 1 and 2 rows give all back (mod 3)
+        assert bridged.nonzero()[0].tolist() == [3, 8, 9]
+        assert values.tolist() == whole[2:16].tolist()
