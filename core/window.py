@@ -418,6 +418,19 @@ class TwoWindowRuLSIF(SlidingWindowPair):
         self._ready = False
         self._cached = None  # scores of the current windows once computed (reset by every change)
 
+    _VIEWS = ("_ring", "_gram", "_macc", "_hacc", "_fw", "_chol", "_sw", "_ist", "_iw")
+
+    def __getstate__(self) -> dict:
+        # a copy (copy.deepcopy, which a detector's rollback uses) carries the two buffers and not
+        # the views into them: copied one by one, each view became an array of its own, which the
+        # Python side read and wrote while the compiled code went on with the buffers
+        return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        (self._ring, self._gram, self._macc, self._hacc, self._fw, self._chol, self._sw, self._ist,
+         self._iw) = _py_views(self._buf, self._ibuf, self.n, self.dim)
+
     # the ring bookkeeping lives in the int array shared with the compiled code
     @property
     def _head(self) -> int:

@@ -102,6 +102,30 @@ def test_state_round_trip_continues_exactly(tmp_path):
         assert a.scores() == b.scores()
 
 
+def test_a_deep_copy_goes_on_as_the_original():
+    # the attributes are views into two buffers the compiled code updates: a copy that copied them
+    # one by one read and rebuilt arrays the compiled code no longer saw
+    import copy
+
+    rng = np.random.default_rng(4)
+    st = TwoWindowRuLSIF(dim=2, n=20, sigma=1.0, lam=0.1, refresh_every=7)
+    for y in rng.normal(size=(50, 2)):
+        st.push(y)
+    twin = copy.deepcopy(st)
+    assert np.shares_memory(twin._ring, twin._buf) and np.shares_memory(twin._ist, twin._ibuf)
+    assert not np.shares_memory(twin._buf, st._buf)
+    for step, y in enumerate(rng.normal(size=(60, 2))):
+        st.push(y)
+        twin.push(y)
+        if step == 30:
+            st.set_params(0.7, 0.05)
+            twin.set_params(0.7, 0.05)
+        assert st.scores() == twin.scores()
+        assert np.array_equal(st.past(), twin.past()) and np.array_equal(st.current(), twin.current())
+    a, b = st.to_state(), twin.to_state()
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def test_separation_grows_after_a_change():
     rng = np.random.default_rng(3)
     st = TwoWindowRuLSIF(dim=1, n=25, sigma=1.0, lam=0.1, alpha=0.1)
