@@ -264,6 +264,8 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
             raise RecordError("missing_field", f"value field {name!r} is an empty list")
         items = v if isinstance(v, list) else [v]
         for item in items:
+            if item is None:  # a missing value, as a null field is (the reason names it so)
+                raise RecordError("missing_field", f"value field {name!r} holds a missing value (null)")
             if isinstance(item, bool):
                 raise RecordError("not_numeric", f"value field {name!r} holds a boolean")
             try:
@@ -280,7 +282,7 @@ def record_from_mapping(obj: Any, spec: FieldSpec, *, ref: tuple[str, int] | Non
     for f in vals:
         if abs(f) > MAX_VALUE:
             raise RecordError("out_of_range", f"value {f:g} is beyond +-{MAX_VALUE:g}: an error code rather than a "
-                                              "reading? send such readings as missing (null) or rescale them")
+                                              "reading? leave such readings out or rescale them")
     arr = np.array(vals, dtype=np.float64)
     return Record(key=key, timestamp=ts, values=arr, ref=ref, raw=raw)
 

@@ -58,6 +58,7 @@ TRICKY = [
     b'  {"k": "a", "t": 2, "v": 2}  \n',                 # surrounding whitespace
     b'{"k": "a", "t": 3, "v": "2.5"}',                    # numeric string: accepted by the slow path
     b'{"k": 7, "t": 4, "v": 1}',                          # numeric key -> "7"
+    b'{"k": "a", "t": 4, "v": [1, null]}',                # a missing value in a list: missing_field
     b'{"k": "", "t": 5, "v": 1}',                         # empty key
     b'{"k": "a", "v": 1}',                                # no timestamp
     b'{"k": "a", "t": "x", "v": 1}',                      # timestamp not numeric

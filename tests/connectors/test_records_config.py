@@ -28,6 +28,7 @@ def test_parse_record_reads_key_timestamp_and_vector_values():
     (b'{"k": "a", "t": 1}', "missing_field"),
     (b'{"k": "a", "t": 1, "v": NaN}', "non_finite"),
     (b'{"k": "a", "t": 1, "v": [1, Infinity]}', "non_finite"),
+    (b'{"k": "a", "t": 1, "v": [1, null]}', "missing_field"),  # a missing value, as "v": null is
     (b'{"k": "a", "t": 1, "v": "abc"}', "not_numeric"),
     (b'{"k": "a", "t": 1, "v": 1e308}', "out_of_range"),  # an error code: it overflowed the detectors
     (b'{"k": "a", "t": 1, "v": [0.5, -1e151]}', "out_of_range"),
