@@ -102,13 +102,14 @@ from river import base
 from scipy.stats import binom
 
 from ratiowatch.core.params import check_seed
+from ratiowatch.core.validation import checkpoint_class, damaged_state, entry_name, state_range
 from ratiowatch.core.split_profile import Kernel, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import (applies, block_profile, permutation_profile,
                                                              window_null_maxima)
 from ratiowatch.stream.calibration.split_test import (MAX_ORDER, ar_surrogates, check_max_order, gumbel_threshold,
                                                       null_fit, remove_level_shifts)
-from ratiowatch.stream.detectors.changepoint import check_magnitude
+from ratiowatch.stream.detectors.changepoint import _alarm_from, check_magnitude
 from ratiowatch.stream.detectors.offline import DEFAULTS as OFFLINE_DEFAULTS
 from ratiowatch.stream.detectors.offline import at_level_shift, build_profile
 from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
@@ -315,6 +316,8 @@ class SplitProfileDetector(base.DriftDetector):
             raise
         except (TypeError, ValueError):
             raise ValueError(f"a sample is a number or a 1-d array of channel values; got {x!r}") from None
+        if self._buf is not None and np.ndim(x) == 0 and np.isnan(v).all():
+            return None  # None or NaN for a sample of several channels: every value is missing
         if v.ndim == 2 and v.shape[0] == 1:
             v = v[0]
         v = v.reshape(-1) if v.ndim == 0 else v
@@ -672,7 +675,12 @@ class SplitProfileDetector(base.DriftDetector):
 
     @classmethod
     def from_state(cls, state: Mapping) -> "SplitProfileDetector":
-        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped."""
+        """Restore a detector saved by :meth:`to_state`; it continues exactly where it stopped.
+
+        Another class's checkpoint, or a damaged one (a count out of its range, a flag that is not
+        true or false, a window or last sample holding NaN or infinity, gaps or given-back rows
+        that are not the window's), is refused with a ``ValueError`` that names the entry.
+        """
         state, meta = open_checkpoint(state, cls.__name__)
         version = state_version(meta, cls.__name__, readable=(1, 2, 3, STATE_VERSION))
         # another class's checkpoint (of a readable version) records parameters this one does not take
@@ -681,43 +689,119 @@ class SplitProfileDetector(base.DriftDetector):
         # Version 2 did not keep the cycle null's kernel: it restores without the null until
         # its next calibration. A state saved before the robust line ran without it and continues so
         obj = cls(**{"cycle_permutation": version > 1, "robust_line": False, **params})
-        if meta["channels"] is not None:
-            window = np.asarray(state["window"], dtype=np.float64).reshape(-1, int(meta["channels"]))
+        what, where = checkpoint_class(state, cls.__name__), entry_name(state, "meta")
+
+        def count(value, name, low=0, high=None):
+            return state_range(value, name, what, low, high, meta=where)
+
+        def real(value, name):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise damaged_state(what, name, f"must be a number; got {value!r}", where)
+            return float(value)
+
+        def flag(name):
+            value = meta[name]
+            if not isinstance(value, bool):  # bool("no") is True: a flag is true or false, nothing else
+                raise damaged_state(what, name, f"must be true or false; got {value!r}", where)
+            return value
+
+        def int_list(value, name, problem):
+            if not (isinstance(value, list) and all(isinstance(e, int) and not isinstance(e, bool) for e in value)):
+                raise damaged_state(what, name, f"must be {problem}; got {value!r}", where)
+            return value
+
+        n_seen = count(meta["n_seen"], "n_seen")
+        # the window's first sample: the next one while none is taken (skipped samples, a primed
+        # stream without a complete row), else a sample already seen
+        start = count(meta["start"], "start", 0, n_seen + 1)
+        channels = meta["channels"]
+        if channels is not None:
+            channels = count(channels, "channels", 1)
+            name = entry_name(state, "window")
+            window = np.asarray(state["window"])
+            if window.dtype.kind not in "fiu" or window.size % channels or window.size > channels * obj.max_window:
+                raise damaged_state(what, name,
+                                    f"must hold at most max_window = {obj.max_window} rows of {channels} channel "
+                                    f"value(s); got dtype {window.dtype}, shape {window.shape}")
+            window = window.astype(np.float64).reshape(-1, channels)
+            if not np.isfinite(window).all():  # missing values are carried forward or skipped before the window
+                raise damaged_state(what, name, "holds NaN or infinite values")
             obj._buf = np.empty((2 * obj.max_window, window.shape[1]))
             obj._buf[:window.shape[0]] = window
             obj._lo, obj._hi = 0, window.shape[0]
             # rows follow one another in the stream but across the gaps recorded (none in a
             # checkpoint of a stream without one, or of a version that took gaps into the window)
-            pos = int(meta["start"]) + np.arange(window.shape[0], dtype=np.int64)
-            for at, length in meta.get("gaps", ()):
-                pos[pos >= int(at)] += int(length)
+            gaps = meta.get("gaps", [])
+            problem = "a list of [first index, length] pairs of increasing gaps between the window's rows"
+            if not isinstance(gaps, list) or not all(isinstance(g, list) and len(g) == 2 for g in gaps):
+                raise damaged_state(what, "gaps", f"must be {problem}; got {gaps!r}", where)
+            for g in gaps:
+                int_list(g, "gaps", problem)
+            pos = start + np.arange(window.shape[0], dtype=np.int64)
+            for at, length in gaps:
+                if not (start < at < n_seen and length >= 1):
+                    raise damaged_state(what, "gaps", f"must be {problem}, within [start, n_seen) = "
+                                        f"[{start}, {n_seen}); got {gaps!r}", where)
+                pos[pos >= at] += length
+            # each gap follows a row and is followed by one: they are those of the rows' indices
+            after = np.flatnonzero(np.diff(pos) > 1)
+            if [[int(pos[i]) + 1, int(pos[i + 1] - pos[i]) - 1] for i in after] != gaps:
+                raise damaged_state(what, "gaps", f"must be {problem}; got {gaps!r}", where)
+            if pos.size and pos[-1] >= n_seen:
+                raise damaged_state(what, "n_seen", f"is {n_seen}, but the window's last row is sample "
+                                    f"{int(pos[-1])}", where)
             obj._pos = np.empty(2 * obj.max_window, dtype=np.int64)
             obj._pos[:window.shape[0]] = pos
+            bridged = int_list(meta.get("bridged", []), "bridged", "a list of the input indices of window rows")
+            if not np.isin(np.asarray(bridged, dtype=np.int64), pos).all():
+                raise damaged_state(what, "bridged", f"must be the input indices of window rows "
+                                    f"(samples {start} to {int(pos[-1]) if pos.size else start}); got {bridged!r}",
+                                    where)
             obj._bridged = np.zeros(2 * obj.max_window, dtype=bool)
-            obj._bridged[:window.shape[0]] = np.isin(pos, np.asarray(meta.get("bridged", []), dtype=np.int64))
-        obj._start = int(meta["start"])
-        obj._last = None if meta["last"] is None else np.asarray(meta["last"], dtype=np.float64)
-        obj._since_test, obj._since_cal = int(meta["since_test"]), int(meta["since_cal"])
-        obj._n_cal, obj.n_seen = int(meta["n_cal"]), int(meta["n_seen"])
-        obj._fresh = bool(meta["fresh"])
-        obj._drift_detected = bool(meta["drift"])
-        obj.score, obj.threshold = float(meta["score"]), float(meta["threshold"])
+            obj._bridged[:window.shape[0]] = np.isin(pos, np.asarray(bridged, dtype=np.int64))
+        else:
+            for name in ("gaps", "bridged"):
+                if meta.get(name):
+                    raise damaged_state(what, name, f"is {meta[name]!r}, but the checkpoint holds no window", where)
+        obj._start, obj.n_seen = start, n_seen
+        last = meta["last"]
+        if last is not None:
+            if channels is None or not isinstance(last, list) or len(last) != channels or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in last):
+                raise damaged_state(what, "last", f"must be the last sample taken: {channels or 0} finite "
+                                    f"value(s); got {last!r}", where)
+            obj._last = np.asarray(last, dtype=np.float64)
+        obj._since_test, obj._since_cal = count(meta["since_test"], "since_test"), count(meta["since_cal"], "since_cal")
+        obj._n_cal = count(meta["n_cal"], "n_cal")
+        obj._fresh = flag("fresh")
+        obj._drift_detected = flag("drift")
+        obj.score, obj.threshold = real(meta["score"], "score"), real(meta["threshold"], "threshold")
         if meta["last_alarm"] is not None:
-            obj.last_alarm = Alarm.from_dict(meta["last_alarm"])
+            obj.last_alarm = _alarm_from(meta["last_alarm"], what)
         c = meta["calibration"]
         if c is not None:  # the profile is a function of (length served, width, period, channels); a
             # periodic window of several channels saved before they were scored one by one keeps
             # its joint threshold until its next calibration
-            serves, period = int(c["serves"]), int(c["period"])
-            prof, width = build_profile(serves, int(c["width"]), period, obj._profile_cfg,
-                                        int(meta["channels"] or 1))
+            if not isinstance(c, Mapping):
+                raise damaged_state(what, "calibration", f"must be a mapping; got {c!r}", where)
+            serves, period = count(c["serves"], "calibration.serves", 1), count(c["period"], "calibration.period")
+            prof, width = build_profile(serves, count(c["width"], "calibration.width", 1), period, obj._profile_cfg,
+                                        channels or 1)
             cycle_threshold, kernel = c.get("cycle_threshold"), c.get("cycle_kernel")
             cycle = None if cycle_threshold is None or kernel is None else obj._cycle_profile(prof, period, serves)
             if cycle is not None:
                 cycle = replace(cycle, kernel=Kernel.from_state(kernel))
             # a state saved before held values were weighed has none until its next calibration
-            held = tuple((int(ch), float(v)) for ch, v in c.get("held", ()))
-            obj._cal = _Calibration(prof, float(c["threshold"]), serves, width, period, cycle,
-                                    math.inf if cycle is None else float(cycle_threshold), held,
-                                    int(c.get("n_fit", 0)), int(c.get("fit_end", 0)))
+            held = c.get("held", [])
+            if not (isinstance(held, list) and all(
+                    isinstance(h, list) and len(h) == 2 and isinstance(h[0], int) and not isinstance(h[0], bool)
+                    and 0 <= h[0] < (channels or 0) and isinstance(h[1], (int, float))
+                    and not isinstance(h[1], bool) and math.isfinite(h[1]) for h in held)):
+                raise damaged_state(what, "calibration.held", f"must be a list of [channel, value] pairs; got "
+                                    f"{held!r}", where)
+            held = tuple((int(ch), float(v)) for ch, v in held)
+            obj._cal = _Calibration(prof, real(c["threshold"], "calibration.threshold"), serves, width, period, cycle,
+                                    math.inf if cycle is None else real(cycle_threshold, "calibration.cycle_threshold"),
+                                    held, count(c.get("n_fit", 0), "calibration.n_fit"),
+                                    count(c.get("fit_end", 0), "calibration.fit_end"))
         return obj
