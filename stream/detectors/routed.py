@@ -110,7 +110,7 @@ import numpy as np
 from river import base
 
 from ratiowatch.core.params import check_seed
-from ratiowatch.core.validation import as_plain
+from ratiowatch.core.validation import as_plain, damaged_state, state_range
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE, ChangePointDetector, check_magnitude
 from ratiowatch.stream.detectors.state_file import CheckpointEntries, open_checkpoint, state_version
@@ -200,6 +200,22 @@ def segment_period(rows: np.ndarray, min_acf: float = 0.0, level: float = PERIOD
     return max(significant_period(x[:, c], min_acf, level, band="zero_crossing") for c in range(x.shape[1]))
 
 
+def _alarm_entry(value, name: str, what: str) -> Alarm:
+    """An :class:`Alarm` read from entry ``name`` of a checkpoint's meta, or a ``ValueError`` that
+    names it (as the window detector reads its ``last_alarm``)."""
+    fields = ("change_index", "alarm_index", "score", "threshold")
+    if not (isinstance(value, Mapping) and all(f in value for f in fields)
+            and all(isinstance(value[f], int) and not isinstance(value[f], bool) and value[f] >= 0
+                    for f in fields[:2])
+            and all(isinstance(value[f], (int, float)) and not isinstance(value[f], bool) for f in fields[2:])):
+        raise damaged_state(what, name, f"must hold alarms (integers change_index, alarm_index >= 0 and numbers "
+                            f"score, threshold); got {value!r}", "meta")
+    try:
+        return Alarm.from_dict(value)
+    except TypeError as exc:
+        raise damaged_state(what, name, f"must hold alarms ({exc})", "meta") from None
+
+
 class PeriodRoutedDetector(base.DriftDetector):
     """Streaming change points: the two-window detector, handed to the split profile once the stream
     shows a period (module docstring).
@@ -285,7 +301,10 @@ class PeriodRoutedDetector(base.DriftDetector):
                                           **self.window_options)
         self._checks = period_checks(*self._windows)
         self._cap = self._checks[-1] if self._checks else 0
-        self._ring: np.ndarray | None = None  # (cap, m): the newest samples, row t at t % cap
+        self._ring: np.ndarray | None = None  # (cap, 1): the newest samples with a value, the k-th at k % cap
+        self._at: np.ndarray | None = None  # (cap,): their input indices
+        self._kept = 0  # samples with a value taken into the ring
+        self._seg_rows = 0  # of them, those of the current segment (exact up to the ring's capacity)
         self._seg_start = 0  # global index of the current segment's first sample
         self._next_check = 0  # index into _checks of the next segment length to ask at
         self._pending: list[Alarm] = []  # alarms of the hand-over still to pass on
@@ -364,33 +383,39 @@ class PeriodRoutedDetector(base.DriftDetector):
             return self._report(alarm, t)
         alarm = self._inner.step(x)  # validates the sample first: a bad one changes nothing here
         self.n_seen += 1
-        if self._cap:
-            if self._ring is None:
-                if np.isnan(v).all():  # a missing sample before the first with a value does not
-                    # tell the channels; the ring starts empty (NaN) at the first that does
-                    return self._report(alarm, t)
+        # a sample with every value missing moves time on and nothing else: it is not a sample of
+        # the segment (its length counts samples with a value) and is not kept for the question
+        if self._cap and (v == v if type(v) is float else not np.isnan(v).all()):
+            if self._ring is None:  # the first sample with a value tells the channels
                 if np.size(v) > 1:  # several channels stay with the window detector (module docstring)
                     self._cap, self._checks = 0, []
-                    return self._report(alarm, t)
-                self._ring = np.full((self._cap, np.size(v)), np.nan)
-            self._ring[t % self._cap] = v
+                else:
+                    self._ring = np.full((self._cap, 1), np.nan)
+                    self._at = np.zeros(self._cap, dtype=np.int64)
+            if self._cap:
+                self._ring[self._kept % self._cap] = v
+                self._at[self._kept % self._cap] = t
+                self._kept += 1
+                self._seg_rows += 1
         if alarm is not None:
             self._seen_change = max(self._seen_change, int(alarm.change_index))
-            if self.with_history and self._ring is not None and self._ask(self._history(), across=True):
+            if self.with_history and self._ring is not None and self._ask(*self._history(), across=True):
                 return self._report(alarm, t)
             # a new segment starts at the change and is asked again
             self._seg_start = max(self._seg_start, min(int(alarm.change_index), t))
             self._next_check = 0
-        seg, asked = self.n_seen - self._seg_start, self._next_check
+            self._seg_rows = self._rows_since(self._seg_start)
+        seg, asked = self._seg_rows, self._next_check
         while self._next_check < len(self._checks) and seg >= self._checks[self._next_check]:
             self._next_check += 1
         if self._next_check > asked:  # the segment reached the next length to ask at
-            self._ask(self._segment())
+            self._ask(*self._segment())
         return self._report(alarm, t)
 
-    def _ask(self, rows: np.ndarray, across: bool = False) -> bool:
-        """Ask whether ``rows`` (the segment, or ``across`` changes the stream's newest samples)
-        have a period, hand the stream over if so, and say whether it was. With ``with_history``,
+    def _ask(self, rows: np.ndarray, at: np.ndarray, across: bool = False) -> bool:
+        """Ask whether ``rows`` (the segment's samples with a value, or ``across`` changes the
+        stream's newest ones; ``at`` their input indices) have a period, hand the stream over if so,
+        and say whether it was. With ``with_history``,
         where the newest samples reach beyond the segment, a period that they show,
         :data:`CYCLES_SEEN` times over, hands it over primed with them (a segment's period is asked
         of them too, at the same level: a confirmation, never an extra hand-over); a question across
@@ -403,49 +428,72 @@ class PeriodRoutedDetector(base.DriftDetector):
         if period == 0:
             return False
         if self.with_history:
-            history = rows if across else self._history()
+            history, history_at = (rows, at) if across else self._history()
             if across or len(history) > len(rows):  # samples beyond the segment
                 if not across:  # they must show a period too
                     period = segment_period(history, self.min_acf, level)
                 if period and len(history) >= CYCLES_SEEN * period:
-                    self._hand_over(history, primed=True)
+                    self._hand_over(history, history_at, primed=True)
                     return True
                 if across:
                     return False
-        self._hand_over(rows)
+        self._hand_over(rows, at)
         return True
 
-    def _newest(self, since: int) -> np.ndarray:
-        """The ring's samples from stream index ``since`` on (at most the ring's capacity)."""
-        idx = np.arange(max(since, self.n_seen - self._cap), self.n_seen) % self._cap
-        return self._ring[idx]
+    def _kept_slots(self) -> np.ndarray:
+        """The ring's slots, oldest sample first."""
+        n = min(self._kept, self._cap)
+        return np.arange(self._kept - n, self._kept) % self._cap
 
-    def _segment(self) -> np.ndarray:
+    def _rows_since(self, since: int) -> int:
+        """Samples with a value the ring holds from stream index ``since`` on."""
+        if self._ring is None:
+            return 0
+        return int((self._at[:min(self._kept, self._cap)] >= since).sum())
+
+    def _newest(self, since: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ring's samples from stream index ``since`` on (at most the ring's capacity), and
+        their input indices."""
+        idx = self._kept_slots()
+        idx = idx[int(np.searchsorted(self._at[idx], since)):]
+        return self._ring[idx], self._at[idx]
+
+    def _segment(self) -> tuple[np.ndarray, np.ndarray]:
         return self._newest(self._seg_start)
 
-    def _history(self) -> np.ndarray:
-        """The stream's newest samples whatever segments they span."""
-        return self._newest(0)
+    def _history(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stream's newest samples whatever segments they span: those of the last
+        ``max_window`` samples, the most the split profile's window takes."""
+        return self._newest(self.n_seen - self._windows[1])
 
-    def _hand_over(self, rows: np.ndarray, primed: bool = False) -> None:
+    def _hand_over(self, rows: np.ndarray, at: np.ndarray, primed: bool = False) -> None:
         """The split profile takes the stream: fed the segment, its alarms queued to be passed on;
         or, ``primed``, given the stream's newest samples as its window without testing them
-        (changes among them were the two-window detector's to report)."""
-        start = self.n_seen - len(rows)
+        (changes among them were the two-window detector's to report). ``rows`` are samples with a
+        value, at input indices ``at``: the split profile is given the samples missing between
+        them and up to now as well, so that it holds what it would have, fed the same samples."""
         prof = SplitProfileDetector(false_alarm_rate=self.false_alarm_rate, seed=self.seed, **self.profile_options)
+        start = int(at[0])
         if primed:
-            prof.prime(rows, start)
+            span = np.full((self.n_seen - start, rows.shape[1]), np.nan)
+            span[at - start] = rows
+            prof.prime(span, start)
             self._primed_through = self._seen_change
         else:
             prof.skip_to(start)  # its indices are the stream's
-            for r in rows:
-                a = prof.step(r if r.size > 1 else float(r[0]))
+            for i, r in zip(at.tolist(), rows):
+                while prof.n_seen < i:  # a sample with every value missing: counted, not taken
+                    prof.step(math.nan)
+                a = prof.step(float(r[0]))
                 if a is not None:
                     self._pending.append(a)
+            while prof.n_seen < self.n_seen:
+                prof.step(math.nan)
         prof._drift_detected = False
         self._inner = prof
         self.handed_over_at = self.n_seen
-        self._ring = None
+        self._ring = self._at = None
+        self._kept = self._seg_rows = 0
 
     def _report(self, alarm: Alarm | None, t: int) -> Alarm | None:
         if alarm is None and self._pending:
@@ -482,11 +530,62 @@ class PeriodRoutedDetector(base.DriftDetector):
                 "pending": [a.to_dict() for a in self._pending],
                 "seen_change": self._seen_change, "primed_through": self._primed_through,
                 "last_alarm": None if self.last_alarm is None else self.last_alarm.to_dict()}
-        out = {"meta": json.dumps(meta),
-               "ring": np.zeros((0, 0)) if self._ring is None else self._ring.copy()}
+        out = {"meta": json.dumps(meta), **self._ring_state()}
         for key, val in self._inner.to_state().items():
             out[f"inner.{key}"] = val
         return out
+
+    def _ring_state(self) -> dict:
+        """The kept samples as ``ring`` (cap, 1): the sample at input index t in row t % cap, NaN
+        where none was kept. Where they span more than cap input indices (the stream had gaps),
+        they are in its first rows instead, oldest first, and ``ring_at`` holds their indices."""
+        if self._ring is None:
+            return {"ring": np.zeros((0, 0))}
+        idx = self._kept_slots()
+        rows, at = self._ring[idx], self._at[idx]
+        ring = np.full_like(self._ring, np.nan)
+        if at[0] >= self.n_seen - self._cap:
+            ring[at % self._cap] = rows
+            return {"ring": ring}
+        ring[:len(rows)] = rows
+        return {"ring": ring, "ring_at": at.copy()}
+
+    def _restore_ring(self, state: Mapping, what: str) -> None:
+        """The kept samples from the entries :meth:`_ring_state` wrote, or a ``ValueError`` that
+        names the one that cannot be."""
+        ring = np.asarray(state["ring"])
+        if ring.size == 0:
+            if "ring_at" in state:
+                raise damaged_state(what, "ring_at", "is there, but 'ring' holds no samples")
+            return
+        if self.handed_over_at is not None:
+            raise damaged_state(what, "ring", "holds samples, but the stream has been handed over")
+        if ring.shape != (self._cap, 1) or ring.dtype.kind not in "fiu" or np.isinf(ring).any():
+            raise damaged_state(what, "ring", f"must be ({self._cap}, 1) real numbers or NaN, as its parameters "
+                                f"give; got shape {ring.shape} of {ring.dtype}")
+        ring = ring.astype(np.float64)
+        if "ring_at" in state:
+            at = np.asarray(state["ring_at"])
+            if (at.ndim != 1 or not 0 < len(at) <= self._cap or at.dtype.kind not in "iu" or at[0] < 0
+                    or at[-1] >= self.n_seen or (np.diff(at) <= 0).any()):
+                raise damaged_state(what, "ring_at", f"must be at most {self._cap} increasing input indices "
+                                    f"below n_seen = {self.n_seen}; got {at!r}")
+            rows = ring[:len(at)]
+            if np.isnan(rows).any():
+                raise damaged_state(what, "ring", f"must hold a value in each of its first {len(at)} rows")
+            at = at.astype(np.int64)
+        else:
+            at = np.arange(max(0, self.n_seen - self._cap), self.n_seen)
+            rows = ring[at % self._cap]
+            kept = ~np.isnan(rows[:, 0])
+            rows, at = rows[kept], at[kept]
+        if not len(at):
+            return
+        self._ring = np.full((self._cap, 1), np.nan)
+        self._at = np.zeros(self._cap, dtype=np.int64)
+        self._kept = len(at)
+        self._ring[:self._kept], self._at[:self._kept] = rows, at
+        self._seg_rows = self._rows_since(self._seg_start)
 
     @classmethod
     def from_state(cls, state: Mapping) -> "PeriodRoutedDetector":
@@ -505,19 +604,36 @@ class PeriodRoutedDetector(base.DriftDetector):
         obj = cls(false_alarm_rate=p["false_alarm_rate"], window=p["window"], profile=p["profile"],
                   min_acf=p["min_acf"], period_level=p.get("period_level"),
                   with_history=p.get("with_history", False), seed=p["seed"])
-        obj.questions = int(meta.get("questions", 0))  # version 1 did not count them
+        what = cls.__name__
+
+        def count(name, low=0, high=None):  # an integer in [low, high), named if it is not
+            return state_range(meta[name], name, what, low, high, meta="meta")
+
+        kind = meta["kind"]
+        if kind not in ("window", "split_profile"):
+            raise damaged_state(what, "kind", f"must be 'window' or 'split_profile'; got {kind!r}", "meta")
+        obj.n_seen = count("n_seen")
+        # version 1 did not count the questions; no change seen yet and none primed are -1
+        obj.questions = count("questions") if "questions" in meta else 0
+        obj.handed_over_at = None if meta["handed_over_at"] is None else count("handed_over_at", 0, obj.n_seen + 1)
+        if (obj.handed_over_at is None) != (kind == "window"):
+            raise damaged_state(what, "handed_over_at", f"is {obj.handed_over_at}, but kind is {kind!r}", "meta")
+        obj._seg_start = count("seg_start", 0, obj.n_seen + 1)
+        obj._next_check = count("next_check", 0, len(obj._checks) + 1)
+        obj._seen_change = count("seen_change", -1, obj.n_seen) if "seen_change" in meta else -1
+        obj._primed_through = count("primed_through", -1, obj.n_seen) if "primed_through" in meta else -1
+        if not isinstance(meta["drift"], bool):  # bool("no") is True: a flag is true or false, nothing else
+            raise damaged_state(what, "drift", f"must be true or false; got {meta['drift']!r}", "meta")
+        obj._drift_detected = meta["drift"]
+        pending = meta["pending"]
+        if not isinstance(pending, list):
+            raise damaged_state(what, "pending", f"must be a list of alarms; got {pending!r}", "meta")
+        obj._pending = [_alarm_entry(d, "pending", what) for d in pending]
+        obj.last_alarm = None if meta["last_alarm"] is None else _alarm_entry(meta["last_alarm"], "last_alarm", what)
         inner = state.part("inner.")
-        holder = SplitProfileDetector if meta["kind"] == "split_profile" else ChangePointDetector
+        holder = SplitProfileDetector if kind == "split_profile" else ChangePointDetector
         obj._inner = holder.from_state(inner)
-        obj.handed_over_at = None if meta["handed_over_at"] is None else int(meta["handed_over_at"])
-        obj.n_seen, obj._seg_start = int(meta["n_seen"]), int(meta["seg_start"])
-        obj._next_check, obj._drift_detected = int(meta["next_check"]), bool(meta["drift"])
-        obj._pending = [Alarm.from_dict(d) for d in meta["pending"]]
-        obj._seen_change = int(meta.get("seen_change", -1))
-        obj._primed_through = int(meta.get("primed_through", -1))
-        obj.last_alarm = None if meta["last_alarm"] is None else Alarm.from_dict(meta["last_alarm"])
-        ring = np.asarray(state["ring"], dtype=np.float64)
-        obj._ring = ring.copy() if ring.size else None
+        obj._restore_ring(state, what)
         return obj
 
 

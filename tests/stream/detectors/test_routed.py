@@ -21,6 +21,13 @@ def feed(det, x):
     return [det.step(v) for v in (x.tolist() if np.ndim(x) == 1 else list(x))]
 
 
+def same_state(a, b):
+    """Two detectors' checkpoints hold the same entries, NaN equal to NaN."""
+    return a.keys() == b.keys() and all(
+        json.loads(a[k]) == json.loads(b[k]) if isinstance(a[k], str) else np.array_equal(a[k], b[k], equal_nan=True)
+        for k in a)
+
+
 def sine(n, period=24, noise=0.2, seed=0):
     rng = np.random.default_rng(seed)
     return np.sin(2 * np.pi * np.arange(n) / period) + rng.normal(0, noise, n)
@@ -213,8 +220,42 @@ class TestRouting:
         x[1000:] += 0.8  # a level shift inside the cycle
         det = PeriodRoutedDetector(seed=0)
         alarms = [a for a in feed(det, x) if a is not None]
-        assert det.kind == "split_profile" and det.handed_over_at == 240
+        assert det.kind == "split_profile" and det.handed_over_at == 50 + 120  # 120 samples with a value
         assert [a.change_index for a in alarms] == [1000]
+
+    @pytest.mark.parametrize("before, gap", [(0, 100), (0, 4000), (100, 3000)],
+                             ids=["100-first-missing", "4000-first-missing", "3000-missing-after-100"])
+    def test_missing_samples_do_not_count_toward_the_segment_length(self, before, gap):
+        # a gap moves time on and nothing else: the period is asked after 120 samples with a value,
+        # as without it (counted, 4000 missing first samples spent every question on nothing)
+        y = sine(600)
+        x = np.r_[y[:before], np.full(gap, np.nan), y[before:]]
+        det = PeriodRoutedDetector(seed=0)
+        feed(det, x[:gap + 120])
+        assert det.kind == "split_profile" and det.handed_over_at == gap + 120 and det.questions == 2
+        # the split profile holds what it would, fed the same samples, missing ones included
+        fed = SplitProfileDetector(seed=0)
+        feed(fed, x[:gap + 120])
+        assert det.detector.n_seen == fed.n_seen == gap + 120
+        assert same_state(det.detector.to_state(), fed.to_state())
+        assert feed(det, x[gap + 120:]) == feed(fed, x[gap + 120:])
+
+    def test_a_primed_hand_over_across_a_gap_holds_the_samples_with_their_indices(self):
+        # with_history primes the split profile with the newest samples with a value, at their
+        # input indices, as prime takes the same samples missing ones included
+        x = null_series("schedule288", 6000, 0)
+        x = np.r_[x[:1000], np.full(2500, np.nan), x[1000:]]
+        det = PeriodRoutedDetector(with_history=True, seed=0)
+        for v in x.tolist():
+            det.step(v)
+            if det.kind == "split_profile":
+                break
+        n = det.handed_over_at
+        start = max(0, n - 5000)  # the split profile's max_window
+        primed = SplitProfileDetector(seed=0)
+        primed.prime(x[start:n], start)
+        assert n > 3500 and det.detector.window_length == np.isfinite(x[start:n]).sum() > 1000
+        assert same_state(det.detector.to_state(), primed.to_state())
 
     def test_change_free_series_stay_within_the_rate(self):
         # 200,000 samples over periodic and aperiodic kinds: at most 1 alarm per 10,000 expected
@@ -441,6 +482,55 @@ class TestCheckpoint:
         assert again.kind == first.kind
         got += feed(again, x[cut:])
         assert got == expected
+
+    @pytest.mark.parametrize("cut", [50, 2000, 4110])
+    def test_a_stream_with_a_long_gap_is_restored_exactly(self, cut):
+        # at 4110 the samples kept for the period question span more input indices than the ring holds
+        x = sine(1000)
+        x = np.r_[x[:100], np.full(4000, np.nan), x[100:]]
+        whole = PeriodRoutedDetector(seed=0)
+        expected = feed(whole, x)
+        first = PeriodRoutedDetector(seed=0)
+        got = feed(first, x[:cut])
+        arrays, _ = decode_bytes(encode(first.to_state(), {}, "k"), "test")
+        assert ("ring_at" in arrays) == (cut == 4110)
+        again = PeriodRoutedDetector.from_state(arrays)
+        got += feed(again, x[cut:])
+        assert got == expected and again.handed_over_at == whole.handed_over_at == 4120
+        assert same_state(again.to_state(), whole.to_state())
+
+    def test_a_restored_stream_of_several_channels_keeps_count_of_the_changes_it_reports(self):
+        # the first sample after a restore is also the one that raises the alarm: its change
+        # starts the segment as in the uncut run (it was skipped, seen_change stayed -1)
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(1200, 3))
+        x[600:, 1] += 2
+        whole = PeriodRoutedDetector(seed=0)
+        alarms = [t for t, a in enumerate(feed(whole, x)) if a is not None]
+        cut = alarms[0]
+        first = PeriodRoutedDetector(seed=0)
+        feed(first, x[:cut])
+        again = PeriodRoutedDetector.from_state(first.to_state())
+        feed(again, x[cut:])
+        assert same_state(again.to_state(), whole.to_state()) and again._seen_change > 500
+
+    @pytest.mark.parametrize("entry, value", [
+        ("n_seen", -7), ("n_seen", 1.5), ("n_seen", True), ("seg_start", -7), ("seg_start", 10**9),
+        ("next_check", -1), ("next_check", 99), ("questions", -1), ("questions", 1.5), ("questions", True),
+        ("seen_change", -2), ("seen_change", 10**9), ("primed_through", -7), ("primed_through", 1.5),
+        ("handed_over_at", -7), ("handed_over_at", True), ("handed_over_at", 10**9), ("kind", "x"),
+        ("drift", "no"), ("drift", 1), ("pending", "x"), ("pending", [1]), ("last_alarm", "x"),
+        ("last_alarm", {"change_index": 1.5, "alarm_index": 3, "score": 1.0, "threshold": 1.0})])
+    def test_a_damaged_checkpoint_entry_is_refused_by_name(self, entry, value):
+        # a count read as int() went negative or was truncated silently, and a bad alarm failed
+        # with an AttributeError that named nothing
+        det = PeriodRoutedDetector(seed=0)
+        feed(det, sine(300))
+        state = det.to_state()
+        meta = json.loads(state["meta"])
+        meta[entry] = value
+        with pytest.raises(ValueError, match=f"not a PeriodRoutedDetector checkpoint, or a damaged one: '{entry}'"):
+            PeriodRoutedDetector.from_state({**state, "meta": json.dumps(meta)})
 
     def test_a_window_detectors_checkpoint_continues_as_the_routed_detectors_window_detector(self):
         # a key checkpointed by kind = "window" (the daemon's default before "auto") keeps its state
