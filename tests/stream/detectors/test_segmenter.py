@@ -443,38 +443,34 @@ class TestCheckpoint:
             assert got == expected, cut
             assert again.threshold == whole.threshold or (math.isnan(again.threshold) and math.isnan(whole.threshold))
 
-    def test_a_checkpoint_inside_or_after_a_gap_continues_exactly(self):
-        # the window's rows are not consecutive in the stream: the checkpoint keeps where they are
-        rng = np.random.default_rng(0)
-        x = np.r_[rng.normal(0, 1, 400), rng.normal(4, 1, 200)]
-        x[340:400] = np.nan
-        whole = SplitProfileDetector(seed=0)
+    @staticmethod
+    def restored_at(x, cuts, seed):
+        """The uncut run's alarms, after checking that a run restored at each cut continues exactly."""
+        whole = SplitProfileDetector(seed=seed)
         expected = [whole.step(v) for v in x.tolist()]
-        assert [a.change_index for a in expected if a] == [400]
-        for cut in (360, 420):
-            first = SplitProfileDetector(seed=0)
-            got = [first.step(v) for v in x[:cut].tolist()]
-            again = SplitProfileDetector.from_state(first.to_state())
-            assert again.to_state()["meta"] == first.to_state()["meta"]
-            got += [again.step(v) for v in x[cut:].tolist()]
-            assert got == expected, cut
-
-    def test_a_checkpoint_after_a_gap_of_a_periodic_stream_continues_exactly(self):
-        # the samples given back to keep the cycle's phase are kept in the checkpoint as such
-        x = two_harmonics(3000, 1)
-        x[2700:] = np.sign(x[2700:])
-        x[2500:2537] = np.nan
-        whole = SplitProfileDetector(seed=1)
-        expected = [whole.step(v) for v in x.tolist()]
-        assert [a.change_index for a in expected if a]
-        for cut in (2520, 2538, 2600):
-            first = SplitProfileDetector(seed=1)
+        for cut in cuts:
+            first = SplitProfileDetector(seed=seed)
             got = [first.step(v) for v in x[:cut].tolist()]
             again = SplitProfileDetector.from_state(first.to_state())
             assert again.to_state()["meta"] == first.to_state()["meta"]
             got += [again.step(v) for v in x[cut:].tolist()]
             assert got == expected, cut
             assert again.to_state()["meta"] == whole.to_state()["meta"]
+        return [a for a in expected if a]
+
+    def test_a_checkpoint_inside_or_after_a_gap_continues_exactly(self):
+        # the window's rows are not consecutive in the stream: the checkpoint keeps where they are
+        rng = np.random.default_rng(0)
+        x = np.r_[rng.normal(0, 1, 400), rng.normal(4, 1, 200)]
+        x[340:400] = np.nan
+        assert [a.change_index for a in self.restored_at(x, (360, 420), seed=0)] == [400]
+
+    def test_a_checkpoint_after_a_gap_of_a_periodic_stream_continues_exactly(self):
+        # the samples given back to keep the cycle's phase are kept in the checkpoint as such
+        x = two_harmonics(3000, 1)
+        x[2700:] = np.sign(x[2700:])
+        x[2500:2537] = np.nan
+        assert self.restored_at(x, (2520, 2538, 2600), seed=1)
 
     def test_restored_detector_continues_exactly_with_the_cycle_null(self):
         x = null_series("seasonal24", 2400, 1)
