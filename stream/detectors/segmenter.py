@@ -631,8 +631,9 @@ class SplitProfileDetector(base.DriftDetector):
                       threshold=float(threshold))
         self.last_alarm = alarm
         self._drift_detected = True
-        # the window restarts at the change: what follows it is the new segment
-        self._lo += split
+        # the window restarts at the change: what follows it is the new segment (rows given back
+        # before it were copied from the cycle before the gap, the old segment's)
+        self._lo = row
         self._start = change
         self._cal = None
         self._fresh = True

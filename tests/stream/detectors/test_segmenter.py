@@ -444,12 +444,12 @@ class TestCheckpoint:
             assert again.threshold == whole.threshold or (math.isnan(again.threshold) and math.isnan(whole.threshold))
 
     @staticmethod
-    def restored_at(x, cuts, seed):
+    def restored_at(x, cuts, seed, **params):
         """The uncut run's alarms, after checking that a run restored at each cut continues exactly."""
-        whole = SplitProfileDetector(seed=seed)
+        whole = SplitProfileDetector(seed=seed, **params)
         expected = [whole.step(v) for v in x.tolist()]
         for cut in cuts:
-            first = SplitProfileDetector(seed=seed)
+            first = SplitProfileDetector(seed=seed, **params)
             got = [first.step(v) for v in x[:cut].tolist()]
             again = SplitProfileDetector.from_state(first.to_state())
             assert again.to_state()["meta"] == first.to_state()["meta"]
@@ -464,6 +464,21 @@ class TestCheckpoint:
         x = np.r_[rng.normal(0, 1, 400), rng.normal(4, 1, 200)]
         x[340:400] = np.nan
         assert [a.change_index for a in self.restored_at(x, (360, 420), seed=0)] == [400]
+
+    def test_a_change_placed_on_a_row_given_back_restarts_the_window_at_the_gap_end(self):
+        # the window restarted at the first row given back while its start said the gap's end:
+        # the checkpoint after the alarm was refused (its rows' indices ran past n_seen)
+        rng = np.random.default_rng(12)
+        period = int(rng.choice([7, 12, 24]))
+        t = np.arange(1500)
+        y = np.sin(2 * np.pi * t / period) + rng.normal(0, 0.2, t.size)
+        for c in sorted(rng.choice(np.arange(150, 1450), 5, replace=False)):  # level shifts
+            y[c:] += rng.choice([-1.5, 1.5])
+        for a in rng.choice(1500, 25, replace=False):  # gaps of up to two cycles
+            y[a:a + rng.integers(1, 2 * period)] = np.nan
+        params = dict(false_alarm_rate=0.05, min_window=30, max_window=200)
+        alarms = self.restored_at(y, (1022, 1040), seed=12, **params)
+        assert 997 in [a.change_index for a in alarms] and np.isnan(y[990:997]).all()  # a gap's end
 
     def test_a_checkpoint_after_a_gap_of_a_periodic_stream_continues_exactly(self):
         # the samples given back to keep the cycle's phase are kept in the checkpoint as such
