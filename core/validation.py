@@ -154,6 +154,20 @@ def state_array(state, key: str, shape: tuple, *, integer: bool = False, finite:
     return arr
 
 
+def state_flag(value, name: str, what: str, meta: str | None = None) -> bool:
+    """A flag read from a checkpoint (entry ``name``, of the JSON entry ``meta`` if given): true or
+    false and nothing else (``bool("no")`` is True); a ``ValueError`` that names it otherwise.
+
+    >>> state_flag("no", "drift", "Detector", "meta")
+    Traceback (most recent call last):
+    ...
+    ValueError: not a Detector checkpoint, or a damaged one: 'drift' in 'meta' must be true or false; got 'no'
+    """
+    if not isinstance(value, bool):
+        raise damaged_state(what, name, f"must be true or false; got {value!r}", meta)
+    return value
+
+
 def state_range(value, name: str, what: str, low: int, high: int | None = None, meta: str | None = None) -> int:
     """A count or ring position read from a checkpoint (entry ``name``, of the JSON entry ``meta``
     if given): an integer in ``[low, high)`` (no upper bound if ``high`` is None); a

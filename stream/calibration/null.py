@@ -44,7 +44,7 @@ from ratiowatch.stream.calibration.levels import surrogate_level_diffs, unit_roo
 from ratiowatch.stream.calibration.split_test import clip_gross
 from ratiowatch.core.kliep_window import KL_NO_OVERLAP, NoKernelMassError
 from ratiowatch.stream.series.embedding import embed
-from ratiowatch.core.validation import checkpoint_class, damaged_state, state_array, state_range
+from ratiowatch.core.validation import checkpoint_class, damaged_state, state_array, state_flag, state_range
 from ratiowatch.stream.calibration.surrogate import (add_trend, detrend, fit_ar_channels, fit_ar_models,
                                                      line_and_step, shrink_slopes, simulate_ar,
                                                      surrogate_null_rulsif)
@@ -596,9 +596,7 @@ class NullCalibrator:
         # checkpoints from before the flag: recomputed from the kernel pool (the floor is newer still)
         degenerate = meta.get("degenerate", self.pool_count > 0 and _constant(
             self.pool[: min(self.pool_count, NULL_POOL)]))
-        if not isinstance(degenerate, bool):  # bool("no") is True: a flag is true or false, nothing else
-            raise damaged_state(what, "degenerate", f"must be true or false; got {degenerate!r}", "meta")
-        self.degenerate = degenerate
+        self.degenerate = state_flag(degenerate, "degenerate", what, "meta")
         m = 0 if dim is None else int(dim)
         sizes = {"corr": m * (m - 1) // 2, "channel": 2 * m, "level": m}
         for view, pool_key, thr_key, count_key in (("corr", "cpool", "corr_thr", "cpool_i"),

@@ -96,7 +96,7 @@ from ratiowatch.stream.calibration.levels import level_ratio
 from ratiowatch.stream.calibration.null import AR_MIN_VALUES, NULL_POOL, NullCalibrator
 from ratiowatch.stream.calibration.ranked import push_row, sorted_windows, views_sorted
 from ratiowatch.stream.series.embedding import History, embed
-from ratiowatch.core.validation import damaged_state, state_array, state_range
+from ratiowatch.core.validation import damaged_state, state_array, state_flag, state_range
 from ratiowatch.stream.detectors.state_file import checkpoint_params, open_checkpoint, state_version
 from ratiowatch.stream.series.preprocess import Differencer, robust_scale
 
@@ -1259,10 +1259,7 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
             return float(value)
 
         def flag(name, default=None):
-            value = meta[name] if default is None or name in meta else default
-            if not isinstance(value, bool):  # bool("no") is True: a flag is true or false, nothing else
-                raise damaged_state(what, name, f"must be true or false; got {value!r}", "meta")
-            return value
+            return state_flag(meta[name] if default is None or name in meta else default, name, what, "meta")
 
         dim = meta["dim"]
         if dim is not None:
@@ -1362,18 +1359,21 @@ def _part_from(cls, part, prefix: str, what: str):
         raise ValueError(f"not a {what} checkpoint, or a damaged one: its part {prefix + '.*'!r}: {exc}") from None
 
 
-def _alarm_from(d, what: str) -> Alarm:
-    """An :class:`Alarm` read from a checkpoint's meta (``last_alarm``), or a ``ValueError``."""
+def _alarm_from(d, what: str, name: str = "last_alarm", low: int | None = None) -> Alarm:
+    """An :class:`Alarm` read from entry ``name`` of a checkpoint's meta, or a ``ValueError`` that
+    names it; ``low``: the least index it may hold."""
     fields = ("change_index", "alarm_index", "score", "threshold")
     if not (isinstance(d, Mapping) and all(f in d for f in fields)
-            and all(isinstance(d[f], int) and not isinstance(d[f], bool) for f in fields[:2])
+            and all(isinstance(d[f], int) and not isinstance(d[f], bool) and (low is None or d[f] >= low)
+                    for f in fields[:2])
             and all(isinstance(d[f], (int, float)) and not isinstance(d[f], bool) for f in fields[2:])):
-        raise damaged_state(what, "last_alarm", f"is not an alarm (integers change_index, alarm_index and numbers "
+        bound = "" if low is None else f" >= {low}"
+        raise damaged_state(what, name, f"is not an alarm (integers change_index, alarm_index{bound} and numbers "
                        f"score, threshold); got {d!r}", "meta")
     try:
         return Alarm.from_dict(d)
     except TypeError as exc:
-        raise damaged_state(what, "last_alarm", f"is not an alarm ({exc})", "meta") from None
+        raise damaged_state(what, name, f"is not an alarm ({exc})", "meta") from None
 
 
 def _mostly_one_value(values: np.ndarray) -> bool:

@@ -27,7 +27,7 @@ from river.base import AnomalyDetector
 from ratiowatch.core.kernels import MIN_SCALE, constant_up_to_rounding, gauss_row, median_distance, row_sq_dist
 from ratiowatch.core.params import check_bool, check_choice, check_int, check_real, check_seed
 from ratiowatch.core.validation import (as_plain, as_samples, check_alpha, checkpoint_class, damaged_state, entry_name,
-                                        make_rng, state_array, state_range)
+                                        make_rng, state_array, state_flag, state_range)
 from ratiowatch.stream.detectors.outlier import MAX_MAGNITUDE, local_scale
 from ratiowatch.stream.detectors.state_file import (checkpoint_params, open_checkpoint, read_state,
                                                      state_version, write_state)
@@ -867,9 +867,7 @@ class StreamingOutlierDetector(AnomalyDetector):
                                                             and len(det._features) == dim):
             raise damaged_state(what, "features", f"do not match its dimension {dim}: {meta['features']!r}", at)
         det._keyed = bool(meta.get("keyed", True))
-        fitted = meta["fitted"]
-        if not isinstance(fitted, bool):
-            raise damaged_state(what, "fitted", f"must be true or false; got {fitted!r}", at)
+        fitted = state_flag(meta["fitted"], "fitted", what, at)
         sigma, lam = meta["sigma"], meta["lam"]
         for name, v in (("sigma", sigma), ("lam", lam)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < math.inf:

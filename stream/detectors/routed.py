@@ -110,9 +110,9 @@ import numpy as np
 from river import base
 
 from ratiowatch.core.params import check_seed
-from ratiowatch.core.validation import as_plain, damaged_state, state_range
+from ratiowatch.core.validation import as_plain, damaged_state, state_flag, state_range
 from ratiowatch.stream.calibration.peaks import Alarm
-from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE, ChangePointDetector, check_magnitude
+from ratiowatch.stream.detectors.changepoint import MAX_MAGNITUDE, ChangePointDetector, _alarm_from, check_magnitude
 from ratiowatch.stream.detectors.state_file import CheckpointEntries, open_checkpoint, state_version
 from ratiowatch.stream.detectors.segmenter import SplitProfileDetector
 from ratiowatch.stream.series.preprocess import fill_missing
@@ -198,22 +198,6 @@ def segment_period(rows: np.ndarray, min_acf: float = 0.0, level: float = PERIOD
         return 0
     x = fill_missing(x)[int(seen.argmax(axis=0).max()):]  # carried forward, from the row all have begun at
     return max(significant_period(x[:, c], min_acf, level, band="zero_crossing") for c in range(x.shape[1]))
-
-
-def _alarm_entry(value, name: str, what: str) -> Alarm:
-    """An :class:`Alarm` read from entry ``name`` of a checkpoint's meta, or a ``ValueError`` that
-    names it (as the window detector reads its ``last_alarm``)."""
-    fields = ("change_index", "alarm_index", "score", "threshold")
-    if not (isinstance(value, Mapping) and all(f in value for f in fields)
-            and all(isinstance(value[f], int) and not isinstance(value[f], bool) and value[f] >= 0
-                    for f in fields[:2])
-            and all(isinstance(value[f], (int, float)) and not isinstance(value[f], bool) for f in fields[2:])):
-        raise damaged_state(what, name, f"must hold alarms (integers change_index, alarm_index >= 0 and numbers "
-                            f"score, threshold); got {value!r}", "meta")
-    try:
-        return Alarm.from_dict(value)
-    except TypeError as exc:
-        raise damaged_state(what, name, f"must hold alarms ({exc})", "meta") from None
 
 
 class PeriodRoutedDetector(base.DriftDetector):
@@ -622,14 +606,12 @@ class PeriodRoutedDetector(base.DriftDetector):
         obj._next_check = count("next_check", 0, len(obj._checks) + 1)
         obj._seen_change = count("seen_change", -1, obj.n_seen) if "seen_change" in meta else -1
         obj._primed_through = count("primed_through", -1, obj.n_seen) if "primed_through" in meta else -1
-        if not isinstance(meta["drift"], bool):  # bool("no") is True: a flag is true or false, nothing else
-            raise damaged_state(what, "drift", f"must be true or false; got {meta['drift']!r}", "meta")
-        obj._drift_detected = meta["drift"]
+        obj._drift_detected = state_flag(meta["drift"], "drift", what, "meta")
         pending = meta["pending"]
         if not isinstance(pending, list):
             raise damaged_state(what, "pending", f"must be a list of alarms; got {pending!r}", "meta")
-        obj._pending = [_alarm_entry(d, "pending", what) for d in pending]
-        obj.last_alarm = None if meta["last_alarm"] is None else _alarm_entry(meta["last_alarm"], "last_alarm", what)
+        obj._pending = [_alarm_from(d, what, "pending", low=0) for d in pending]
+        obj.last_alarm = None if meta["last_alarm"] is None else _alarm_from(meta["last_alarm"], what, low=0)
         inner = state.part("inner.")
         holder = SplitProfileDetector if kind == "split_profile" else ChangePointDetector
         obj._inner = holder.from_state(inner)

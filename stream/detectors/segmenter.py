@@ -102,7 +102,7 @@ from river import base
 from scipy.stats import binom
 
 from ratiowatch.core.params import check_seed
-from ratiowatch.core.validation import checkpoint_class, damaged_state, entry_name, state_range
+from ratiowatch.core.validation import checkpoint_class, damaged_state, entry_name, state_flag, state_range
 from ratiowatch.core.split_profile import Kernel, check_profile_settings
 from ratiowatch.stream.calibration.peaks import Alarm
 from ratiowatch.stream.calibration.cycle_permutation import (applies, block_profile, permutation_profile,
@@ -701,10 +701,7 @@ class SplitProfileDetector(base.DriftDetector):
             return float(value)
 
         def flag(name):
-            value = meta[name]
-            if not isinstance(value, bool):  # bool("no") is True: a flag is true or false, nothing else
-                raise damaged_state(what, name, f"must be true or false; got {value!r}", where)
-            return value
+            return state_flag(meta[name], name, what, where)
 
         def int_list(value, name, problem):
             if not (isinstance(value, list) and all(isinstance(e, int) and not isinstance(e, bool) for e in value)):
