@@ -7,8 +7,12 @@ Scaling is robust (median / MAD) so one outlier does not set the kernel scale.
 
 Missing-value policy (documented for every detector built on this module):
 
-* a value that is ``None`` or NaN is *missing*: the channel keeps its last observed value, so its
-  difference at that step is 0 (a gap looks like "no change");
+* a value that is ``None`` or NaN is *missing*. The streaming detectors leave out a sample with
+  every value missing, and one with some values missing for as long as their windows span: it
+  counts as a time step but enters no window (carried forward, a gap is a run of one repeated
+  value, which a kernel score takes for a change where it starts and where it ends). A value
+  that reaches this module missing keeps its channel's last observed value, so its difference at
+  that step is 0;
 * until every channel has been observed once the sample is *held*: it produces no subsequence and
   no score, but it still counts as a time step (indices stay aligned with the input);
 * infinite values are bad input (``ValueError``).
@@ -70,6 +74,11 @@ class Differencer:
         out = level - self._prev
         self._prev = level
         return out
+
+    @property
+    def complete(self) -> bool:
+        """Whether every channel has been observed at least once (no sample is held any more)."""
+        return self._complete
 
     def to_state(self) -> dict:
         return {"dim": self.dim, "difference": self.difference, "last": self._last.copy(),

@@ -1016,6 +1016,67 @@ def test_a_gap_is_kept_across_a_checkpoint():
     assert a_ref == a_res and any(a is not None and abs(a.change_index - 1200) <= 10 for a in a_res)
 
 
+def _one_channel_gap(seed, length, start=1000, size=3000):
+    x = np.random.default_rng(seed).normal(size=(size, 2))
+    x[start:start + length, 0] = np.nan
+    return x
+
+
+def test_a_gap_in_one_channel_adds_no_change_point_at_either_end():
+    # carried forward into the windows, the channel's gap was a flat run: alarms placed at ~999 and
+    # ~1099 in each of these streams
+    for seed in range(3):
+        det = ChangePointDetector()
+        assert [a for a in map(det.step, _one_channel_gap(seed, 100)) if a] == []
+        assert det._t == 2999
+
+
+def test_samples_with_some_channels_missing_move_time_on_and_nothing_else():
+    det = ChangePointDetector(**SMALL)
+    for row in np.random.default_rng(0).normal(size=(100, 2)):
+        det.step(row)
+    windows = (det._win.past().copy(), det._win.current().copy(), det.score, det.threshold)
+    for missing in ([math.nan, 1.0], [2.0, None], [math.nan, math.nan], [3.0, math.nan]):
+        assert det.step(missing) is None and not det.drift_detected
+    assert det._t == 103 and det._hist.count == 100 and det._partial == 3
+    np.testing.assert_array_equal(det._win.past(), windows[0])
+    np.testing.assert_array_equal(det._win.current(), windows[1])
+    assert (det.score, det.threshold) == windows[2:]
+    det.step([0.1, 0.2])
+    assert det._partial == 0 and det._hist.count == 101
+
+
+def test_a_change_in_the_other_channel_during_a_gap_is_found_after_it():
+    x = _one_channel_gap(0, 100)
+    x[1050:, 1] += 3.0
+    det = ChangePointDetector()
+    alarms = [a for a in map(det.step, x) if a]
+    # the change lies somewhere in the gap; the windows place it at the gap's start
+    assert len(alarms) == 1 and 990 <= alarms[0].change_index <= 1100 and alarms[0].alarm_index < 1200
+
+
+def test_a_channel_missing_for_longer_than_the_windows_is_carried_forward_and_reported():
+    # skipped for good, a dead channel would blind the detector to the others
+    det = ChangePointDetector()
+    span = 2 * det.n + det.k
+    x = _one_channel_gap(0, 2000)
+    x[2500:, 1] += 3.0
+    alarms = [a for a in map(det.step, x) if a]
+    assert det._hist.count == 3000 - span and det._partial == 2000
+    assert [a.change_index for a in alarms if abs(a.change_index - 1000) <= 10]  # the flat run
+    assert [a.change_index for a in alarms if 2490 <= a.change_index <= 2510]  # still watched
+
+
+def test_a_gap_in_one_channel_is_kept_across_a_checkpoint():
+    # longer than the windows' span (103): where the checkpoint was cut inside it, the restored
+    # detector must carry the channel forward at the same sample as the one that went on
+    x = _one_channel_gap(1, 150, size=1400)
+    x[1200:] += 4.0
+    ref = ChangePointDetector()
+    a_ref, a_res = _continue_after_restore(ref, list(x), split=1060)
+    assert a_ref == a_res and any(a is not None and abs(a.change_index - 1200) <= 10 for a in a_res)
+
+
 @pytest.mark.parametrize("first", [None, math.nan, [math.nan] * 3], ids=["None", "nan", "all-nan"])
 @pytest.mark.parametrize("then", [[1.0, 2.0], {"a": 1.0, "b": 2.0}], ids=["array", "dict"])
 def test_a_missing_first_sample_is_counted_and_leaves_the_channels_to_the_next(first, then):
@@ -1112,6 +1173,7 @@ def test_a_damaged_checkpoint_entry_is_refused_naming_it(multichannel_state, ent
     ({"null_mode": "bootstrap"}, "'null_mode'"),
     ({"perm_threshold": -7.0}, "'perm_threshold'"), ({"perm_threshold": math.inf}, "'perm_threshold'"),
     ({"ar_threshold": -7.0}, "'ar_threshold'"),
+    ({"partial": -1}, "'partial'"), ({"partial": 2.5}, "'partial'"),
 ])
 def test_a_damaged_checkpoint_meta_entry_is_refused_naming_it(multichannel_state, changes, named):
     with pytest.raises(ValueError, match=f"damaged one: {named}"):
