@@ -593,23 +593,27 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         if v[0] != v[0] and self._pre is not None and np.isnan(v).all():
             self._skip_step()
             return None
+        partial = self._partial
         if self._dim > 1 and self._pre is not None and self._pre.complete:
-            if np.isnan(v.sum()):  # some channels missing (not every one: that was a gap above)
-                self._partial += 1
-                if self._partial <= self._span:
-                    self._skip_step()
-                    return None
-            else:
-                self._partial = 0
+            # some channels missing (not every one: that was a gap above)
+            partial = partial + 1 if np.isnan(v).any() else 0
+            if 0 < partial <= self._span:
+                self._skip_step()
+                self._partial = partial
+                return None
+        # the run's count moves only once the step has succeeded: a step that raises leaves it
         if self._pre is not None and self._may_rebuild():  # the costly steps, and the ones that can fail
             saved = copy.deepcopy(self.__dict__)
             try:
-                return self._advance(v)
+                out = self._advance(v)
             except BaseException:
                 self.__dict__.clear()
                 self.__dict__.update(saved)
                 raise
-        return self._advance(v)
+        else:
+            out = self._advance(v)
+        self._partial = partial
+        return out
 
     def _may_rebuild(self) -> bool:
         """Whether the next sample may build, re-select or calibrate: the steps that draw a null

@@ -1046,6 +1046,24 @@ def test_samples_with_some_channels_missing_move_time_on_and_nothing_else():
     assert det._partial == 0 and det._hist.count == 101
 
 
+def test_a_step_that_raises_after_some_channels_were_missing_leaves_their_run_as_it_was(monkeypatch):
+    det = ChangePointDetector(**SMALL)
+    for row in np.random.default_rng(0).normal(size=(100, 2)):
+        det.step(row)
+    det.step([math.nan, 1.0])
+
+    def fail(v):
+        raise RuntimeError("the step failed")
+
+    monkeypatch.setattr(det, "_advance", fail)
+    with pytest.raises(RuntimeError):
+        det.step([0.1, 0.2])
+    assert det._partial == 1 and det._t == 100
+    monkeypatch.undo()
+    det.step([0.1, 0.2])
+    assert det._partial == 0 and det._hist.count == 101
+
+
 def test_a_change_in_the_other_channel_during_a_gap_is_found_after_it():
     x = _one_channel_gap(0, 100)
     x[1050:, 1] += 3.0
