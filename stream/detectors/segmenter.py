@@ -310,7 +310,8 @@ class SplitProfileDetector(base.DriftDetector):
             raise ValueError("SplitProfileDetector takes a number or an array of channel values per sample, "
                              "not a dict; pass the values in a fixed order")
         try:
-            v = np.array([x], dtype=np.float64) if isinstance(x, float) else np.asarray(x, dtype=np.float64)
+            # a copy: the row is kept as the value to carry forward, and a caller may refill its array
+            v = np.array([x], dtype=np.float64) if isinstance(x, float) else np.array(x, dtype=np.float64)
         except OverflowError:  # a Python int beyond float64: refused as the other detectors refuse it
             check_magnitude(x)
             raise

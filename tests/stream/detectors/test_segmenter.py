@@ -248,6 +248,15 @@ class TestInput:
         filled[400, 0] = x[399, 0]
         assert stream_alarms(SplitProfileDetector(), gaps) == stream_alarms(SplitProfileDetector(), filled)
 
+    def test_a_caller_refilling_one_array_carries_forward_the_values_it_held(self):
+        # the detector keeps its own copy of the last row, not a view of the caller's buffer
+        det = SplitProfileDetector()
+        buf = np.array([1.0, 2.0])
+        det.step(buf)
+        buf[:] = [5.0, np.nan]
+        det.step(buf)
+        assert det.to_state()["window"].tolist() == [[1.0, 2.0], [5.0, 2.0]]
+
     @pytest.mark.parametrize("seed", [0, 1])
     def test_a_gap_of_missing_samples_raises_no_alarm_at_either_end(self, seed):
         # carried forward, the gap was a flat run, a change where it began and again where it ended
