@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ratiowatch.stream.calibration.thresholds import exp_tail_threshold, gamma_threshold, top_draws_floor
+from ratiowatch.stream.calibration.thresholds import (ROUNDING_MARGIN, exp_tail_threshold, gamma_threshold,
+                                                     top_draws_floor)
 from ratiowatch.stream.calibration.permutation import permutation_null_generic, permutation_null_rulsif
 from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
 from ratiowatch.stream.calibration.correlation import normal_scores, surrogate_zdiff
@@ -378,9 +379,9 @@ class NullCalibrator:
         threshold but not above the floor in force (see the detector's
         ``_confirm_by_permutation``).
         ``resolves=False`` (windows with fewer distinct re-splits than ``1 / rate``): the floor is
-        the largest drawn re-split's score instead of an extrapolated tail, less a relative 1e-9,
-        so that the windows' own split, and any re-split equal to it (identical rows swapped),
-        passes. Without an AR threshold yet, the threshold is left as it is.
+        the largest drawn re-split's score instead of an extrapolated tail; the windows' own
+        split, among the draws, passes at a tie unless more re-splits reach the top than it and
+        its mirror explain (:meth:`_top_of_re_splits`). Without an AR threshold yet, the threshold is left as it is.
         """
         if not math.isfinite(self.ar_threshold):
             return self.threshold
@@ -389,9 +390,32 @@ class NullCalibrator:
         if resolves:
             self.floor_threshold = exp_tail_threshold(self.floor_pool.ravel(), self.kernel_rate)
         else:  # too few distinct splits for the rate: the split must beat every draw
-            self.floor_threshold = float(self.floor_pool.max()) * (1.0 - 1e-9)  # its own ties pass
+            self.floor_threshold = self._top_of_re_splits(n, block)
         self.threshold = max(self.ar_threshold, self.floor_threshold)
         return self.threshold
+
+    def _top_of_re_splits(self, n: int, block: int) -> float:
+        """The floor of windows with too few distinct re-splits: their largest drawn score, which
+        the windows' own split (drawn itself now and then) ties.
+
+        A tie passes where no more re-splits reach the top than the own split and its mirror
+        explain: ``2 / C(m, m / 2)`` of the draws for ``m`` blocks, with three standard deviations
+        and one draw to spare. The floor then stands twice the rounding margin of
+        :func:`~ratiowatch.stream.calibration.thresholds.exceeds` below the top (at 1 - 1e-9 of
+        it, the two cancelled, and a tie passed or not by the last bit of the kernel sums, which
+        differ between machines). Where more re-splits reach it, the windows' split is one of many
+        that score alike (a step in windows of two values: half the re-splits put its rows on the
+        same side), no more extreme than they are, and a tie does not pass.
+        """
+        width = 2 if self.symmetric else 1
+        top = float(self.floor_pool.max())
+        below = top - 2.0 * ROUNDING_MARGIN * max(1.0, abs(top))
+        at_top = int((self.floor_pool.reshape(-1, width).max(axis=1) >= below).sum())
+        draws = self.floor_pool.size // width
+        blocks = -(-2 * int(n) // max(1, int(block)))
+        p = min(1.0, width / math.comb(blocks, blocks // 2))
+        expected = draws * p
+        return below if at_top <= expected + 3.0 * math.sqrt(expected * (1.0 - p)) + 1.0 else top
 
     def _permutation_floor(self, win, n: int, block: int, rng: np.random.Generator,
                            make_state: Callable[[], object] | None, rate: float) -> float:

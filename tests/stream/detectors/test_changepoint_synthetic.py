@@ -236,14 +236,15 @@ def test_young_windows_on_counts_that_are_mostly_zero_draw_their_null_up_to_its_
 
 def test_a_burst_in_young_counts_that_are_mostly_zero_is_still_found():
     # the top draws veto what the windows' own null reaches, not a burst: found at sample 150
-    # (windows of 6-8 subsequences) in 3 of these 10 streams, as before them
+    # (windows of 6-8 subsequences) in 8 of these 10 streams. 3-5 while a tie with the largest
+    # drawn re-split (the windows' own split is among the draws) passed or not by rounding
     found = 0
     for s in range(10):
         rng = np.random.default_rng(400 + s)
         x = _mostly_zero_counts(rng, 350)
         x[150:] = rng.poisson(50.0, 200)
         found += any(abs(a.change_index - 150) <= 2 and a.alarm_index - 150 <= 100 for a in run(x)[1])
-    assert found >= 3
+    assert found >= 7
 
 
 def test_the_null_draws_up_to_its_top_only_for_young_windows_on_mostly_one_value(monkeypatch):
