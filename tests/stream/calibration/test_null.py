@@ -301,13 +301,20 @@ def test_confirming_with_the_floor_raises_the_threshold_to_the_windows_own_re_sp
     assert cal.floor_count == NULL_POOL  # a fresh pool: these windows' re-splits only
 
 
-def test_below_the_resolvable_size_the_floor_is_the_largest_drawn_re_split():
-    win = _sparse_windows()
+def _floor_below_the_resolvable_size(win):
+    """A calibrator confirmed with the floor of ``win`` (n = 20, blocks of 3) below the resolvable
+    size, and an independent computation of the same draws."""
     cal = _calibrator()
     cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
     cal.confirm_with_floor(win, 20, 3, np.random.default_rng(7), resolves=False)
     draws = permutation_null_rulsif(None, 20, win.sigma, win.lam, 0.1, True, 10 * NULL_POOL,
                                     np.random.default_rng(7), block=3, gram=win.gram(), directions=True)
+    return cal, draws
+
+
+def test_below_the_resolvable_size_the_floor_is_the_largest_drawn_re_split():
+    win = _sparse_windows()
+    cal, draws = _floor_below_the_resolvable_size(win)
     assert cal.floor_threshold == draws.max()
     assert cal.floor_threshold < exp_tail_threshold(draws.ravel(), 1e-4 / 2)
 
@@ -318,11 +325,7 @@ def test_a_tie_with_the_top_passes_where_only_the_own_split_and_its_mirror_reach
     win = TwoWindowRuLSIF(3, 20, 0.5, 0.1, alpha=0.1)
     for row in embed(values, 3):
         win.push(row)
-    cal = _calibrator()
-    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
-    cal.confirm_with_floor(win, 20, 3, np.random.default_rng(7), resolves=False)
-    draws = permutation_null_rulsif(None, 20, win.sigma, win.lam, 0.1, True, 10 * NULL_POOL,
-                                    np.random.default_rng(7), block=3, gram=win.gram(), directions=True)
+    cal, draws = _floor_below_the_resolvable_size(win)
     assert (draws.max(axis=1) >= draws.max() * (1 - 1e-6)).sum() == 1
     assert cal.floor_threshold == pytest.approx(draws.max(), rel=1e-8)
     assert exceeds(draws.max(), cal.floor_threshold)  # a tie passes, on every machine
@@ -333,11 +336,7 @@ def test_a_tie_with_the_top_does_not_pass_where_many_re_splits_reach_it():
     # one event among zeros: every re-split with the event's rows in the current window scores
     # as the windows' own split does, about half of them; the split is not extreme among them
     win = _sparse_windows()
-    cal = _calibrator()
-    cal.calibrate_ar(_ar_values(60), 20, 0.5, 0.1, np.random.default_rng(1))
-    cal.confirm_with_floor(win, 20, 3, np.random.default_rng(7), resolves=False)
-    draws = permutation_null_rulsif(None, 20, win.sigma, win.lam, 0.1, True, 10 * NULL_POOL,
-                                    np.random.default_rng(7), block=3, gram=win.gram(), directions=True)
+    cal, draws = _floor_below_the_resolvable_size(win)
     assert (draws.max(axis=1) >= draws.max() * (1 - 1e-6)).sum() > 10
     assert not exceeds(draws.max(), cal.floor_threshold)
 
