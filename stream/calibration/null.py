@@ -381,7 +381,8 @@ class NullCalibrator:
         ``resolves=False`` (windows with fewer distinct re-splits than ``1 / rate``): the floor is
         the largest drawn re-split's score instead of an extrapolated tail; the windows' own
         split, among the draws, passes at a tie unless more re-splits reach the top than it and
-        its mirror explain (:meth:`_top_of_re_splits`). Without an AR threshold yet, the threshold is left as it is.
+        its mirror explain (:meth:`_top_of_re_splits`). Without an AR threshold yet, the
+        threshold is left as it is.
         """
         if not math.isfinite(self.ar_threshold):
             return self.threshold

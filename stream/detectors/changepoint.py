@@ -1048,10 +1048,11 @@ class ChangePointDetector(base.DriftDetector, base.AnomalyDetector):
         rate's quantile of their re-splits where the windows can resolve the rate
         (:meth:`_floor_resolves`), and below that the largest score of a drawn re-split (the
         windows' own split must beat every one drawn; a tie passes where no more re-splits reach
-        the top than the own split and its mirror explain). On the stress suite's zero-inflated counts (10 seeds, lengths 15-10,000): 53 false
-        alarms -> 28; on its streams of 2,000 and 10,000 samples 15 -> 7 once the windows are
-        grown (n >= 34; 1.41 -> 0.66 per 10,000) and 19 -> 7 before. A burst to Poisson(50)
-        counts is still found (10 of 10 at sample 300 and 1,500).
+        the top than the own split and its mirror explain). On the stress suite's zero-inflated
+        counts (10 seeds, lengths 15-10,000): 53 false alarms -> 28; on its streams of 2,000 and
+        10,000 samples 15 -> 7 once the windows are grown (n >= 34; 1.41 -> 0.66 per 10,000) and
+        19 -> 7 before. A burst to Poisson(50) counts is still found (10 of 10 at sample 300 and
+        1,500).
 
         Below the size where the re-splits resolve the rate, the first confirmation after each
         calibration also draws the AR null up to its top (:meth:`_top_draws`): the score of
