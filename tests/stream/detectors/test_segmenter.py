@@ -238,23 +238,53 @@ class TestInput:
         x = change_series("variance", 0).x
         assert stream_alarms(SplitProfileDetector(), x) == stream_alarms(SplitProfileDetector(), x * 2.0**40)
 
-    def test_a_missing_value_beside_a_present_one_is_carried_forward(self):
+    def test_a_missing_value_beside_a_present_one_holds_the_sample_back_as_a_gap(self):
         rng = np.random.default_rng(5)
         x = np.c_[np.r_[rng.normal(0, 1, 300), rng.normal(2, 1, 300)], rng.normal(0, 1, 600)]
-        gaps = x.copy()
-        gaps[[50, 51, 400], 0] = np.nan
-        filled = x.copy()
-        filled[[50, 51], 0] = x[49, 0]
-        filled[400, 0] = x[399, 0]
-        assert stream_alarms(SplitProfileDetector(), gaps) == stream_alarms(SplitProfileDetector(), filled)
+        some = x.copy()
+        some[[50, 51, 400], 0] = np.nan
+        every = x.copy()
+        every[[50, 51, 400]] = np.nan
+        det, alarms = run(some, seed=0)
+        ref, ref_alarms = run(every, seed=0)
+        assert alarms == ref_alarms and len(alarms) == 1 and abs(alarms[0].change_index - 300) <= 10
+        assert det.to_state()["window"].tolist() == ref.to_state()["window"].tolist()
+
+    @pytest.mark.parametrize("seed", [0, 1])
+    def test_one_channels_gap_raises_no_alarm_and_a_change_beside_it_is_found(self, seed):
+        # carried forward, one channel's gap of 100 samples was a run of one value: an alarm where
+        # it began in 10 of 10 change-free streams of two N(0, 1) channels, and where it ended in 8
+        x = np.random.default_rng(seed).normal(size=(1500, 2))
+        x[600:700, 1] = np.nan
+        assert run(x, seed=seed)[1] == []
+        x[800:, 0] += 3.0
+        assert [abs(a.change_index - 800) <= 10 for a in run(x, seed=seed)[1]] == [True]
+
+    def test_a_channel_missing_for_longer_than_the_window_is_carried_forward_from_then_on(self):
+        # held back for as many samples as the window holds rows (at least min_window), so that
+        # the other channels are not ignored for good
+        det = SplitProfileDetector(min_window=15, max_window=60)
+        rows = np.c_[np.arange(20.0), np.arange(20.0) + 100]
+        for r in rows:
+            det.step(r)
+        for t in range(20, 50):
+            det.step([float(t), np.nan])
+        assert (det.n_seen, det.window_length) == (50, 30)  # 20 held back, then 10 carried forward
+        window = det.to_state()["window"]
+        assert window[20:].tolist() == [[float(t), 119.0] for t in range(40, 50)]
+        assert json.loads(det.to_state()["meta"])["partial"] == 30
+        det.step([50.0, 7.0])  # the channel is back: the next gap is held back again
+        det.step([51.0, np.nan])
+        assert (det.window_length, "partial" in json.loads(det.to_state()["meta"])) == (31, True)
 
     def test_a_caller_refilling_one_array_carries_forward_the_values_it_held(self):
         # the detector keeps its own copy of the last row, not a view of the caller's buffer
-        det = SplitProfileDetector()
+        det = SplitProfileDetector(min_window=15, max_window=30)
         buf = np.array([1.0, 2.0])
         det.step(buf)
         buf[:] = [5.0, np.nan]
-        det.step(buf)
+        for _ in range(16):  # 15 held back, the 16th carried forward
+            det.step(buf)
         assert det.to_state()["window"].tolist() == [[1.0, 2.0], [5.0, 2.0]]
 
     @pytest.mark.parametrize("seed", [0, 1])
@@ -474,6 +504,18 @@ class TestCheckpoint:
         x[340:400] = np.nan
         assert [a.change_index for a in self.restored_at(x, (360, 420), seed=0)] == [400]
 
+    def test_a_checkpoint_inside_or_after_one_channels_gap_continues_exactly(self):
+        # the count of samples held back is kept: restored without it, a gap longer than the
+        # window stayed held back for another window's length
+        rng = np.random.default_rng(1)
+        x = rng.normal(size=(600, 2))
+        x[400:, 0] += 3.0
+        x[100:260, 1] = np.nan  # longer than the window: held back, then carried forward
+        x[300:320, 1] = np.nan
+        cuts = (110, 150, 230, 280, 310)
+        changes = [a.change_index for a in self.restored_at(x, cuts, seed=0, min_window=15, max_window=100)]
+        assert changes[-1] == 400 and all(c < 260 for c in changes[:-1])
+
     def test_a_change_placed_on_a_row_given_back_restarts_the_window_at_the_gap_end(self):
         # the window restarted at the first row given back while its start said the gap's end:
         # the checkpoint after the alarm was refused (its rows' indices ran past n_seen)
@@ -616,6 +658,7 @@ class TestCheckpoint:
         ("gaps", [[2500, 0]]), ("gaps", [["2500", 37]]), ("gaps", [[2500, True]]), ("gaps", [[2500.0, 37]]),
         ("gaps", [[3000, 37]]), ("gaps", [[2400, 5], [2300, 5]]), ("gaps", lambda m: m["gaps"] * 2), ("gaps", "x"),
         ("bridged", [2700]), ("bridged", [2524.5]), ("bridged", lambda m: m["bridged"] + [2501]),
+        ("partial", -1), ("partial", True), ("partial", "3"), ("partial", 10**6),
     ])
     def test_a_damaged_count_flag_alarm_or_gap_is_refused_naming_it(self, gap_state, entry, value):
         # read by int() and bool(), such entries were taken (-1 calibrations, 1.5 samples, "no" as
@@ -671,11 +714,31 @@ class TestPrime:
         det.prime(np.r_[rng.normal(0, 1, 300), rng.normal(4, 1, 300)], start=0)
         assert stream_alarms(det, rng.normal(4, 1, 20)) == [] and det.window_length == 620
 
-    def test_rows_before_any_value_are_dropped_and_gaps_are_carried_forward(self):
+    def test_rows_before_any_value_are_dropped_and_gaps_are_held_back(self):
         det = SplitProfileDetector()
         det.prime([[np.nan, 0.0], [1.0, 2.0], [np.nan, 4.0], [3.0, np.nan]], start=10)
-        assert (det.n_seen, det.window_length) == (14, 3)
-        assert det.to_state()["window"].tolist() == [[1.0, 2.0], [1.0, 4.0], [3.0, 4.0]]
+        assert (det.n_seen, det.window_length) == (14, 1)
+        assert det.to_state()["window"].tolist() == [[1.0, 2.0]]
+        assert json.loads(det.to_state()["meta"])["partial"] == 2
+
+    @pytest.mark.parametrize("seed", range(4))
+    def test_rows_with_some_values_missing_are_held_back_as_step_holds_them_back(self, seed):
+        # runs shorter and longer than the window, gaps of every channel inside them, one left open
+        rng = np.random.default_rng(seed)
+        rows = rng.normal(size=(300, 2))
+        for a in rng.choice(280, 6, replace=False):
+            rows[a:a + rng.integers(1, 60), rng.integers(2)] = np.nan
+        rows[rng.choice(300, 10), :] = np.nan
+        rows[-rng.integers(1, 40):, 1] = np.nan
+        primed, stepped = SplitProfileDetector(min_window=15, seed=0), SplitProfileDetector(min_window=15, seed=0)
+        primed.prime(rows, start=0)
+        stepped._test = lambda: None  # prime tests nothing: neither may the stepped one
+        for r in rows:
+            stepped.step(r)
+        assert primed.to_state()["window"].tolist() == stepped.to_state()["window"].tolist()
+        got, want = (json.loads(d.to_state()["meta"]) for d in (primed, stepped))
+        assert [got.get(k) for k in ("n_seen", "start", "gaps", "partial", "last")] == [
+            want.get(k) for k in ("n_seen", "start", "gaps", "partial", "last")]
 
     def test_rows_with_every_value_missing_are_counted_but_not_taken(self):
         rows = np.r_[np.nan, 1.0, np.nan, np.nan, 3.0, np.nan, 5.0]
@@ -700,14 +763,14 @@ class TestPrime:
         history = np.c_[rng.normal(size=300), np.full(300, np.nan)]
         if begins is not None:
             history[begins:, 1] = 1000 + rng.normal(size=300 - begins)
-            history[begins + 10, 1] = np.nan  # a gap after the first complete row is carried forward
+            history[begins + 10, 1] = np.nan  # a gap after the first complete row is held back
         later = np.c_[rng.normal(size=600), 1000 + rng.normal(size=600)]
         primed, stepped = SplitProfileDetector(seed=0), SplitProfileDetector(seed=0)
         primed.prime(history, start=0)
         for row in history:
             stepped.step(row)
         assert primed.n_seen == stepped.n_seen == 300
-        assert primed.window_length == stepped.window_length == (0 if begins is None else 300 - begins)
+        assert primed.window_length == stepped.window_length == (0 if begins is None else 300 - begins - 1)
         assert primed.to_state()["window"].tolist() == stepped.to_state()["window"].tolist()
         alarms = stream_alarms(primed, later)
         assert alarms == stream_alarms(stepped, later) == []
