@@ -330,11 +330,7 @@ class SplitProfileDetector(base.DriftDetector):
             raise ValueError(f"expected {self._buf.shape[1]} channel value(s) per sample; got {v.size}")
         if np.isinf(v).any():
             raise ValueError("sample holds an infinite value; use NaN for missing values")
-        if np.isnan(v).any():
-            # nothing to carry forward yet, or nothing to carry into: the sample is skipped (step)
-            if self._last is None or np.isnan(v).all():
-                return None
-        return v  # with some values missing: held back or carried forward (step)
+        return v  # missing values are step's to handle
 
     def skip_to(self, index: int) -> None:
         """Number the next sample ``index``: a fresh detector taking over a stream at that sample
@@ -401,8 +397,8 @@ class SplitProfileDetector(base.DriftDetector):
         rows = np.flatnonzero(keep)
         for run in np.split(rows, np.flatnonzero(complete[rows])[1:]):
             run = run[1:]  # a complete row, then the rows with some values missing up to the next one
-            held = min(len(run), max(self.min_window, int(keep[:run[0]].sum()) if len(run) else 0))
-            keep[run[:held]] = False
+            if len(run):
+                keep[run[:max(self.min_window, int(keep[:run[0]].sum()))]] = False
         self._partial = len(run)  # the count step holds after the last complete row
         taken = np.flatnonzero(keep)
         x = fill_missing(x[taken])
@@ -459,11 +455,12 @@ class SplitProfileDetector(base.DriftDetector):
         v = self._row(x)
         self.n_seen += 1
         self._drift_detected = False
-        if v is None:
+        missing = v is None or np.isnan(v).any()
+        if missing and (v is None or self._last is None or np.isnan(v).all()):
             if self._buf is None:  # no sample with every channel yet: the gap cannot be filled
                 self._start = self.n_seen
             return None  # else every value is missing: counted, not taken
-        if np.isnan(v).any():  # some channels missing (not every one: that was None)
+        if missing:  # some channels missing, after a row was taken: held back, then carried forward
             self._partial += 1
             if self._partial <= self._partial_span():
                 return None  # held back: counted, not taken, as a gap of every channel
