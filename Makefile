@@ -20,8 +20,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# two workers, one per core of the CI machine; a file's tests stay on one worker (they share
+# module fixtures such as a broker). TEST_JOBS=0 runs them in this process.
+TEST_JOBS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/ratiowatch demo
