@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ratiowatch.stream.calibration.thresholds import (ROUNDING_MARGIN, exp_tail_threshold, gamma_threshold,
+from ratiowatch.stream.calibration.thresholds import (exp_tail_threshold, gamma_threshold, rounding_margin,
                                                      top_draws_floor)
 from ratiowatch.stream.calibration.permutation import permutation_null_generic, permutation_null_rulsif
 from ratiowatch.stream.calibration.channels import surrogate_rank_diffs
@@ -410,7 +410,7 @@ class NullCalibrator:
         """
         width = 2 if self.symmetric else 1
         top = float(self.floor_pool.max())
-        below = top - 2.0 * ROUNDING_MARGIN * max(1.0, abs(top))
+        below = top - 2.0 * rounding_margin(top)
         at_top = int((self.floor_pool.reshape(-1, width).max(axis=1) >= below).sum())
         draws = self.floor_pool.size // width
         blocks = -(-2 * int(n) // max(1, int(block)))

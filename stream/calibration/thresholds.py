@@ -25,20 +25,29 @@ from scipy import special, stats
 ROUNDING_MARGIN = 1e-9
 
 
+def rounding_margin(value: float) -> float:
+    """How far two scores near ``value`` may differ by rounding alone: ``ROUNDING_MARGIN x max(1, |value|)``.
+
+    >>> rounding_margin(0.5), rounding_margin(-4.0)
+    (1e-09, 4e-09)
+    """
+    return ROUNDING_MARGIN * max(1.0, abs(value))
+
+
 def exceeds(score: float, threshold: float) -> bool:
     """Whether ``score`` is above ``threshold`` by more than rounding (both finite).
 
     On a constant stream (a stuck sensor) the score and every null draw are one number up to a few
     ulps, so a plain ``score > threshold`` decided alarms by rounding noise: the streaming detector
     raised one at every re-selection, every n steps, forever. The margin, ``ROUNDING_MARGIN x
-    max(1, |threshold|)``, is far above that noise (~1e-15) and far below any score difference that
+    max(1, |threshold|)`` (:func:`rounding_margin`), is far above that noise (~1e-15) and far below any score difference that
     means something.
 
     >>> exceeds(1.0 + 1e-15, 1.0), exceeds(1.001, 1.0), exceeds(float("nan"), 1.0)
     (False, True, False)
     """
     return (math.isfinite(score) and math.isfinite(threshold)
-            and score > threshold + ROUNDING_MARGIN * max(1.0, abs(threshold)))
+            and score > threshold + rounding_margin(threshold))
 
 
 
