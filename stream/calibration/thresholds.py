@@ -39,9 +39,9 @@ def exceeds(score: float, threshold: float) -> bool:
 
     On a constant stream (a stuck sensor) the score and every null draw are one number up to a few
     ulps, so a plain ``score > threshold`` decided alarms by rounding noise: the streaming detector
-    raised one at every re-selection, every n steps, forever. The margin, ``ROUNDING_MARGIN x
-    max(1, |threshold|)`` (:func:`rounding_margin`), is far above that noise (~1e-15) and far below any score difference that
-    means something.
+    raised one at every re-selection, every n steps, forever. The margin, the threshold's
+    :func:`rounding_margin`, is far above that noise (~1e-15) and far below any score difference
+    that means something.
 
     >>> exceeds(1.0 + 1e-15, 1.0), exceeds(1.001, 1.0), exceeds(float("nan"), 1.0)
     (False, True, False)
